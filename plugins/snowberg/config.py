@@ -1,0 +1,283 @@
+"""Declarative table configuration (``include/tables.yaml``).
+
+One entry per table. The file is validated strictly when DAGs are parsed: an
+unknown key, a bad identifier, a bad partition transform or a missing field
+fails the DAG import with a message that names the table and the field. The
+models are pydantic (already an Airflow dependency), so the checks and their
+messages come from one well-kept library rather than our own walker.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from snowberg.durations import parse_duration
+from snowberg.identifiers import IcebergName, TableName, validate_identifier
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+
+_TRANSFORM = re.compile(
+    r"^(?:(identity|year|month|day|hour)\((\w+)\)|(bucket|truncate)\[(\d+)\]\((\w+)\)|(\w+))$"
+)
+
+
+class ConfigError(ValueError):
+    """The table config is invalid. The message names the table and the field."""
+
+
+class NullCursorPolicy(str, Enum):
+    """What to do with source rows whose cursor column is NULL.
+
+    raise:   fail the run, naming the count (the default: nothing is silently lost)
+    include: load them on every run; requires a primary key so that the merge
+             keeps one copy of each
+    exclude: skip them; the count is logged on every run
+    """
+
+    RAISE = "raise"
+    INCLUDE = "include"
+    EXCLUDE = "exclude"
+
+
+class WriteMode(str, Enum):
+    """How rows of a window land in Iceberg.
+
+    merge:  rows whose primary key is in the window replace earlier versions
+            (copy-on-write delete + append in one commit; no equality deletes)
+    append: rows are appended; the lake table is a history of row versions
+    """
+
+    MERGE = "merge"
+    APPEND = "append"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PartitionField(_Strict):
+    column: str
+    transform: str  # identity | year | month | day | hour | bucket[N] | truncate[W]
+
+    @property
+    def name(self) -> str:
+        t = self.transform.split("[")[0]
+        return self.column if t == "identity" else f"{self.column}_{t}"
+
+
+def _parse_partition(item: object) -> PartitionField:
+    if isinstance(item, PartitionField):
+        return item
+    if isinstance(item, dict):
+        return PartitionField(**item)
+    if not isinstance(item, str):
+        raise ValueError(f"partition field must be a string like 'day(updated_at)', got {item!r}")
+    m = _TRANSFORM.match(item.strip())
+    if not m:
+        raise ValueError(
+            f"bad partition transform {item!r}: use identity(col), year(col), month(col), day(col), hour(col), "
+            "bucket[N](col) or truncate[W](col)"
+        )
+    if m.group(1):
+        return PartitionField(column=m.group(2).lower(), transform=m.group(1))
+    if m.group(3):
+        n = int(m.group(4))
+        if n <= 0:
+            raise ValueError(f"bad partition transform {item!r}: {m.group(3)} width must be positive")
+        return PartitionField(column=m.group(5).lower(), transform=f"{m.group(3)}[{n}]")
+    return PartitionField(column=m.group(6).lower(), transform="identity")
+
+
+class Source(_Strict):
+    """Where rows come from: a table ``db.schema.table`` or a custom SELECT."""
+
+    table: str | None = None
+    query: str | None = None
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, v: str | None) -> str | None:
+        if v is not None:
+            TableName.parse(v)
+        return v
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        text = v.strip().rstrip(";").strip()
+        if not re.match(r"(?is)^(select|with)\b", text):
+            raise ValueError("query must be a single SELECT (or WITH … SELECT) statement")
+        if ";" in text:
+            raise ValueError("query must be a single statement (no ';')")
+        return text
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Source:
+        if (self.table is None) == (self.query is None):
+            raise ValueError("give exactly one of 'table' or 'query'")
+        return self
+
+
+class Cursor(_Strict):
+    """The watermark contract.
+
+    The window of a run is ``(watermark - lookback, high]`` where ``high`` is
+    fixed at plan time from Snowflake's clock minus ``commit_lag`` (for
+    timestamp cursors) or the column's maximum minus ``commit_lag`` (for
+    numeric cursors). Rows tied at ``high`` belong to this run; rows tied at
+    the previous watermark were loaded by the previous run. ``commit_lag``
+    must cover the longest source transaction, ``lookback`` catches rows that
+    arrive later than that (and needs a primary key, so re-read rows merge).
+    """
+
+    column: str
+    initial_value: str | int | None = None
+    lookback: Duration = timedelta(0)
+    commit_lag: Duration = timedelta(0)
+    null_policy: NullCursorPolicy = NullCursorPolicy.RAISE
+
+    @field_validator("column")
+    @classmethod
+    def _column(cls, v: str) -> str:
+        return validate_identifier(v, "cursor column")
+
+
+class TableConfig(_Strict):
+    """One table: a DAG is built for each."""
+
+    name: str
+    source: Source
+    target: str
+    cursor: Cursor | None = None
+    primary_key: list[str] = Field(default_factory=list)
+    write_mode: WriteMode | None = None
+    partition_by: list[Annotated[PartitionField, BeforeValidator(_parse_partition)]] = Field(default_factory=list)
+    schedule: str | None = "@hourly"
+    freshness_sla: Duration | None = None
+    snowflake_conn_id: str = "snowflake_default"
+    catalog: str = "lake"
+    owner: str = "data-engineering"
+    retries: int = Field(default=2, ge=0, le=20)
+    retry_delay: Duration = timedelta(minutes=2)
+    tags: list[str] = Field(default_factory=list)
+    description: str | None = None
+    # Type-mapping opt-ins (see docs/type-mapping.md).
+    number_as_long: list[str] = Field(default_factory=list)
+    timestamp_nanos: Literal["error", "truncate"] = "error"
+    geo_format: Literal["geojson", "wkt"] = "geojson"
+    batch_rows: int = Field(default=250_000, ge=1_000)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.match(r"^[a-z][a-z0-9_]{0,63}$", v):
+            raise ValueError("name must be lower-case letters, digits or '_' (it becomes the DAG id)")
+        return v
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, v: str) -> str:
+        IcebergName.parse(v)
+        return v
+
+    @field_validator("primary_key", "number_as_long")
+    @classmethod
+    def _columns(cls, v: list[str]) -> list[str]:
+        for c in v:
+            validate_identifier(c, "column")
+        return v
+
+    @model_validator(mode="after")
+    def _consistency(self) -> TableConfig:
+        if self.cursor is not None and self.cursor.lookback > timedelta(0) and not self.primary_key:
+            raise ValueError("cursor.lookback needs primary_key: re-read rows must merge, not duplicate")
+        if self.cursor is not None and self.cursor.null_policy is NullCursorPolicy.INCLUDE and not self.primary_key:
+            raise ValueError("cursor.null_policy 'include' needs primary_key: NULL-cursor rows are re-read every run")
+        if self.write_mode is WriteMode.MERGE and not self.primary_key:
+            raise ValueError("write_mode 'merge' needs primary_key")
+        return self
+
+    @property
+    def dag_id(self) -> str:
+        return f"snowberg_{self.name}"
+
+    @property
+    def effective_write_mode(self) -> WriteMode:
+        if self.write_mode is not None:
+            return self.write_mode
+        return WriteMode.MERGE if self.primary_key else WriteMode.APPEND
+
+    @property
+    def iceberg_name(self) -> IcebergName:
+        return IcebergName.parse(self.target)
+
+    @property
+    def variable_key(self) -> str:
+        """The Airflow Variable that mirrors this table's watermark."""
+        n = self.iceberg_name
+        return f"snowberg__{n.namespace}__{n.table}__watermark"
+
+
+class SnowbergConfig(_Strict):
+    tables: list[TableConfig]
+
+
+def _format_error(raw_tables: list[Any], exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        table = "?"
+        if len(loc) >= 2 and loc[0] == "tables" and isinstance(loc[1], int):
+            idx = loc[1]
+            entry = raw_tables[idx] if idx < len(raw_tables) else {}
+            table = entry.get("name", f"#{idx}") if isinstance(entry, dict) else f"#{idx}"
+            loc = loc[2:]
+        field = ".".join(str(p) for p in loc if not (isinstance(p, str) and p.startswith("function-")))
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"table {table!r}: field {field or '<entry>'!r}: {msg}")
+    return "invalid snowberg config:\n  " + "\n  ".join(lines)
+
+
+def parse_config(data: Any, *, source: str = "<config>") -> SnowbergConfig:
+    """Validate a parsed YAML document; apply ``defaults`` to each table."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping with 'tables'")
+    unknown = set(data) - {"defaults", "tables"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown top-level key(s) {sorted(unknown)}")
+    defaults = data.get("defaults") or {}
+    tables = data.get("tables")
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError(f"{source}: 'tables' must be a non-empty list")
+    merged = [({**defaults, **t} if isinstance(t, dict) else t) for t in tables]
+    try:
+        cfg = SnowbergConfig(tables=merged)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: " + _format_error(merged, exc)) from None
+    seen: dict[str, str] = {}
+    for t in cfg.tables:
+        for key in (t.name, t.target):
+            if key in seen:
+                raise ConfigError(f"{source}: table {t.name!r}: duplicate name or target {key!r}")
+            seen[key] = t.name
+    return cfg
+
+
+def load_config(path: str | Path) -> SnowbergConfig:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_config(data, source=str(path))

@@ -1,0 +1,26 @@
+"""Named crash points for the exactly-once tests.
+
+``SNOWBERG_FAULT=<point>`` makes the process die hard (``os._exit``, no
+cleanup, like a killed worker) when it reaches that point. Production runs
+never set it. A failpoint in the real code path is the only honest way to
+show what a crash at that exact step leaves behind.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+POINTS = ("after_extract", "before_commit", "after_commit", "before_publish")
+
+
+def crash_point(name: str) -> None:
+    if name not in POINTS:
+        raise ValueError(f"unknown fault point {name!r}")
+    want = os.environ.get("SNOWBERG_FAULT")
+    if want == name:
+        sys.stderr.write(f"snowberg: injected crash at {name}\n")
+        sys.stderr.flush()
+        os._exit(137)
+    if want == f"raise:{name}":
+        raise RuntimeError(f"snowberg: injected failure at {name}")

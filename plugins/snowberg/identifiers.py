@@ -1,0 +1,95 @@
+"""Snowflake and Iceberg identifier validation and quoting.
+
+Identifiers cannot be bind parameters, so every identifier that reaches SQL is
+first validated against a strict pattern and then double-quoted. Values never
+go through this module: they are always bound.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Unquoted Snowflake identifiers: letter or underscore, then letters, digits,
+# underscores or dollar signs, at most 255 characters. We accept only this
+# shape (not arbitrary quoted identifiers) so that nothing typed into a config
+# file or a trigger form can smuggle SQL through an identifier.
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,254}$")
+_ICEBERG_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+
+
+class IdentifierError(ValueError):
+    """An identifier failed validation."""
+
+
+def validate_identifier(name: str, what: str = "identifier") -> str:
+    """Return ``name`` if it is a safe Snowflake identifier, else raise."""
+    if not isinstance(name, str) or not _IDENT.match(name):
+        raise IdentifierError(
+            f"invalid {what} {name!r}: expected letters, digits, '_' or '$', starting with a letter or '_'"
+        )
+    return name
+
+
+def quote_identifier(name: str, what: str = "identifier") -> str:
+    """Validate and double-quote one identifier.
+
+    Unquoted Snowflake identifiers are stored upper-case, so a config that says
+    ``orders`` means the object ``ORDERS``; we upper-case names that are all
+    lower-case to keep that meaning while still quoting (quoting keeps mixed
+    case names exact).
+    """
+    validate_identifier(name, what)
+    if name == name.lower():
+        name = name.upper()
+    return f'"{name}"'
+
+
+def validate_iceberg_identifier(name: str, what: str = "identifier") -> str:
+    if not isinstance(name, str) or not _ICEBERG_IDENT.match(name):
+        raise IdentifierError(f"invalid {what} {name!r}: expected letters, digits or '_', starting with a letter or '_'")
+    return name
+
+
+@dataclass(frozen=True)
+class TableName:
+    """A fully qualified Snowflake table name ``database.schema.table``."""
+
+    database: str
+    schema: str
+    table: str
+
+    @classmethod
+    def parse(cls, text: str) -> TableName:
+        parts = text.split(".") if isinstance(text, str) else []
+        if len(parts) != 3:
+            raise IdentifierError(f"invalid table name {text!r}: expected database.schema.table")
+        for part, what in zip(parts, ("database", "schema", "table"), strict=True):
+            validate_identifier(part, what)
+        return cls(*parts)
+
+    def quoted(self) -> str:
+        return ".".join(quote_identifier(p) for p in (self.database, self.schema, self.table))
+
+    def __str__(self) -> str:
+        return f"{self.database}.{self.schema}.{self.table}"
+
+
+@dataclass(frozen=True)
+class IcebergName:
+    """An Iceberg ``namespace.table`` identifier."""
+
+    namespace: str
+    table: str
+
+    @classmethod
+    def parse(cls, text: str) -> IcebergName:
+        parts = text.split(".") if isinstance(text, str) else []
+        if len(parts) != 2:
+            raise IdentifierError(f"invalid Iceberg table {text!r}: expected namespace.table")
+        for part, what in zip(parts, ("namespace", "table"), strict=True):
+            validate_iceberg_identifier(part, what)
+        return cls(parts[0], parts[1])
+
+    def __str__(self) -> str:
+        return f"{self.namespace}.{self.table}"
