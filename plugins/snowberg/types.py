@@ -517,19 +517,21 @@ def _cast_temporal(arr: pa.Array, col: MappedColumn, options: MappingOptions, ta
             raise _lossy(col, f"cannot convert Arrow {src}")
         unit_ns = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[src.unit]
     if unit_ns == 1:
-        ints = pc.cast(arr, pa.int64())
-        sub_us = pc.not_equal(pc.remainder(ints, 1000), 0)
-        if pc.any(sub_us).as_py():
+        # Iceberg (v2) stores microseconds. A safe cast refuses to drop
+        # non-zero nanoseconds; we name the first such value.
+        us_type = pa.timestamp("us", tz=src.tz) if pa.types.is_timestamp(src) else pa.time64("us")
+        truncated = pc.cast(arr, us_type, safe=False)
+        lost = pc.not_equal(pc.cast(truncated, src), arr)
+        if pc.any(lost).as_py():
             if options.timestamp_nanos != "truncate":
-                bad = arr.filter(sub_us)[0]
+                bad = arr.filter(lost)[0]
                 raise _lossy(
                     col,
                     f"value {bad} has non-zero nanoseconds and Iceberg stores microseconds; "
                     "set timestamp_nanos: truncate to accept truncation",
                 )
-            # Drop sub-µs digits explicitly so the cast below is exact.
-            ints = pc.subtract(ints, pc.remainder(ints, 1000))
-            arr = pc.cast(ints, src)
+        arr = truncated
+        src = us_type
     if pa.types.is_timestamp(target) and target.tz is not None:
         arr = pc.cast(arr, pa.timestamp(src.unit, tz="UTC"))
     try:

@@ -1,0 +1,14 @@
+"""One DAG per table in include/tables.yaml (Snowflake → Iceberg watermark loads).
+
+Thin on purpose: the factory validates the config and wires tasks; nothing
+here touches a connection, a Variable or a heavy library.
+"""
+
+import os
+from pathlib import Path
+
+from snowberg.dag_factory import build_dags
+
+CONFIG = os.environ.get("SNOWBERG_TABLES_CONFIG") or str(Path(__file__).resolve().parent.parent / "include" / "tables.yaml")
+
+globals().update(build_dags(CONFIG))

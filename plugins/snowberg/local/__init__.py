@@ -1,0 +1,1 @@
+"""The local stack: the fakesnow Snowflake emulator and an embedded Iceberg lake."""

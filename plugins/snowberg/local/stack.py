@@ -1,0 +1,156 @@
+"""Start and stop the local stack; write the settings Airflow and snowberg read.
+
+* Snowflake: the ``fakesnow`` server (``fakesnow -s -p PORT -d DIR``) with its
+  DuckDB files under the stack folder, so data survives restarts.
+* Lake: pyiceberg's SQL catalog on SQLite with a local warehouse folder.
+
+Nothing here is read by snowberg's library code: the stack only writes an
+env file (``.snowberg/stack.env``) with ``AIRFLOW_CONN_SNOWFLAKE_DEFAULT`` and
+``PYICEBERG_CATALOG__LAKE__*``, the same settings a real deployment sets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_DIR = Path(os.environ.get("SNOWBERG_STACK_DIR", Path.cwd() / ".snowberg"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def snowflake_connection_uri(port: int, database: str = "SNOWBERG_DEMO") -> str:
+    """Airflow connection (JSON form) for the emulator: plain http on ``port``."""
+    return json.dumps(
+        {
+            "conn_type": "snowflake",
+            "login": "fake",
+            "password": "snow",
+            "extra": {"account": "fakesnow", "host": "127.0.0.1", "port": port, "protocol": "http", "database": database,
+                      "warehouse": "DEMO_WH"},
+        }
+    )
+
+
+def stack_env(stack_dir: Path, port: int) -> dict[str, str]:
+    lake = stack_dir / "lake"
+    return {
+        "AIRFLOW_CONN_SNOWFLAKE_DEFAULT": snowflake_connection_uri(port),
+        "PYICEBERG_CATALOG__LAKE__TYPE": "sql",
+        "PYICEBERG_CATALOG__LAKE__URI": f"sqlite:///{lake / 'catalog.db'}",
+        "PYICEBERG_CATALOG__LAKE__WAREHOUSE": f"file://{lake / 'warehouse'}",
+        "SNOWBERG_FAKESNOW_PORT": str(port),
+    }
+
+
+class FakesnowServer:
+    """A ``fakesnow`` server process with persistent storage."""
+
+    def __init__(self, db_path: Path, port: int | None = None, log_path: Path | None = None) -> None:
+        self.db_path = Path(db_path)
+        self.port = port or free_port()
+        self.log_path = log_path or self.db_path.parent / "fakesnow.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> FakesnowServer:
+        self.db_path.mkdir(parents=True, exist_ok=True)
+        exe = Path(sys.executable).with_name("fakesnow")
+        cmd = [str(exe), "-s", "-p", str(self.port), "-d", str(self.db_path)]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_port(self.port)
+        except TimeoutError:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+    def connect_kwargs(self) -> dict[str, object]:
+        return {"user": "fake", "password": "snow", "account": "fakesnow", "host": "127.0.0.1", "port": self.port,
+                "protocol": "http", "session_parameters": {"TIMEZONE": "UTC"}, "network_timeout": 60}
+
+    def connect(self, **extra: object) -> object:
+        import snowflake.connector
+
+        return snowflake.connector.connect(**self.connect_kwargs(), **extra)
+
+    def __enter__(self) -> FakesnowServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def up(stack_dir: Path = DEFAULT_DIR, port: int | None = None) -> dict[str, str]:
+    """Start the emulator in the background (if not running) and write ``stack.env``."""
+    stack_dir.mkdir(parents=True, exist_ok=True)
+    (stack_dir / "lake" / "warehouse").mkdir(parents=True, exist_ok=True)
+    pid_file = stack_dir / "fakesnow.pid"
+    env_file = stack_dir / "stack.env"
+    if pid_file.exists() and env_file.exists():
+        pid, old_port = (int(x) for x in pid_file.read_text().split())
+        try:
+            os.kill(pid, 0)
+            wait_port(old_port, timeout=5)
+            return read_env(env_file)
+        except (OSError, TimeoutError):
+            pid_file.unlink()
+    server = FakesnowServer(stack_dir / "fakesnow", port=port)
+    server.start()
+    assert server.proc is not None
+    pid_file.write_text(f"{server.proc.pid} {server.port}")
+    env = stack_env(stack_dir, server.port)
+    env_file.write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
+    return env
+
+
+def down(stack_dir: Path = DEFAULT_DIR) -> None:
+    pid_file = stack_dir / "fakesnow.pid"
+    if not pid_file.exists():
+        return
+    pid = int(pid_file.read_text().split()[0])
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except OSError:
+        pass
+    pid_file.unlink()
+
+
+def read_env(env_file: Path) -> dict[str, str]:
+    out = {}
+    for line in env_file.read_text().splitlines():
+        if line.startswith("export "):
+            k, _, v = line[len("export ") :].partition("=")
+            out[k] = shlex.split(v)[0] if v else ""
+    return out

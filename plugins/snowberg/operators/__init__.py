@@ -1,0 +1,1 @@
+"""Airflow operators. Importing this package is cheap: heavy libraries load in ``execute()``."""
