@@ -37,6 +37,7 @@ Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
 AlertEvent = Literal["load_failure", "check_failure"]
 ALERT_EVENTS: tuple[str, ...] = ("load_failure", "check_failure")
+_DEFAULT_EVENTS: tuple[AlertEvent, ...] = ("load_failure", "check_failure")
 
 _EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
 _CONN_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")
@@ -102,7 +103,7 @@ class AlertsConfig(_Strict):
     webhook_url: str | None = None
     webhook_conn_id: str | None = None  # an HTTP connection (host, auth, headers in extras)
     webhook_endpoint: str = ""  # path appended to the HTTP connection's host
-    events: list[AlertEvent] = Field(default_factory=lambda: list(ALERT_EVENTS))
+    events: list[AlertEvent] = Field(default_factory=lambda: list(_DEFAULT_EVENTS))
 
     @field_validator("email")
     @classmethod

@@ -1,0 +1,411 @@
+"""Alerts: Airflow notifiers built from a table's ``alerts:`` config.
+
+``build_notifiers(alerts_config, table=..., dag_id=...)`` returns notifier
+instances to use as ``on_failure_callback`` (of the tasks, e.g. through the
+DAG's ``default_args``). Each one, when a task fails:
+
+1. builds an ``Alert`` from the failure context: which table, which task,
+   whether it was a check (``check_failure``) or a load (``load_failure``),
+   for checks what was observed and what was expected (from the
+   ``snowberg.checks.CheckFailed`` the operator raised), the error, and a link
+   to the run in the Airflow UI (``{[api] base_url}/dags/{dag_id}/runs/{run_id}``);
+2. drops it when its event is not among the configured ``events``;
+3. delivers it through the provider's notifier: ``SmtpNotifier`` (email),
+   ``SlackWebhookNotifier`` (Slack), ``SnsNotifier`` (Amazon SNS), or our
+   ``WebhookNotifier`` (JSON POST through the http provider, or ``requests``
+   for a plain URL).
+
+Provider modules are imported only when an alert is sent, so building the
+notifiers costs nothing at DAG parse time. Message text is computed from the
+failure, never rendered as a Jinja template (an error message containing
+``{{`` stays text).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from airflow.sdk import BaseNotifier
+
+from snowberg.checks import find_check_failure
+from snowberg.checks.settings import ALERT_EVENTS, AlertsConfig
+
+log = logging.getLogger(__name__)
+
+LOAD_FAILURE, CHECK_FAILURE = "load_failure", "check_failure"
+_MAX_ERROR = 3000
+
+
+# ---------------------------------------------------------------------------
+# The message
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={_fmt(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return "; ".join(_fmt(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def base_url() -> str:
+    try:
+        from airflow.sdk.configuration import conf
+
+        url = conf.get("api", "base_url", fallback=None)
+    except Exception:  # noqa: BLE001 - a link is not worth failing an alert for
+        url = None
+    return (url or "http://localhost:8080").rstrip("/")
+
+
+def run_url(dag_id: str, run_id: str | None, *, base: str | None = None) -> str | None:
+    """The Airflow 3 UI page of a DAG run."""
+    if not run_id:
+        return None
+    return f"{base or base_url()}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+
+
+@dataclass(frozen=True)
+class Alert:
+    event: str  # load_failure | check_failure
+    table: str
+    dag_id: str
+    run_id: str | None
+    task_id: str | None
+    try_number: int | None
+    logical_date: str | None
+    check: str | None
+    lake_table: str | None
+    observed: Any
+    expected: Any
+    error: str | None
+    run_url: str | None
+    task_url: str | None
+    sent_at: str
+
+    @property
+    def title(self) -> str:
+        if self.event == CHECK_FAILURE:
+            return f"{self.check or 'check'} check failed"
+        return f"load failed ({self.task_id or 'task'})"
+
+    @property
+    def subject(self) -> str:
+        return f"[snowberg] {self.table}: {self.title}"[:100]  # SNS subjects stop at 100 characters
+
+    def rows(self) -> list[tuple[str, str]]:
+        rows = [("table", self.table + (f" ({self.lake_table})" if self.lake_table and self.lake_table != self.table else ""))]
+        rows.append(("event", self.event))
+        if self.event == CHECK_FAILURE:
+            rows += [("check", self.check or "-"), ("observed", _fmt(self.observed)), ("expected", _fmt(self.expected))]
+        rows += [
+            ("DAG", self.dag_id),
+            ("run", self.run_id or "-"),
+            ("task", f"{self.task_id or '-'}" + (f" (try {self.try_number})" if self.try_number else "")),
+        ]
+        if self.logical_date:
+            rows.append(("logical date", self.logical_date))
+        rows.append(("run link", self.run_url or "-"))
+        if self.task_url:
+            rows.append(("task log", self.task_url))
+        rows.append(("error", self.error or "-"))
+        return rows
+
+    @property
+    def text(self) -> str:
+        width = max(len(k) for k, _ in self.rows())
+        body = "\n".join(f"{k.ljust(width)}  {v}" for k, v in self.rows())
+        return f"snowberg alert: {self.table}: {self.title}\n\n{body}\n"
+
+    @property
+    def html(self) -> str:
+        cells = "".join(
+            f"<tr><th align='left' valign='top'>{html.escape(k)}</th><td>"
+            + (f"<a href=\"{html.escape(v)}\">{html.escape(v)}</a>" if k in ("run link", "task log") and v != "-" else
+               f"<pre style='margin:0;white-space:pre-wrap'>{html.escape(v)}</pre>" if k == "error" else html.escape(v))
+            + "</td></tr>"
+            for k, v in self.rows()
+        )
+        return (
+            f"<h3>snowberg alert: {html.escape(self.table)}: {html.escape(self.title)}</h3>"
+            f"<table cellpadding='4'>{cells}</table>"
+        )
+
+    @property
+    def slack_text(self) -> str:
+        lines = [f":rotating_light: *snowberg* `{self.table}`: {self.title}"]
+        if self.event == CHECK_FAILURE:
+            lines.append(f"*observed:* {_fmt(self.observed)}")
+            lines.append(f"*expected:* {_fmt(self.expected)}")
+        lines.append(f"*DAG:* `{self.dag_id}`  *task:* `{self.task_id}`  *run:* `{self.run_id}`")
+        if self.run_url:
+            lines.append(f"<{self.run_url}|Open the run>")
+        if self.error:
+            lines.append(f"```{self.error[:1500]}```")
+        return "\n".join(lines)
+
+    def payload(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["source"] = "snowberg"
+        d["title"] = self.title
+        d["subject"] = self.subject
+        return json.loads(json.dumps(d, default=str))
+
+
+def _iso_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _exception(context: Mapping[str, Any]) -> BaseException | str | None:
+    exc = context.get("exception")
+    if exc is None:
+        ti = context.get("ti") or context.get("task_instance")
+        exc = getattr(ti, "error", None) if ti is not None else None
+    return exc
+
+
+def build_alert(context: Mapping[str, Any], *, table: str, dag_id: str | None = None) -> Alert:
+    """The alert for a failure callback's ``context``."""
+    ti = context.get("ti") or context.get("task_instance")
+    dag_run = context.get("dag_run")
+    dag = context.get("dag")
+    task = context.get("task") or getattr(ti, "task", None)
+    dag_id = dag_id or getattr(dag, "dag_id", None) or getattr(ti, "dag_id", None) or "?"
+    run_id = context.get("run_id") or getattr(dag_run, "run_id", None) or getattr(ti, "run_id", None)
+    exc = _exception(context)
+    failure = find_check_failure(exc) if isinstance(exc, BaseException) else None
+    check = failure.check if failure else getattr(task, "snowberg_check", None)
+    event = CHECK_FAILURE if (failure is not None or check) else LOAD_FAILURE
+    error: str | None
+    if failure is not None:
+        error = failure.message
+    elif isinstance(exc, BaseException):
+        error = f"{type(exc).__name__}: {exc}"
+    else:
+        error = str(exc) if exc else None
+    logical = context.get("logical_date") or getattr(dag_run, "logical_date", None)
+    task_url = None
+    if ti is not None:
+        try:
+            task_url = getattr(ti, "log_url", None)
+        except Exception:  # noqa: BLE001
+            task_url = None
+    return Alert(
+        event=event,
+        table=table,
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=getattr(ti, "task_id", None) or getattr(task, "task_id", None),
+        try_number=getattr(ti, "try_number", None),
+        logical_date=_iso_or_none(logical),
+        check=check,
+        lake_table=(failure.table if failure else None) or getattr(task, "table", None),
+        observed=failure.observed if failure else None,
+        expected=failure.expected if failure else None,
+        error=(error[:_MAX_ERROR] + "…") if error and len(error) > _MAX_ERROR else error,
+        run_url=run_url(dag_id, run_id),
+        task_url=task_url if isinstance(task_url, str) else None,
+        sent_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Notifiers
+
+
+class SnowbergNotifier(BaseNotifier):
+    """Base: build the alert from the context, filter by event, deliver.
+
+    Subclasses implement ``deliver(alert, context)``.
+    """
+
+    template_fields = ()
+    channel = "?"
+
+    def __init__(self, *, table: str, dag_id: str | None = None, events: Iterable[str] = ALERT_EVENTS, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.dag_id = dag_id
+        self.events = tuple(events)
+        unknown = set(self.events) - set(ALERT_EVENTS)
+        if unknown:
+            raise ValueError(f"unknown alert event(s) {sorted(unknown)}; use {', '.join(ALERT_EVENTS)}")
+
+    def notify(self, context: Any) -> None:
+        alert = build_alert(context, table=self.table, dag_id=self.dag_id)
+        if alert.event not in self.events:
+            self.log.info("snowberg: %s alert for %s not sent: %s is not among %s", self.channel, self.table, alert.event, self.events)
+            return
+        self.deliver(alert, context)
+        self.log.info("snowberg: %s alert sent for %s (%s)", self.channel, self.table, alert.title)
+
+    def deliver(self, alert: Alert, context: Any) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class EmailAlertNotifier(SnowbergNotifier):
+    """Email through the SMTP provider's ``SmtpNotifier`` (HTML body, plain subject)."""
+
+    channel = "email"
+
+    def __init__(self, *, to: list[str] | str, from_email: str | None = None, smtp_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.to = [to] if isinstance(to, str) else list(to)
+        self.from_email = from_email
+        self.smtp_conn_id = smtp_conn_id
+
+    def deliver(self, alert: Alert, context: Any) -> None:
+        from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+        SmtpNotifier(
+            to=self.to,
+            from_email=self.from_email,
+            subject=alert.subject,
+            html_content=alert.html,
+            smtp_conn_id=self.smtp_conn_id,
+            custom_headers={"X-Snowberg-Table": alert.table, "X-Snowberg-Event": alert.event},
+        ).notify(context)
+
+
+class SlackAlertNotifier(SnowbergNotifier):
+    """Slack through the Slack provider's ``SlackWebhookNotifier``."""
+
+    channel = "slack"
+
+    def __init__(self, *, slack_webhook_conn_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.slack_webhook_conn_id = slack_webhook_conn_id
+
+    def deliver(self, alert: Alert, context: Any) -> None:
+        from airflow.providers.slack.notifications.slack_webhook import SlackWebhookNotifier
+
+        SlackWebhookNotifier(slack_webhook_conn_id=self.slack_webhook_conn_id, text=alert.slack_text).notify(context)
+
+
+class SnsAlertNotifier(SnowbergNotifier):
+    """Amazon SNS through the Amazon provider's ``SnsNotifier``."""
+
+    channel = "sns"
+
+    def __init__(self, *, target_arn: str, aws_conn_id: str | None = "aws_default", region_name: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.target_arn = target_arn
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def deliver(self, alert: Alert, context: Any) -> None:
+        from airflow.providers.amazon.aws.notifications.sns import SnsNotifier
+
+        attrs = {"table": alert.table, "event": alert.event, "dag_id": alert.dag_id}
+        if alert.check:
+            attrs["check"] = alert.check
+        SnsNotifier(
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            target_arn=self.target_arn,
+            subject=alert.subject,
+            message=alert.text,
+            message_attributes=attrs,
+        ).notify(context)
+
+
+class WebhookNotifier(SnowbergNotifier):
+    """POST the alert as JSON to a webhook.
+
+    ``http_conn_id``: an HTTP connection (host, auth, headers in its extras)
+    through the http provider's ``HttpHook``, plus ``endpoint``; or ``url``:
+    a plain URL through ``requests``. A non-2xx answer fails the callback
+    (Airflow logs it; the other channels still run).
+
+    .. code-block:: python
+
+        EmptyOperator(
+            task_id="t",
+            on_failure_callback=WebhookNotifier(table="orders", dag_id="snowberg_orders", http_conn_id="ops_webhook"),
+        )
+    """
+
+    channel = "webhook"
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        http_conn_id: str | None = None,
+        endpoint: str = "",
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 10.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if (url is None) == (http_conn_id is None):
+            raise ValueError("give exactly one of url or http_conn_id")
+        self.url = url
+        self.http_conn_id = http_conn_id
+        self.endpoint = endpoint
+        self.headers = dict(headers or {})
+        self.timeout = timeout
+
+    def deliver(self, alert: Alert, context: Any) -> None:
+        payload = alert.payload()
+        headers = {"Content-Type": "application/json", "User-Agent": "snowberg-alerts", **self.headers}
+        if self.http_conn_id is not None:
+            from airflow.providers.http.hooks.http import HttpHook
+
+            HttpHook(method="POST", http_conn_id=self.http_conn_id).run(
+                endpoint=self.endpoint, json=payload, headers=headers, extra_options={"timeout": self.timeout, "check_response": True}
+            )
+            return
+        import requests
+
+        resp = requests.post(str(self.url), json=payload, headers=headers, timeout=self.timeout)
+        resp.raise_for_status()
+
+
+def build_notifiers(alerts_config: AlertsConfig | Mapping[str, Any] | None, *, table: str, dag_id: str) -> list[SnowbergNotifier]:
+    """Notifier instances for one table, to use as ``on_failure_callback``.
+
+    ``alerts_config`` is the table's ``AlertsConfig`` (or its dict form, or
+    ``None`` for no alerts). ``table`` is the name alerts show (the config's
+    ``name``); ``dag_id`` the DAG the links point to.
+    """
+    if alerts_config is None:
+        return []
+    cfg = alerts_config if isinstance(alerts_config, AlertsConfig) else AlertsConfig.model_validate(dict(alerts_config))
+    common: dict[str, Any] = {"table": table, "dag_id": dag_id, "events": tuple(cfg.events)}
+    out: list[SnowbergNotifier] = []
+    if cfg.email:
+        out.append(EmailAlertNotifier(to=list(cfg.email), from_email=cfg.email_from, smtp_conn_id=cfg.email_conn_id, **common))
+    if cfg.slack_webhook_conn_id:
+        out.append(SlackAlertNotifier(slack_webhook_conn_id=cfg.slack_webhook_conn_id, **common))
+    if cfg.sns_topic_arn:
+        out.append(SnsAlertNotifier(target_arn=cfg.sns_topic_arn, aws_conn_id=cfg.aws_conn_id, region_name=cfg.sns_region, **common))
+    if cfg.webhook_url or cfg.webhook_conn_id:
+        out.append(WebhookNotifier(url=cfg.webhook_url, http_conn_id=cfg.webhook_conn_id, endpoint=cfg.webhook_endpoint, **common))
+    return out
+
+
+__all__ = [
+    "Alert",
+    "EmailAlertNotifier",
+    "SlackAlertNotifier",
+    "SnowbergNotifier",
+    "SnsAlertNotifier",
+    "WebhookNotifier",
+    "build_alert",
+    "build_notifiers",
+    "run_url",
+]

@@ -1,0 +1,209 @@
+"""Snapshot freshness from Iceberg metadata alone.
+
+Reads the table metadata (the snapshot log and summaries) and nothing else:
+no manifest, no data file. Two measures:
+
+* **hours since the last write** — the age of the newest snapshot on the main
+  branch that changed data (``append``, ``overwrite``, ``delete``; a
+  ``replace`` is compaction and brings no new rows);
+* **watermark lag** — now minus the watermark snowberg committed in the
+  snapshot summary (``snowberg.state.read_state``), for timestamp and date
+  cursors. It says how far behind the source the lake is, even when loads
+  keep committing.
+
+A table is stale when the age exceeds the SLA, when the watermark lag
+exceeds its limit, when it has no snapshot at all, or when it does not exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from snowberg import state
+from snowberg.durations import format_duration
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+DATA_OPERATIONS = ("append", "overwrite", "delete")
+
+
+@dataclass(frozen=True)
+class Freshness:
+    table: str
+    checked_at: str
+    exists: bool
+    current_snapshot_id: int | None = None
+    last_write_snapshot_id: int | None = None
+    last_write_operation: str | None = None
+    last_write_at: str | None = None
+    hours_since_last_write: float | None = None
+    watermark: str | None = None
+    cursor_kind: str | None = None
+    watermark_snapshot_id: int | None = None
+    watermark_committed_at: str | None = None
+    watermark_run_id: str | None = None
+    watermark_lag_hours: float | None = None
+    sla: str | None = None
+    sla_hours: float | None = None
+    max_watermark_lag: str | None = None
+    max_watermark_lag_hours: float | None = None
+    fresh: bool = True
+    reasons: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Freshness:
+        return cls(**d)
+
+    @property
+    def observed(self) -> str:
+        """One line: what the check saw."""
+        if not self.exists:
+            return "table does not exist"
+        if self.last_write_at is None:
+            return "no data snapshot"
+        parts = [f"last write {self.last_write_at} ({self.hours_since_last_write:.2f} h ago)"]
+        if self.watermark is not None:
+            lag = f", lag {self.watermark_lag_hours:.2f} h" if self.watermark_lag_hours is not None else ""
+            parts.append(f"watermark {self.watermark}{lag}")
+        return "; ".join(parts)
+
+    @property
+    def expected(self) -> str:
+        parts = []
+        if self.sla is not None:
+            parts.append(f"a write within {self.sla}")
+        if self.max_watermark_lag is not None:
+            parts.append(f"watermark lag within {self.max_watermark_lag}")
+        return " and ".join(parts) or "a data snapshot"
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
+
+
+def _hours(td: timedelta) -> float:
+    return round(td.total_seconds() / 3600, 4)
+
+
+def _operation(snap: Any) -> str | None:
+    summary = getattr(snap, "summary", None)
+    op = getattr(summary, "operation", None)
+    return getattr(op, "value", op) if op is not None else None
+
+
+def last_data_snapshot(table: Table) -> Any | None:
+    """The newest snapshot on main that changed data (skips ``replace``)."""
+    snap = table.current_snapshot()
+    while snap is not None:
+        op = _operation(snap)
+        if op is None or op in DATA_OPERATIONS:
+            return snap
+        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+    return None
+
+
+def watermark_time(kind: str | None, watermark: str | None) -> datetime | None:
+    """The watermark as an aware UTC datetime, for time-like cursors (else None)."""
+    if not watermark or kind not in ("timestamp_ntz", "timestamp_tz", "date"):
+        return None
+    from snowberg.snowflake_source import parse_cursor_value
+
+    v = parse_cursor_value(kind, watermark)
+    if kind == "date":
+        return datetime(v.year, v.month, v.day, tzinfo=UTC)
+    if v.tzinfo is None:  # timestamp_ntz: snowberg pins the session TIMEZONE to UTC
+        return v.replace(tzinfo=UTC)
+    return v.astimezone(UTC)
+
+
+def evaluate(
+    table: Table | None,
+    *,
+    name: str,
+    sla: timedelta | None = None,
+    max_watermark_lag: timedelta | None = None,
+    now: datetime | None = None,
+) -> Freshness:
+    """Measure ``table`` (already loaded; ``None`` when it does not exist)."""
+    now = now or datetime.now(UTC)
+    limits: dict[str, Any] = {
+        "sla": format_duration(sla) if sla is not None else None,
+        "sla_hours": _hours(sla) if sla is not None else None,
+        "max_watermark_lag": format_duration(max_watermark_lag) if max_watermark_lag is not None else None,
+        "max_watermark_lag_hours": _hours(max_watermark_lag) if max_watermark_lag is not None else None,
+    }
+    checked_at = now.isoformat(timespec="seconds")
+    if table is None:
+        return Freshness(name, checked_at, False, fresh=False, reasons=[f"table {name} does not exist"], **limits)
+
+    reasons: list[str] = []
+    current = table.current_snapshot()
+    snap = last_data_snapshot(table)
+    out: dict[str, Any] = {"current_snapshot_id": current.snapshot_id if current else None}
+    if snap is None:
+        reasons.append(f"table {name} has no data snapshot: nothing was ever written")
+    else:
+        age = now - datetime.fromtimestamp(snap.timestamp_ms / 1000, tz=UTC)
+        out.update(
+            last_write_snapshot_id=snap.snapshot_id,
+            last_write_operation=_operation(snap),
+            last_write_at=_iso(snap.timestamp_ms),
+            hours_since_last_write=_hours(age),
+        )
+        if sla is not None and age > sla:
+            reasons.append(
+                f"last write {_iso(snap.timestamp_ms)} is {_hours(age):.2f} h old, over the SLA of {format_duration(sla)}"
+            )
+
+    st = state.read_state(table)
+    if st is not None:
+        out.update(
+            watermark=st.watermark,
+            cursor_kind=st.cursor_kind,
+            watermark_snapshot_id=st.snapshot_id,
+            watermark_committed_at=_iso(st.timestamp_ms),
+            watermark_run_id=st.run_id,
+        )
+        try:
+            wt = watermark_time(st.cursor_kind, st.watermark)
+        except ValueError as exc:
+            wt = None
+            reasons.append(f"watermark {st.watermark!r} ({st.cursor_kind}) cannot be read: {exc}")
+        if wt is not None:
+            lag = now - wt
+            out["watermark_lag_hours"] = _hours(lag)
+            if max_watermark_lag is not None and lag > max_watermark_lag:
+                reasons.append(
+                    f"watermark {st.watermark} lags {_hours(lag):.2f} h behind now, over the limit of "
+                    f"{format_duration(max_watermark_lag)}"
+                )
+    elif max_watermark_lag is not None:
+        reasons.append(f"table {name} has no snowberg watermark, so its lag cannot be within {format_duration(max_watermark_lag)}")
+
+    return Freshness(name, checked_at, True, fresh=not reasons, reasons=reasons, **out, **limits)
+
+
+def render(f: Freshness) -> str:
+    rows = [
+        ("table", f.table),
+        ("status", "FRESH" if f.fresh else "STALE"),
+        ("current snapshot", f.current_snapshot_id),
+        ("last write", f"{f.last_write_at} ({f.last_write_operation}, snapshot {f.last_write_snapshot_id})" if f.last_write_at else "-"),
+        ("hours since last write", f"{f.hours_since_last_write:.2f}" if f.hours_since_last_write is not None else "-"),
+        ("SLA", f.sla or "-"),
+        ("watermark", f"{f.watermark} ({f.cursor_kind})" if f.watermark is not None else "-"),
+        ("watermark committed", f"{f.watermark_committed_at} (snapshot {f.watermark_snapshot_id}, run {f.watermark_run_id})" if f.watermark_committed_at else "-"),
+        ("watermark lag (h)", f"{f.watermark_lag_hours:.2f}" if f.watermark_lag_hours is not None else "-"),
+        ("max watermark lag", f.max_watermark_lag or "-"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"snapshot freshness of {f.table} (metadata only)"]
+    lines += [f"  {k.ljust(width)}  {v if v is not None else '-'}" for k, v in rows]
+    lines += [f"  ! {r}" for r in f.reasons]
+    return "\n".join(lines)
