@@ -57,7 +57,13 @@ def _cause(step: str, exc: BaseException) -> str | None:
     low = text.lower()
     if "nosuchbucket" in low or "bucket does not exist" in low or "bucket not found" in low:
         return "the bucket does not exist (check the warehouse / table location)"
-    if "invalidaccesskeyid" in low or "signaturedoesnotmatch" in low or "security token" in low:
+    if any(
+        k in low
+        for k in (
+            "invalidaccesskeyid", "access key id you provided does not exist", "signaturedoesnotmatch",
+            "signature we calculated does not match", "security token", "expiredtoken", "invalidtoken",
+        )
+    ):
         return "the credentials are invalid or expired (s3.access-key-id / s3.secret-access-key / s3.session-token)"
     if "connection refused" in low or "could not connect" in low or "curlcode: 7" in low or "timed out" in low:
         return "the storage endpoint is unreachable (s3.endpoint, network, proxy)"
