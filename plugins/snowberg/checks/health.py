@@ -324,9 +324,11 @@ def render(r: HealthReport) -> str:
     if r.partitions > 1:
         lines += ["", "busiest partitions"]
         lines += _table(["partition", "files"], [[p, n] for p, n in r.top_partitions])
+    lines += ["", "table properties"]
     if r.properties:
-        lines += ["", "table properties"]
         lines += _table(["property", "value"], [[k, v] for k, v in r.properties.items()])
+    else:
+        lines.append("  (none)")
     if r.limits:
         lines += ["", "limits: " + ", ".join(f"{k}={_size(v) if k == 'small_file_size' else v}" for k, v in r.limits.items())]
     for b in r.breaches:

@@ -1,0 +1,156 @@
+"""Table health from metadata: files, rows, statistics coverage, partition skew, small files, properties."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from snowberg.checks import health
+from snowberg.checks.settings import HealthThresholds
+
+
+@pytest.fixture
+def partitioned(catalog: Any, lake: Any) -> Any:
+    """``lake.sales`` partitioned by region: eu gets 4 files, us 1."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    t = catalog.create_table("lake.sales", schema=lake.schema())
+    region_id = t.schema().find_field("region").field_id
+    with t.update_spec() as u:
+        u.add_field("region", IdentityTransform(), "region")
+    t = catalog.load_table("lake.sales")
+    assert t.spec() == PartitionSpec(PartitionField(region_id, 1000, IdentityTransform(), "region"), spec_id=1)
+    for i in range(4):
+        lake.append(t, lake.batch([10 * i + 1, 10 * i + 2], region="eu"), run_id=f"eu{i}")
+    lake.append(t, lake.batch([99], region="us"), run_id="us")
+    return t
+
+
+def test_report_counts_from_manifests(orders: Any, lake: Any) -> None:
+    lake.append(orders, lake.batch([20, 21]), run_id="r2")
+    r = health.collect(orders, name="lake.orders")
+    assert r.snapshots == 2 and r.operations == {"append": 2}
+    assert r.data_files == 2 and r.delete_files == 0
+    assert r.rows == 12 == r.manifest_added_rows + r.manifest_existing_rows
+    assert r.manifests == 2 and r.delete_manifests == 0
+    assert r.total_bytes > 0 and r.avg_file_bytes == r.total_bytes // 2
+    assert r.small_files == 2 and r.small_file_ratio == 1.0  # every test file is under 32 MiB
+    assert r.partition_spec == "unpartitioned" and r.partitions == 1 and r.partition_skew == 1.0
+    assert r.stats_coverage == 1.0
+    assert [c.column for c in r.columns] == ["id", "region", "amount", "updated_at"]
+    amount = next(c for c in r.columns if c.column == "amount")
+    assert amount.with_null_counts == 2 and amount.coverage == 1.0
+    assert r.properties == dict(orders.properties)
+    assert r.healthy and r.breaches == []
+    d = r.to_dict()
+    assert d["healthy"] is True and d["columns"][0]["coverage"] == 1.0
+
+
+def test_all_null_column_needs_no_bounds(catalog: Any, lake: Any) -> None:
+    import pyarrow as pa
+
+    t = catalog.create_table("lake.nulls", schema=lake.schema())
+    data = lake.batch([3, 6])  # amount is None for multiples of 3: an all-null column in this file
+    assert data.column("amount").null_count == 2
+    t.append(data)
+    r = health.collect(t, name="lake.nulls")
+    amount = next(c for c in r.columns if c.column == "amount")
+    assert amount.with_lower_bounds == 0 and amount.with_null_counts == 1
+    assert amount.coverage == 1.0
+    assert isinstance(pa, object)
+
+
+def test_partition_skew_and_render(partitioned: Any) -> None:
+    r = health.collect(partitioned, name="lake.sales", thresholds=HealthThresholds(max_partition_skew=3))
+    assert r.partitions == 2
+    assert r.max_files_per_partition == 4 and r.min_files_per_partition == 1 and r.partition_skew == 4.0
+    assert r.top_partitions[0] == ("region=eu", 4)
+    assert r.partition_spec == "identity(region)"
+    assert [b.metric for b in r.breaches] == ["partition_skew"]
+    text = health.render(r)
+    for needle in ("UNHEALTHY", "partition skew (max / min)", "region=eu", "column statistics", "table properties", "! partition_skew"):
+        assert needle in text, needle
+
+
+def test_missing_statistics_lower_coverage(catalog: Any, lake: Any) -> None:
+    t = catalog.create_table("lake.nostats", schema=lake.schema(), properties={"write.metadata.metrics.default": "none"})
+    lake.append(t, lake.batch([1, 2]))
+    with t.transaction() as tx:
+        tx.set_properties({"write.metadata.metrics.default": "full"})
+    lake.append(t, lake.batch([4, 5]), run_id="r2")
+    r = health.collect(t, name="lake.nostats", thresholds=HealthThresholds(min_stats_coverage=0.9))
+    assert r.data_files == 2
+    assert r.stats_coverage == 0.5
+    assert all(c.covered == 1 for c in r.columns)
+    assert [b.metric for b in r.breaches] == ["stats_coverage"]
+    assert "50%" in r.breaches[0].message and "write.metadata.metrics" in r.breaches[0].message
+
+
+def test_thresholds_for_files_snapshots_and_age(orders: Any, lake: Any) -> None:
+    lake.append(orders, lake.batch([30]), run_id="r2")
+    th = HealthThresholds(
+        max_small_file_ratio=0.5, small_file_size="1MiB", max_snapshots=1, max_delete_files=0, max_snapshot_age="1h"
+    )
+    r = health.collect(orders, name="lake.orders", thresholds=th, now=datetime.now(UTC) + timedelta(hours=2))
+    assert {b.metric for b in r.breaches} == {"small_file_ratio", "snapshots", "oldest_snapshot_age_hours"}
+    assert r.small_file_size == 1024 * 1024
+    assert r.limits["max_snapshot_age"] == "1h"
+
+
+def test_empty_table(catalog: Any, lake: Any) -> None:
+    t = catalog.create_table("lake.empty", schema=lake.schema())
+    r = health.collect(t, name="lake.empty", thresholds=HealthThresholds(min_stats_coverage=1, max_small_file_ratio=0))
+    assert r.data_files == 0 and r.snapshots == 0 and r.current_snapshot_id is None
+    assert r.healthy  # nothing to judge
+    assert "HEALTHY" in health.render(r)
+
+
+# ---------------------------------------------------------------------------
+# The operator
+
+
+def test_operator_returns_report(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
+    from snowberg.operators.checks import TableHealthOperator
+
+    out = TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 10}).execute(context)
+    assert out["healthy"] and out["data_files"] == 5 and out["partition_skew"] == 4.0
+    assert out["limits"] == {"small_file_size": 32 * 1024 * 1024, "max_partition_skew": 10.0}
+
+
+def test_operator_fails_on_breach(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
+    from snowberg.operators.checks import SnowbergCheckFailed, TableHealthOperator
+
+    op = TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 2, "min_stats_coverage": 0.5}, table_name="sales")
+    with pytest.raises(SnowbergCheckFailed) as ei:
+        op.execute(context)
+    err = ei.value
+    assert err.check == "health" and str(err).startswith("sales is unhealthy")
+    assert err.observed == {"partition_skew": 4.0}
+    assert err.expected == {"partition_skew": "<= 2.0"}
+    assert context["ti"].xcom["result"]["healthy"] is False
+
+
+def test_operator_warn_only(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
+    from snowberg.operators.checks import TableHealthOperator
+
+    out = TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 2, "fail_on_breach": False}).execute(context)
+    assert out["healthy"] is False and out["breaches"][0]["metric"] == "partition_skew"
+
+
+def test_operator_missing_table(use_catalog: Any, context: dict[str, Any]) -> None:
+    from snowberg.operators.checks import SnowbergCheckFailed, TableHealthOperator
+
+    with pytest.raises(SnowbergCheckFailed, match="does not exist"):
+        TableHealthOperator(task_id="h", table="lake.missing").execute(context)
+
+
+def test_operator_rejects_bad_thresholds() -> None:
+    from pydantic import ValidationError
+
+    from snowberg.operators.checks import TableHealthOperator
+
+    with pytest.raises(ValidationError, match="max_partition_skew"):
+        TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 0.5})
