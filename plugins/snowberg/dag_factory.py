@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Asset, Param
+from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param
 
 from snowberg.config import TableConfig, load_config
 from snowberg.durations import format_duration
@@ -55,12 +55,24 @@ def _doc(cfg: TableConfig) -> str:
     return "\n".join(lines)
 
 
+def _timetable(schedule: str | None) -> Any:
+    """Cron schedules get real data intervals, so a backfill run's interval is its window.
+
+    Airflow 3's default for a cron string is CronTriggerTimetable, whose data
+    interval is a single instant: a run created by the UI's Backfill dialog
+    (which sends no params) would have an empty window.
+    """
+    if schedule is None or schedule in ("@once", "@continuous"):
+        return schedule
+    return CronDataIntervalTimetable(schedule, timezone="UTC")
+
+
 def build_dag(cfg: TableConfig) -> DAG:
     raw = cfg.model_dump(mode="json")
     params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=cfg.dag_id,
-        schedule=cfg.schedule,
+        schedule=_timetable(cfg.schedule),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
@@ -70,7 +82,10 @@ def build_dag(cfg: TableConfig) -> DAG:
         default_args={"owner": cfg.owner, "retries": cfg.retries, "retry_delay": cfg.retry_delay},
     ) as dag:
         plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
-        load = SnowbergLoadOperator(task_id="load", table_config=raw, window=plan.output)
+        # Backfill runs do not count toward max_active_runs (Airflow 3 gives each
+        # backfill its own limit), so a backfill and a scheduled run of one table
+        # can be active together: one load of a table at a time, across all runs.
+        load = SnowbergLoadOperator(task_id="load", table_config=raw, window=plan.output, max_active_tis_per_dag=1)
         publish = SnowbergPublishOperator(task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)])
         plan >> load >> publish
     return dag

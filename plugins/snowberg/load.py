@@ -45,6 +45,7 @@ from snowberg.snowflake_source import (
     result_columns,
     shift_cursor,
 )
+from snowberg.slicing import check_same_columns, slice_windows
 from snowberg.types import MappingOptions, TypeMappingError, cast_batch, map_columns
 
 if TYPE_CHECKING:
@@ -245,6 +246,8 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
     if done is not None:
         lg.info("run %s already committed this window in snapshot %s: appending nothing", w.run_id, done.snapshot_id)
         return LoadResult("already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict())
+    if w.mode == BACKFILL:
+        w = _carry_watermark(table, w)
     _check_base(table, w)
     if w.dry_run:
         lg.info("dry run: would load %s rows for window %s", w.rows_in_window, describe_window(w))
@@ -254,13 +257,15 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
         return LoadResult("nothing_new", 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict())
 
     sq = SourceQuery(cfg)
-    sql, params = sq.extract_sql(w)
+    parts = slice_windows(w)  # [w] unless plan_slices cut a large window by cursor value
+    sql, params = sq.extract_sql(parts[0])
     opts = mapping_options(cfg)
     cur = conn.cursor()
     try:
-        lg.info("extracting %s", describe_window(w))
+        lg.info("extracting %s%s", describe_window(w), f" in {len(parts)} slices" if len(parts) > 1 else "")
         cur.execute(sql, params)
-        columns = map_columns(result_columns(cur), opts)
+        source_columns = result_columns(cur)
+        columns = map_columns(source_columns, opts)
         if table is None:
             table = create_table(catalog, cfg, columns)
         tx = table.transaction()
@@ -270,7 +275,11 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
         progress = Progress(f"{cfg.name}: fetched", lg)
         keys = KeyCollector(cfg) if _merges(cfg, w) else None
 
-        def batches() -> Iterator[pa.RecordBatch]:
+        def batches(i: int) -> Iterator[pa.RecordBatch]:
+            if i:  # each further slice is its own query, run once the previous one is written
+                s_sql, s_params = sq.extract_sql(parts[i])
+                cur.execute(s_sql, s_params)
+                check_same_columns(source_columns, result_columns(cur), f"{cfg.name} slice {i + 1}/{len(parts)}")
             for raw in fetch_batches(cur):
                 b = cast_batch(raw, columns, target_schema, opts)
                 if keys is not None:
@@ -278,7 +287,8 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
                 progress.add(b.num_rows, b.nbytes)
                 yield b
 
-        data_files = list(_write_data_files(table, tx, target_schema, batches(), cfg.batch_rows))
+        # One write per slice: memory is bounded by the slice, not the window.
+        data_files = [f for i in range(len(parts)) for f in _write_data_files(table, tx, target_schema, batches(i), cfg.batch_rows)]
     finally:
         cur.close()
     lg.info("%s: %s", cfg.name, progress.summary())
@@ -308,6 +318,23 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
 
 def _merges(cfg: TableConfig, w: Window) -> bool:
     return cfg.effective_write_mode is WriteMode.MERGE and w.mode != FULL_REFRESH
+
+
+def _carry_watermark(table: Table | None, w: Window) -> Window:
+    """A backfill records the table's watermark as it is now, not as it was at plan time.
+
+    Backfill runs do not count toward a DAG's max_active_runs, so an
+    incremental run may commit between a backfill's plan and its load. The
+    backfill must then neither fail nor put the old watermark back: it carries
+    the current one. Its commit still asserts the snapshot read here.
+    """
+    st = state.read_state(table)
+    now_wm = st.watermark if st else None
+    if now_wm == w.base_watermark:
+        return w
+    d = w.to_dict()
+    d.update(base_watermark=now_wm, new_watermark=now_wm, base_snapshot_id=st.snapshot_id if st else None)
+    return Window.from_dict(d)
 
 
 def _check_base(table: Table | None, w: Window) -> None:

@@ -23,6 +23,19 @@ def _cfg(raw: dict[str, Any] | TableConfig) -> TableConfig:
     return raw if isinstance(raw, TableConfig) else TableConfig.model_validate(raw)
 
 
+def _attempt_id(context: Any) -> str:
+    """The run id, plus the clear number once the whole run was cleared.
+
+    A task retry keeps the plan (and so this id): a load that already
+    committed appends nothing. Clearing the run, or re-running a backfill
+    with "reprocess" (Airflow clears the same run id), re-plans: the new
+    plan must reload its window, not find the earlier commit and skip.
+    """
+    dag_run = context.get("dag_run")
+    n = getattr(dag_run, "clear_number", 0) or 0
+    return str(context["run_id"]) if n == 0 else f"{context['run_id']}#clear{n}"
+
+
 class _SnowbergOperator(BaseOperator):
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog")
     ui_color = "#d6ecfa"
@@ -76,7 +89,7 @@ class SnowbergPlanOperator(_SnowbergOperator):
         conn = hook.get_conn()
         try:
             window = plan_run(
-                cfg, conn, table, run_id=context["run_id"], mode=request.mode,
+                cfg, conn, table, run_id=_attempt_id(context), mode=request.mode,
                 start=request.start.isoformat() if request.mode == BACKFILL and request.start else None,
                 end=request.end.isoformat() if request.mode == BACKFILL and request.end else None,
                 dry_run=request.dry_run,

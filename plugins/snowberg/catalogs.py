@@ -1,0 +1,357 @@
+"""Iceberg catalogs from configuration: an Airflow connection, or pyiceberg's own config.
+
+Catalog settings never live in code. ``open_catalog(ref)`` looks for an
+Airflow connection whose id is ``ref`` and turns it into pyiceberg catalog
+properties (``catalog_properties``); when there is no such connection it falls
+back to pyiceberg's configuration for the catalog *name* ``ref``
+(``PYICEBERG_CATALOG__<REF>__*`` environment variables or ``~/.pyiceberg.yaml``).
+
+Connection shapes (``conn_type`` picks a preset; ``extra`` completes it):
+
+==============  ===========================================================
+``snowflake``   Snowflake Horizon Iceberg REST catalog. ``password`` is a
+                programmatic access token (PAT); ``extra.account``,
+                ``extra.role`` and ``extra.database`` are required. Builds
+                ``uri = https://<account>.snowflakecomputing.com/polaris/api/catalog``,
+                ``credential = <PAT>``, ``scope = session:role:<ROLE>``,
+                ``warehouse = <DATABASE>`` and the header
+                ``X-Iceberg-Access-Delegation: vended-credentials``. The same
+                connection also works for SQL through the provider's hook
+                (its ``extra.warehouse`` stays the compute warehouse).
+                ``extra.catalog_uri`` replaces the endpoint (private link,
+                or a local test server).
+``aws``         AWS Glue + S3. ``login``/``password`` are the access key id
+                and secret (or leave empty for the default AWS chain);
+                ``extra.region_name``, ``extra.endpoint_url`` (both services)
+                or ``extra.service_config.{glue,s3}.endpoint_url``,
+                ``extra.aws_session_token``, ``extra.warehouse``.
+``postgres``    pyiceberg SQL catalog on PostgreSQL (``schema`` is the
+                database); ``extra.warehouse`` is required.
+``sqlite``      pyiceberg SQL catalog on SQLite (``host`` is the file path);
+                ``extra.warehouse`` is required.
+anything else   ``extra.type`` names the pyiceberg catalog type (``rest``,
+                ``sql``, ``glue``, ...). For ``rest``: ``extra.uri`` or the
+                connection's host/port/schema build the URI; ``password``
+                (with ``login`` as client id, if set) becomes ``credential``.
+==============  ===========================================================
+
+In every shape, ``extra`` keys that are pyiceberg properties pass through
+verbatim (``uri``, ``warehouse``, ``credential``, ``token``, ``scope``,
+``prefix``, ``oauth2-server-uri``, ``py-io-impl``, and any dotted key such as
+``s3.endpoint``, ``glue.id``, ``header.X-Iceberg-Access-Delegation``), and
+``extra.catalog_properties`` (a mapping) overrides everything last.
+``extra.catalog_name`` sets the catalog's name (SQL catalogs store it with
+every table; default: the connection id).
+
+Every secret (password, credential, token, secret keys, session tokens) is
+registered with Airflow's secrets masker before the catalog is built, so it
+is masked in every task log line, including pyiceberg's and the provider's.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+HORIZON_PATH = "/polaris/api/catalog"
+ACCESS_DELEGATION_HEADER = "header.X-Iceberg-Access-Delegation"
+VENDED_CREDENTIALS = "vended-credentials"
+
+# Extra keys copied verbatim into the catalog properties (dotted keys always are).
+PASSTHROUGH = frozenset(
+    {
+        "type",
+        "uri",
+        "warehouse",
+        "credential",
+        "token",
+        "scope",
+        "prefix",
+        "audience",
+        "resource",
+        "oauth2-server-uri",
+        "py-io-impl",
+        "py-catalog-impl",
+        "snapshot-loading-mode",
+        "namespace-separator",
+        "init_catalog_tables",
+        "echo",
+        "pool_pre_ping",
+    }
+)
+
+_REF = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")
+_ACCOUNT = re.compile(r"^[A-Za-z0-9_.\-]{1,255}$")
+_ROLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,254}$")
+_SECRET_KEY = re.compile(r"(password|secret|credential|token|sas|account-key|connection-string)", re.IGNORECASE)
+
+
+class CatalogConfigError(ValueError):
+    """A catalog connection or config is incomplete or contradictory."""
+
+
+class ConnectionLike(Protocol):
+    """What ``catalog_properties`` reads from an Airflow ``Connection``."""
+
+    conn_id: str
+    conn_type: str | None
+    host: str | None
+    schema: str | None
+    login: str | None
+    password: str | None
+    port: int | None
+
+    @property
+    def extra_dejson(self) -> dict[str, Any]: ...
+
+
+def _s(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _passthrough(extra: Mapping[str, Any]) -> dict[str, str]:
+    return {k: _s(v) for k, v in extra.items() if (k in PASSTHROUGH or "." in k) and v is not None and not isinstance(v, dict)}
+
+
+def horizon_uri(account: str) -> str:
+    """The Horizon Iceberg REST endpoint of a Snowflake account (``orgname-acct`` or locator.region)."""
+    if not _ACCOUNT.match(account or ""):
+        raise CatalogConfigError(f"invalid Snowflake account identifier {account!r}")
+    host = account if account.endswith(".snowflakecomputing.com") else f"{account}.snowflakecomputing.com"
+    return f"https://{host}{HORIZON_PATH}"
+
+
+def horizon_properties(*, account: str | None, pat: str | None, role: str | None, database: str | None,
+                       uri: str | None = None) -> dict[str, str]:
+    """pyiceberg RestCatalog properties for Snowflake Horizon (what the seed's Spark config sets).
+
+    The PAT is sent once, as the OAuth ``client_secret`` of a client-credentials
+    token request to ``<uri>/v1/oauth/tokens`` with ``scope=session:role:<ROLE>``;
+    every catalog call then carries the short-lived bearer token Horizon returns.
+    """
+    missing = [n for n, v in (("password (the PAT)", pat), ("extra.role", role), ("extra.database", database)) if not v]
+    if uri is None and not account:
+        missing.append("extra.account")
+    if missing:
+        raise CatalogConfigError(f"Snowflake Horizon catalog needs {', '.join(missing)}")
+    assert pat is not None and role is not None and database is not None
+    if not _ROLE.match(role):
+        raise CatalogConfigError(f"invalid Snowflake role {role!r} for the Horizon scope")
+    base = (uri or horizon_uri(account or "")).rstrip("/")
+    return {
+        "type": "rest",
+        "uri": base,
+        "oauth2-server-uri": f"{base}/v1/oauth/tokens",
+        "credential": pat,
+        "scope": f"session:role:{role}",
+        "warehouse": database,
+        ACCESS_DELEGATION_HEADER: VENDED_CREDENTIALS,
+    }
+
+
+def _snowflake(conn: ConnectionLike, extra: Mapping[str, Any]) -> dict[str, str]:
+    account = extra.get("account")
+    if not account and conn.host and conn.host.endswith(".snowflakecomputing.com"):
+        account = conn.host[: -len(".snowflakecomputing.com")]
+    return horizon_properties(
+        account=account,
+        pat=conn.password,
+        role=extra.get("role"),
+        database=extra.get("database"),
+        uri=extra.get("catalog_uri"),
+    )
+
+
+def _aws(conn: ConnectionLike, extra: Mapping[str, Any]) -> dict[str, str]:
+    props: dict[str, str] = {"type": str(extra.get("catalog_type") or "glue")}
+    region = extra.get("region_name") or extra.get("region")
+    if region:
+        props["glue.region"] = props["s3.region"] = str(region)
+    if conn.login:
+        props["glue.access-key-id"] = props["s3.access-key-id"] = conn.login
+    if conn.password:
+        props["glue.secret-access-key"] = props["s3.secret-access-key"] = conn.password
+    token = extra.get("aws_session_token")
+    if token:
+        props["glue.session-token"] = props["s3.session-token"] = str(token)
+    if extra.get("endpoint_url"):
+        props["glue.endpoint"] = props["s3.endpoint"] = str(extra["endpoint_url"])
+    service = extra.get("service_config") or {}
+    for svc in ("glue", "s3"):
+        url = (service.get(svc) or {}).get("endpoint_url") if isinstance(service, dict) else None
+        if url:
+            props[f"{svc}.endpoint"] = str(url)
+    return props
+
+
+def _postgres(conn: ConnectionLike, extra: Mapping[str, Any]) -> dict[str, str]:
+    if not conn.host or not conn.schema:
+        raise CatalogConfigError(f"connection {conn.conn_id!r}: a PostgreSQL SQL catalog needs host and schema (the database)")
+    auth = ""
+    if conn.login:
+        auth = quote(conn.login, safe="")
+        if conn.password:
+            auth += ":" + quote(conn.password, safe="")
+        auth += "@"
+    port = f":{conn.port}" if conn.port else ""
+    return {"type": "sql", "uri": f"postgresql+psycopg2://{auth}{conn.host}{port}/{quote(conn.schema, safe='')}"}
+
+
+def _sqlite(conn: ConnectionLike, extra: Mapping[str, Any]) -> dict[str, str]:
+    if not conn.host:
+        raise CatalogConfigError(f"connection {conn.conn_id!r}: a SQLite SQL catalog needs host (the database file path)")
+    return {"type": "sql", "uri": f"sqlite:///{conn.host}"}
+
+
+def _rest_uri(conn: ConnectionLike) -> str | None:
+    if not conn.host:
+        return None
+    if "://" in conn.host:
+        base = conn.host
+    else:
+        scheme = "https" if (conn.conn_type or "").lower() != "http" else "http"
+        base = f"{scheme}://{conn.host}" + (f":{conn.port}" if conn.port else "")
+    path = (conn.schema or "").strip("/")
+    return base.rstrip("/") + (f"/{path}" if path else "")
+
+
+def _generic(conn: ConnectionLike, extra: Mapping[str, Any]) -> dict[str, str]:
+    ctype = extra.get("type")
+    if not ctype:
+        raise CatalogConfigError(
+            f"connection {conn.conn_id!r} (conn_type {conn.conn_type!r}): set extra.type to a pyiceberg catalog type "
+            "(rest, sql, glue, ...) or use conn_type snowflake, aws, postgres or sqlite"
+        )
+    props: dict[str, str] = {"type": str(ctype)}
+    if str(ctype).lower() == "rest":
+        uri = _rest_uri(conn)
+        if uri:
+            props["uri"] = uri
+        if conn.password:
+            props["credential"] = f"{conn.login}:{conn.password}" if conn.login else conn.password
+    return props
+
+
+_PRESETS = {"snowflake": _snowflake, "aws": _aws, "postgres": _postgres, "postgresql": _postgres, "sqlite": _sqlite}
+
+
+def catalog_properties(conn: ConnectionLike) -> dict[str, str]:
+    """pyiceberg catalog properties for an Airflow connection (pure: no I/O, no imports)."""
+    extra = dict(conn.extra_dejson or {})
+    ctype = (conn.conn_type or "").lower()
+    props = _PRESETS.get(ctype, _generic)(conn, extra)
+    passthrough = _passthrough(extra)
+    if ctype == "snowflake":
+        # The provider's extras mean something else here: ``warehouse`` is the
+        # compute warehouse for SQL; the catalog's warehouse is the database.
+        passthrough.pop("warehouse", None)
+    props.update(passthrough)
+    overrides = extra.get("catalog_properties") or {}
+    if not isinstance(overrides, dict):
+        raise CatalogConfigError(f"connection {conn.conn_id!r}: extra.catalog_properties must be a mapping")
+    props.update({k: _s(v) for k, v in overrides.items()})
+    if props.get("type") == "sql" and not props.get("warehouse"):
+        raise CatalogConfigError(f"connection {conn.conn_id!r}: a SQL catalog needs extra.warehouse (e.g. s3://bucket/lake)")
+    if not props.get("type") and not props.get("py-catalog-impl"):
+        raise CatalogConfigError(f"connection {conn.conn_id!r}: cannot tell the catalog type; set extra.type")
+    return props
+
+
+def catalog_name(conn: ConnectionLike) -> str:
+    return str((conn.extra_dejson or {}).get("catalog_name") or conn.conn_id)
+
+
+def secret_values(props: Mapping[str, str]) -> list[str]:
+    """The values of ``props`` that are secrets (for the masker)."""
+    out: list[str] = []
+    for k, v in props.items():
+        if not v:
+            continue
+        if _SECRET_KEY.search(k.split(".")[-1]) or k in ("credential", "token"):
+            out.append(v)
+            if k == "credential" and ":" in v:
+                out.append(v.split(":", 1)[1])
+        elif k == "uri" and "@" in v and "://" in v:
+            userinfo = v.split("://", 1)[1].split("@", 1)[0]
+            if ":" in userinfo:
+                out.append(userinfo.split(":", 1)[1])
+    return out
+
+
+def redacted(props: Mapping[str, str]) -> dict[str, str]:
+    """``props`` with secret values replaced by ``***`` (what snowberg itself logs)."""
+    secrets = secret_values(props)
+    out = {}
+    for k, v in props.items():
+        for s in secrets:
+            if s and s in v:
+                v = v.replace(s, "***")
+        out[k] = v
+    return out
+
+
+def mask_secrets(props: Mapping[str, str]) -> None:
+    """Register every secret of ``props`` with Airflow's secrets masker (task and supervisor logs)."""
+    from airflow.sdk.log import mask_secret
+
+    for value in secret_values(props):
+        mask_secret(value)
+
+
+def _airflow_connection(conn_id: str) -> ConnectionLike | None:
+    from airflow.sdk import Connection
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        return Connection.get(conn_id)  # type: ignore[no-any-return]
+    except AirflowNotFoundException:
+        return None
+
+
+def catalog_from_connection(conn_id: str) -> Catalog:
+    """Build the catalog an Airflow connection describes (raises if the connection does not exist)."""
+    conn = _airflow_connection(conn_id)
+    if conn is None:
+        raise CatalogConfigError(f"no Airflow connection {conn_id!r}")
+    return _load(catalog_name(conn), catalog_properties(conn), f"connection {conn_id!r}")
+
+
+def _load(name: str, props: Mapping[str, Any], source: str) -> Catalog:
+    from pyiceberg.catalog import load_catalog
+
+    flat = {k: _s(v) for k, v in props.items() if not isinstance(v, dict)}
+    mask_secrets(flat)
+    log.info("opening Iceberg catalog %r from %s: %s", name, source, redacted(flat))
+    return load_catalog(name, **props)
+
+
+def open_catalog(ref: str) -> Catalog:
+    """The catalog ``ref`` names: an Airflow connection id first, else pyiceberg's config for that name.
+
+    pyiceberg reads its environment once, at import; the fallback re-reads it
+    here so that settings exported after start-up are honoured too.
+    """
+    if not isinstance(ref, str) or not _REF.match(ref):
+        raise CatalogConfigError(f"invalid catalog reference {ref!r}")
+    conn = _airflow_connection(ref)
+    if conn is not None:
+        return _load(catalog_name(conn), catalog_properties(conn), f"Airflow connection {ref!r}")
+    from pyiceberg.utils.config import Config
+
+    conf = Config().get_catalog_config(ref)
+    if conf is None:
+        raise CatalogConfigError(
+            f"catalog {ref!r} is not configured: create an Airflow connection {ref!r} or set "
+            f"PYICEBERG_CATALOG__{ref.upper()}__TYPE (and its other settings) or ~/.pyiceberg.yaml"
+        )
+    return _load(ref, conf, "pyiceberg configuration")

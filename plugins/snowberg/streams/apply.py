@@ -1,0 +1,349 @@
+"""Apply staged batches to Iceberg: one commit per run, state in the same commit.
+
+For the batch range ``(committed, through]``:
+
+* every primary key the range touches is deleted from the target
+  (``tx.delete(In(pk, keys))``: copy-on-write, never equality deletes, which
+  Snowflake cannot read), then
+* the last change per key (batch id, then row sequence) is appended when it
+  is an insert (an update's new image is an insert; a delete leaves nothing),
+
+both in one transaction whose snapshot summary carries
+``snowberg.stream-batch-id`` = ``through``. When the range holds a full
+refresh batch (a new stream generation), everything before it is superseded:
+the target is emptied and only batches from the refresh on are applied.
+
+The optional changelog table gets every staged change of the range (action,
+batch id, row sequence), append-only, with its own batch id in its own
+summary, so each of the two tables is exactly once on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from datetime import date, datetime
+from datetime import time as dtime
+from typing import TYPE_CHECKING, Any, cast
+
+from snowberg import faults
+from snowberg import state as core_state
+from snowberg.config import TableConfig
+from snowberg.lake import (
+    apply_schema_changes,
+    arrow_schema,
+    create_table,
+    load_table_or_none,
+    plan_schema_changes,
+)
+from snowberg.load import _write_data_files, mapping_options
+from snowberg.snowflake_source import Progress, fetch_batches, result_columns
+from snowberg.streams import checkpoint as cp
+from snowberg.streams import sql as S
+from snowberg.streams.errors import StreamConfigError
+from snowberg.streams.settings import StreamSource
+from snowberg.streams.staging import describe
+from snowberg.types import MappedColumn, MappingOptions, cast_array, cast_batch, map_columns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Pending:
+    batch_id: int
+    rows: int
+    refresh: bool
+    consumed_at: str | None
+
+
+@dataclass
+class ApplyResult:
+    status: str  # committed | already_committed | nothing_staged
+    low_batch_id: int
+    through_batch_id: int
+    batches: list[int]
+    refresh: bool
+    rows_appended: int
+    keys_deleted: int
+    snapshot_id: int | None
+    changelog_rows: int
+    changelog_snapshot_id: int | None
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_keys(cfg: TableConfig, stream: StreamSource) -> list[str]:
+    """Updates and deletes are applied by primary key; only an append-only stream can do without one."""
+    if not cfg.primary_key and not stream.append_only:
+        raise StreamConfigError(
+            f"table {cfg.name!r}: a standard stream carries updates and deletes, which snowberg applies by primary "
+            "key; set primary_key (or use an append_only stream)"
+        )
+    return [k for k in cfg.primary_key]
+
+
+def pending_batches(conn: Any, stream: StreamSource, low: int) -> list[Pending]:
+    cur = conn.cursor()
+    try:
+        cur.execute(S.pending_batches_sql(stream.staging_name), {"low": low})
+        return [Pending(int(b), int(n), bool(int(r)), None if c is None else str(c)) for b, n, r, c in cur.fetchall()]
+    finally:
+        cur.close()
+
+
+def source_columns(conn: Any, stream: StreamSource) -> list[str]:
+    """Staging columns that hold source data (bookkeeping columns removed)."""
+    return [c.name for c in describe(conn, S.describe_table_sql(stream.staging_name)) if c.name not in S.META_NAMES]
+
+
+def _stored_key(conn_columns: Sequence[str], key: Sequence[str]) -> list[str]:
+    by_upper = {c.upper(): c for c in conn_columns}
+    out = []
+    for k in key:
+        if k.upper() not in by_upper:
+            raise StreamConfigError(f"primary key column {k!r} is not a column of the stream ({sorted(conn_columns)})")
+        out.append(by_upper[k.upper()])
+    return out
+
+
+def _literal(v: Any) -> Any:
+    if isinstance(v, (datetime, date, dtime)):
+        return v.isoformat()
+    return v
+
+
+def _key_filter(keys: pa.Table) -> Any:
+    from pyiceberg import expressions as ex
+
+    # pyiceberg's predicates are pydantic models whose constructors mypy misreads.
+    in_, eq = cast(Any, ex.In), cast(Any, ex.EqualTo)
+    And, Or = ex.And, ex.Or
+    names = keys.column_names
+    if len(names) == 1:
+        return in_(names[0], {_literal(v) for v in keys.column(0).to_pylist()})
+    terms = [And(*[eq(k, _literal(v)) for k, v in row.items()]) for row in keys.to_pylist()]
+    return terms[0] if len(terms) == 1 else Or(*terms)
+
+
+def _read_keys(conn: Any, stream: StreamSource, key: Sequence[str], low: int, high: int, target: pa.Schema,
+               opts: MappingOptions) -> pa.Table:
+    """Distinct primary keys of the range, cast to the target's types (so the delete filter binds exactly)."""
+    import pyarrow as pa
+
+    cur = conn.cursor()
+    try:
+        cur.execute(S.changed_keys_sql(stream.staging_name, key), {"low": low, "high": high})
+        mapped = {m.source.name: m for m in map_columns(result_columns(cur), opts)}
+        chunks = [pa.Table.from_batches([b]) for b in fetch_batches(cur)]
+    finally:
+        cur.close()
+    names = [mapped[k].name for k in key]
+    if not chunks:
+        return pa.table({n: pa.array([], type=target.field(n).type) for n in names})
+    raw = pa.concat_tables(chunks)
+    arrays = [cast_array(raw.column(k), mapped[k], opts, target=target.field(mapped[k].name).type) for k in key]
+    return pa.table(dict(zip(names, arrays, strict=True)))
+
+
+def _state_props(run_id: str, stream: StreamSource, pending: Sequence[Pending], through: int, refresh: bool,
+                 generation: str | None) -> dict[str, str]:
+    consumed = [p.consumed_at for p in pending if p.consumed_at]
+    props = {
+        cp.BATCH_ID: str(through),
+        cp.BATCHES: ",".join(str(p.batch_id) for p in pending),
+        cp.STREAM: stream.name,
+        cp.REFRESH: "true" if refresh else "false",
+        cp.CONSUMED_AT: max(consumed) if consumed else "",
+        core_state.RUN_ID: run_id,
+        core_state.MODE: cp.MODE_STREAM,
+        core_state.VERSION: "1",
+    }
+    if generation:
+        props[cp.GENERATION] = generation
+    return props
+
+
+def _staged_generation(conn: Any, stream: StreamSource, through: int) -> str | None:
+    cur = conn.cursor()
+    try:
+        cur.execute(S.generation_sql(stream.staging_name), {"high": through})
+        row = cur.fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+    finally:
+        cur.close()
+
+
+def load_batches(
+    cfg: TableConfig,
+    stream: StreamSource,
+    conn: Any,
+    catalog: Catalog,
+    *,
+    run_id: str,
+    through_batch_id: int | None,
+    logger: logging.Logger | None = None,
+) -> ApplyResult:
+    """Apply staged batches ``(committed, through]`` to the target (and the changelog), once."""
+    lg = logger or log
+    started = time.monotonic()
+    key = check_keys(cfg, stream)
+    table = load_table_or_none(catalog, cfg)
+    committed = cp.committed_batch(table)
+    changelog_cfg = _changelog_config(cfg, stream)
+    changelog = load_table_or_none(catalog, changelog_cfg) if changelog_cfg else None
+    changelog_committed = cp.committed_batch(changelog) if changelog_cfg else None
+    low_all = min(committed, changelog_committed) if changelog_committed is not None else committed
+    pending_all = pending_batches(conn, stream, low_all)
+    through = through_batch_id if through_batch_id is not None else max([p.batch_id for p in pending_all], default=low_all)
+
+    result = ApplyResult("already_committed", committed, through, [], False, 0, 0, None, 0, None, 0.0)
+    if through > committed:
+        pending = [p for p in pending_all if committed < p.batch_id <= through]
+        result = _apply_target(cfg, stream, conn, catalog, table, key, committed, through, pending, run_id, lg)
+    else:
+        lg.info("%s: batches up to %d are already in the table (batch id %d): nothing to apply", cfg.target, through,
+                committed)
+    if changelog_cfg is not None and changelog_committed is not None and through > changelog_committed:
+        pending = [p for p in pending_all if changelog_committed < p.batch_id <= through]
+        n, snap = _apply_changelog(cfg, changelog_cfg, stream, conn, catalog, changelog, changelog_committed, through,
+                                   pending, run_id, lg)
+        result.changelog_rows, result.changelog_snapshot_id = n, snap
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _apply_target(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog, table: Table | None,
+                  key: list[str], committed: int, through: int, pending: list[Pending], run_id: str,
+                  lg: logging.Logger) -> ApplyResult:
+    started = time.monotonic()
+    if not pending:
+        lg.info("%s: no staged rows in batches (%d, %d]: no commit", cfg.target, committed, through)
+        return ApplyResult("nothing_staged", committed, through, [], False, 0, 0, None, 0, None, 0.0)
+    refreshes = [p.batch_id for p in pending if p.refresh]
+    low = committed
+    refresh = bool(refreshes)
+    if refresh:
+        low = max(refreshes) - 1
+        lg.info("%s: batch %d is a full refresh (new stream generation): replacing the table", cfg.target, max(refreshes))
+    applied = [p for p in pending if p.batch_id > low]
+    opts = mapping_options(cfg)
+    columns = source_columns(conn, stream)
+    key = _stored_key(columns, key)
+    params = {"low": low, "high": through}
+
+    cur = conn.cursor()
+    try:
+        cur.execute(S.final_rows_sql(stream.staging_name, columns, key), params)
+        mapped = map_columns(result_columns(cur), opts)
+        if table is None:
+            table = create_table(catalog, cfg, mapped)
+        tx = table.transaction()
+        add, widen = plan_schema_changes(tx.table_metadata.schema(), mapped)
+        apply_schema_changes(tx, add, widen)
+        target = arrow_schema(tx.table_metadata.schema())
+        progress = Progress(f"{cfg.name}: staged rows", lg)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for raw in fetch_batches(cur):
+                b = cast_batch(raw, mapped, target, opts)
+                progress.add(b.num_rows, b.nbytes)
+                yield b
+
+        data_files = list(_write_data_files(table, tx, target, batches(), cfg.batch_rows))
+    finally:
+        cur.close()
+
+    generation = _staged_generation(conn, stream, through)
+    props = _state_props(run_id, stream, applied, through, refresh, generation)
+    deleted = 0
+    has_rows = tx.table_metadata.current_snapshot() is not None
+    if refresh:
+        from pyiceberg.expressions import AlwaysTrue
+
+        if has_rows:
+            tx.delete(delete_filter=AlwaysTrue(), snapshot_properties=props)
+    elif key:
+        keys = _read_keys(conn, stream, key, low, through, target, opts)
+        deleted = keys.num_rows
+        if deleted and has_rows:
+            tx.delete(delete_filter=_key_filter(keys), snapshot_properties=props)
+    props[cp.DELETED_KEYS] = str(deleted)
+    props[core_state.ROWS] = str(progress.rows)
+    with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
+        for f in data_files:
+            fa.append_data_file(f)
+    faults.crash_point("stream_during_write")
+    committed_table = tx.commit_transaction()
+    faults.crash_point("stream_after_commit")
+    snap = committed_table.current_snapshot()
+    assert snap is not None
+    lg.info("%s: committed snapshot %s: batches %s, %s rows appended, %d keys deleted%s", cfg.target, snap.snapshot_id,
+            props[cp.BATCHES], f"{progress.rows:,}", deleted, " (full refresh)" if refresh else "")
+    return ApplyResult("committed", committed, through, [p.batch_id for p in applied], refresh, progress.rows, deleted,
+                       snap.snapshot_id, 0, None, time.monotonic() - started)
+
+
+def _changelog_config(cfg: TableConfig, stream: StreamSource) -> TableConfig | None:
+    if not stream.changelog_target:
+        return None
+    return cfg.model_copy(update={"target": stream.changelog_target, "primary_key": [], "partition_by": [],
+                                  "cursor": None, "write_mode": None})
+
+
+def _apply_changelog(cfg: TableConfig, ccfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog,
+                     table: Table | None, committed: int, through: int, pending: list[Pending], run_id: str,
+                     lg: logging.Logger) -> tuple[int, int | None]:
+    if not pending:
+        return 0, None
+    base = mapping_options(cfg)
+    opts = MappingOptions(number_as_long=base.number_as_long | {S.BATCH_ID, S.SEQ}, timestamp_nanos=base.timestamp_nanos,
+                          geo_format=base.geo_format)
+    columns = source_columns(conn, stream)
+    cur = conn.cursor()
+    try:
+        cur.execute(S.changelog_rows_sql(stream.staging_name, columns), {"low": committed, "high": through})
+        mapped: list[MappedColumn] = map_columns(result_columns(cur), opts)
+        if table is None:
+            table = create_table(catalog, ccfg, mapped)
+        tx = table.transaction()
+        add, widen = plan_schema_changes(tx.table_metadata.schema(), mapped)
+        apply_schema_changes(tx, add, widen)
+        target = arrow_schema(tx.table_metadata.schema())
+        progress = Progress(f"{ccfg.target}: changes", lg)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for raw in fetch_batches(cur):
+                b = cast_batch(raw, mapped, target, opts)
+                progress.add(b.num_rows, b.nbytes)
+                yield b
+
+        data_files = list(_write_data_files(table, tx, target, batches(), cfg.batch_rows))
+    finally:
+        cur.close()
+    props = _state_props(run_id, stream, pending, through, False, _staged_generation(conn, stream, through))
+    props[core_state.ROWS] = str(progress.rows)
+    with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
+        for f in data_files:
+            fa.append_data_file(f)
+    snap = tx.commit_transaction().current_snapshot()
+    lg.info("%s: changelog commit %s: %s changes of batches %s", ccfg.target, snap.snapshot_id if snap else None,
+            f"{progress.rows:,}", props[cp.BATCHES])
+    return progress.rows, snap.snapshot_id if snap else None
+
+
+def committed_through(cfg: TableConfig, stream: StreamSource, catalog: Catalog) -> int:
+    """The batch id every target has committed (read back from the tables themselves)."""
+    through = cp.committed_batch(load_table_or_none(catalog, cfg))
+    ccfg = _changelog_config(cfg, stream)
+    if ccfg is not None:
+        through = min(through, cp.committed_batch(load_table_or_none(catalog, ccfg)))
+    return through

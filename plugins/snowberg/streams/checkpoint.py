@@ -1,0 +1,85 @@
+"""The stream batch id, committed in the Iceberg snapshot summary with the data.
+
+Same invariant as the watermark (``snowberg.state``): the table is the truth.
+The batch id in the newest snowberg stream commit says which staged batches
+are already in the table; the consume step numbers new batches above it, the
+load step applies only batches above it, the cleanup step deletes staged rows
+only up to it. Backfill commits (``CHANGES``) do not carry it and are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from snowberg import state as core_state
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
+
+BATCH_ID = core_state.PREFIX + "stream-batch-id"
+BATCHES = core_state.PREFIX + "stream-batches"
+STREAM = core_state.PREFIX + "stream"
+REFRESH = core_state.PREFIX + "stream-refresh"
+DELETED_KEYS = core_state.PREFIX + "stream-deleted-keys"
+CONSUMED_AT = core_state.PREFIX + "stream-consumed-at"
+GENERATION = core_state.PREFIX + "stream-created-on"
+CHANGES_START = core_state.PREFIX + "changes-start"
+CHANGES_END = core_state.PREFIX + "changes-end"
+
+MODE_STREAM = "stream"
+MODE_CHANGES = "stream_changes_backfill"
+
+
+@dataclass(frozen=True)
+class StreamState:
+    batch_id: int
+    snapshot_id: int
+    run_id: str | None
+    consumed_at: str | None
+    timestamp_ms: int
+    generation: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ancestors(table: Table) -> Iterator[Snapshot]:
+    snap = table.current_snapshot()
+    while snap is not None:
+        yield snap
+        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+
+
+def _props(snap: Snapshot) -> dict[str, str]:
+    return dict(snap.summary.additional_properties) if snap.summary is not None else {}
+
+
+def read_stream_state(table: Table | None) -> StreamState | None:
+    """The newest stream commit on the main branch (None: no batch applied yet)."""
+    if table is None:
+        return None
+    for snap in _ancestors(table):
+        p = _props(snap)
+        if BATCH_ID in p:
+            return StreamState(int(p[BATCH_ID]), snap.snapshot_id, p.get(core_state.RUN_ID), p.get(CONSUMED_AT) or None,
+                               snap.timestamp_ms, p.get(GENERATION) or None)
+    return None
+
+
+def committed_batch(table: Table | None) -> int:
+    st = read_stream_state(table)
+    return st.batch_id if st else 0
+
+
+def find_changes_commit(table: Table | None, start: str, end: str | None) -> Snapshot | None:
+    """A backfill commit of exactly this CHANGES window, if one is on the table."""
+    if table is None:
+        return None
+    for snap in _ancestors(table):
+        p = _props(snap)
+        if p.get(core_state.MODE) == MODE_CHANGES and p.get(CHANGES_START) == start and (p.get(CHANGES_END) or None) == end:
+            return snap
+    return None

@@ -1,0 +1,106 @@
+"""Table config for stream capture: ``stream:`` in ``include/tables.yaml``.
+
+Imports only pydantic, the standard library and ``snowberg.identifiers`` so
+that ``snowberg.config`` can embed it at DAG parse time.
+
+Example::
+
+    - name: orders_cdc
+      source: {table: SHOP.PUBLIC.ORDERS}
+      target: shop.orders
+      primary_key: [order_id]
+      stream:
+        name: SHOP.PUBLIC.ORDERS_SNOWBERG_STREAM
+        create: true            # CREATE STREAM IF NOT EXISTS … SHOW_INITIAL_ROWS = TRUE
+        append_only: false
+        staging_table: SHOP.SNOWBERG.ORDERS_STAGING
+        changelog_target: shop.orders_changelog
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from snowberg.identifiers import IcebergName, TableName
+
+STAGING_SUFFIX = "_SNOWBERG_STAGING"
+
+
+class StreamSource(BaseModel):
+    """Where changes come from and where they wait between the two commits.
+
+    name:             the stream ``db.schema.stream``
+    on_table:         the table the stream tracks ``db.schema.table``; needed
+                      when snowberg creates the stream (``create: true``) and
+                      for ``CHANGES`` backfills; defaults to ``source.table``
+    create:           create the stream when it does not exist (``CREATE
+                      STREAM IF NOT EXISTS … SHOW_INITIAL_ROWS = TRUE``, so the
+                      first load carries the rows already in the table);
+                      false uses an existing stream and fails if it is missing
+    append_only:      an APPEND_ONLY stream (inserts only; cheaper to read)
+    show_initial_rows: the first consumption returns the table's rows at
+                      creation as inserts (recommended: the first load is
+                      then a full copy)
+    staging_table:    the Snowflake table the stream is consumed into
+                      (``db.schema.table``); created by snowberg; defaults to
+                      ``<stream>_SNOWBERG_STAGING`` next to the stream
+    changelog_target: optional Iceberg ``namespace.table``: an append-only log
+                      of every change with its action and batch id
+    stale_alert_intervals: fail with an alert when the stream would go stale
+                      within this many schedule intervals
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    on_table: str | None = None
+    create: bool = False
+    append_only: bool = False
+    show_initial_rows: bool = True
+    staging_table: str | None = None
+    changelog_target: str | None = None
+    stale_alert_intervals: int = Field(default=2, ge=1, le=100)
+
+    @field_validator("name", "on_table", "staging_table")
+    @classmethod
+    def _three_part(cls, v: str | None) -> str | None:
+        if v is not None:
+            TableName.parse(v)
+        return v
+
+    @field_validator("changelog_target")
+    @classmethod
+    def _iceberg(cls, v: str | None) -> str | None:
+        if v is not None:
+            IcebergName.parse(v)
+        return v
+
+    @model_validator(mode="after")
+    def _consistency(self) -> StreamSource:
+        names = {"stream": self.stream_name, "staging_table": self.staging_name}
+        if self.on_table is not None:
+            names["on_table"] = TableName.parse(self.on_table)
+        seen: dict[str, str] = {}
+        for what, n in names.items():
+            key = str(n).upper()
+            if key in seen:
+                raise ValueError(f"{what} and {seen[key]} name the same object {n}")
+            seen[key] = what
+        return self
+
+    @property
+    def stream_name(self) -> TableName:
+        return TableName.parse(self.name)
+
+    @property
+    def staging_name(self) -> TableName:
+        if self.staging_table is not None:
+            return TableName.parse(self.staging_table)
+        s = self.stream_name
+        table = (s.table.upper() + STAGING_SUFFIX)[:255]
+        return TableName(s.database, s.schema, table)
+
+    def table_name(self, source_table: str | None = None) -> TableName | None:
+        """The tracked table: ``on_table``, else the table config's ``source.table``."""
+        text = self.on_table or source_table
+        return TableName.parse(text) if text else None

@@ -1,0 +1,255 @@
+"""SQL text for stream capture. No I/O: every function returns text and binds.
+
+Rules as everywhere in snowberg: identifiers are validated and quoted by
+``snowberg.identifiers``; values (batch ids, run ids, timestamps, LIKE
+patterns) are bind parameters. The stream is read only by the consuming
+``INSERT … SELECT`` inside an explicit transaction; every other statement
+that names the stream is a compile-only ``LIMIT 0`` describe, which (like
+any SELECT) does not move the offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from snowberg.identifiers import TableName, quote_identifier
+from snowberg.types import SnowflakeColumn
+
+# Stream metadata columns (Snowflake names).
+ACTION = "METADATA$ACTION"
+ISUPDATE = "METADATA$ISUPDATE"
+ROW_ID = "METADATA$ROW_ID"
+STREAM_METADATA = (ACTION, ISUPDATE, ROW_ID)
+
+# Staging bookkeeping columns. Prefixed so they cannot collide with source
+# columns in practice; a collision is refused (``check_columns``).
+BATCH_ID = "SNOWBERG_BATCH_ID"
+SEQ = "SNOWBERG_SEQ"
+S_ACTION = "SNOWBERG_ACTION"
+S_ISUPDATE = "SNOWBERG_ISUPDATE"
+S_ROW_ID = "SNOWBERG_ROW_ID"
+RUN_ID = "SNOWBERG_RUN_ID"
+CONSUMED_AT = "SNOWBERG_CONSUMED_AT"
+STREAM_CREATED = "SNOWBERG_STREAM_CREATED_ON"
+STAGING_META: tuple[tuple[str, str], ...] = (
+    (BATCH_ID, "NUMBER(38,0)"),
+    (SEQ, "NUMBER(38,0)"),
+    (S_ACTION, "VARCHAR(16)"),
+    (S_ISUPDATE, "BOOLEAN"),
+    (S_ROW_ID, "VARCHAR"),
+    (RUN_ID, "VARCHAR"),
+    (CONSUMED_AT, "TIMESTAMP_LTZ(9)"),
+    (STREAM_CREATED, "VARCHAR"),
+)
+META_NAMES = frozenset(n for n, _ in STAGING_META)
+
+# A staged marker row (action REFRESH, source columns NULL) says "this batch is
+# a full copy of the table": the load replaces the target instead of merging.
+REFRESH = "REFRESH"
+
+
+def q(name: str) -> str:
+    return quote_identifier(name)
+
+
+def column_sql_type(col: SnowflakeColumn) -> str:
+    """The column's type as DDL for the staging table."""
+    if col.type == "TEXT":
+        return f"VARCHAR({col.length})" if col.length else "VARCHAR"
+    if col.type == "BINARY":
+        return f"BINARY({col.length})" if col.length else "BINARY"
+    if col.type.startswith("STRUCTURED_"):
+        return col.type.removeprefix("STRUCTURED_")
+    return col.sql_type
+
+
+def describe_stream_sql(stream: TableName) -> str:
+    """Column metadata of the stream. ``LIMIT 0``: compiles, reads nothing, consumes nothing."""
+    return f"SELECT * FROM {stream.quoted()} LIMIT 0"
+
+
+def describe_table_sql(table: TableName) -> str:
+    return f"SELECT * FROM {table.quoted()} LIMIT 0"
+
+
+def create_stream_sql(stream: TableName, table: TableName, *, append_only: bool, show_initial_rows: bool,
+                      replace: bool = False) -> str:
+    head = "CREATE OR REPLACE STREAM" if replace else "CREATE STREAM IF NOT EXISTS"
+    opts = []
+    if append_only:
+        opts.append("APPEND_ONLY = TRUE")
+    if show_initial_rows:
+        opts.append("SHOW_INITIAL_ROWS = TRUE")
+    tail = (" " + " ".join(opts)) if opts else ""
+    return f"{head} {stream.quoted()} ON TABLE {table.quoted()}{tail} COMMENT = 'snowberg change capture'"
+
+
+def show_stream_sql(stream: TableName) -> tuple[str, dict[str, Any]]:
+    """``SHOW STREAMS`` for one stream. LIKE is a pattern: callers match the name exactly."""
+    scope = f"{q(stream.database)}.{q(stream.schema)}"
+    return f"SHOW STREAMS LIKE %(stream_like)s IN SCHEMA {scope}", {"stream_like": _stored(stream.table)}
+
+
+def _stored(name: str) -> str:
+    """How Snowflake stores a name snowberg quotes (all lower-case → upper-case)."""
+    return name.upper() if name == name.lower() else name
+
+
+def stored_name(name: str) -> str:
+    return _stored(name)
+
+
+def check_columns(columns: Sequence[SnowflakeColumn]) -> None:
+    clash = sorted({c.name for c in columns} & META_NAMES)
+    if clash:
+        raise ValueError(f"source columns {clash} clash with snowberg's staging columns; rename them in the source")
+
+
+def create_staging_sql(staging: TableName, columns: Sequence[SnowflakeColumn]) -> str:
+    cols = [f"{q(n)} {t}" for n, t in STAGING_META]
+    cols += [f"{q(c.name)} {column_sql_type(c)}" for c in columns]
+    return f"CREATE TABLE IF NOT EXISTS {staging.quoted()} ({', '.join(cols)})"
+
+
+def add_column_sql(staging: TableName, col: SnowflakeColumn) -> str:
+    return f"ALTER TABLE {staging.quoted()} ADD COLUMN {q(col.name)} {column_sql_type(col)}"
+
+
+def next_batch_sql(staging: TableName) -> str:
+    return f"SELECT COALESCE(MAX({q(BATCH_ID)}), 0) AS max_batch FROM {staging.quoted()}"
+
+
+def consume_sql(stream: TableName, staging: TableName, columns: Sequence[SnowflakeColumn]) -> tuple[str, dict[str, Any]]:
+    """The one statement that moves the stream's offset (inside BEGIN … COMMIT).
+
+    Rows are numbered within the batch, deletes first: a stream returns the
+    net change per row between two table versions, so the old images go
+    before the new ones and "last wins" is the table's state at the end.
+    """
+    src = [q(c.name) for c in columns]
+    target = [q(n) for n, _ in STAGING_META] + src
+    seq = (
+        f"ROW_NUMBER() OVER (ORDER BY CASE s.{q(ACTION)} WHEN 'DELETE' THEN 0 ELSE 1 END, "
+        f"s.{q(ROW_ID)})"
+    )
+    select = [
+        "CAST(%(batch_id)s AS NUMBER(38,0))",
+        seq,
+        f"s.{q(ACTION)}",
+        f"s.{q(ISUPDATE)}",
+        f"CAST(s.{q(ROW_ID)} AS VARCHAR)",
+        "%(run_id)s",
+        "CURRENT_TIMESTAMP()",
+        "%(stream_created)s",
+    ] + [f"s.{c}" for c in src]
+    sql = (
+        f"INSERT INTO {staging.quoted()} ({', '.join(target)}) "
+        f"SELECT {', '.join(select)} FROM {stream.quoted()} AS s"
+    )
+    return sql, {}
+
+
+def refresh_marker_sql(staging: TableName) -> str:
+    cols = [q(BATCH_ID), q(SEQ), q(S_ACTION), q(S_ISUPDATE), q(RUN_ID), q(CONSUMED_AT), q(STREAM_CREATED)]
+    return (
+        f"INSERT INTO {staging.quoted()} ({', '.join(cols)}) "
+        f"SELECT CAST(%(batch_id)s AS NUMBER(38,0)), 0, '{REFRESH}', FALSE, %(run_id)s, CURRENT_TIMESTAMP(), "
+        "%(stream_created)s"
+    )
+
+
+def last_stream_created_sql(staging: TableName) -> str:
+    """The stream generation (its ``created_on``) the newest staged batch came from."""
+    return (
+        f"SELECT {q(STREAM_CREATED)} AS created_on FROM {staging.quoted()} "
+        f"ORDER BY {q(BATCH_ID)} DESC, {q(SEQ)} LIMIT 1"
+    )
+
+
+def pending_batches_sql(staging: TableName) -> str:
+    """Staged batches above the table's batch id, with row counts and refresh markers."""
+    return (
+        f"SELECT {q(BATCH_ID)} AS batch_id, COUNT(*) AS n, "
+        f"MAX(CASE WHEN {q(S_ACTION)} = '{REFRESH}' THEN 1 ELSE 0 END) AS refresh, "
+        f"MAX({q(CONSUMED_AT)}) AS consumed_at "
+        f"FROM {staging.quoted()} WHERE {q(BATCH_ID)} > %(low)s "
+        f"GROUP BY {q(BATCH_ID)} ORDER BY {q(BATCH_ID)}"
+    )
+
+
+def _range(low_param: str = "low", high_param: str = "high") -> str:
+    return f"{q(BATCH_ID)} > %({low_param})s AND {q(BATCH_ID)} <= %({high_param})s AND {q(S_ACTION)} <> '{REFRESH}'"
+
+
+def changed_keys_sql(staging: TableName, key: Sequence[str]) -> str:
+    """Every primary key touched in the batch range: all of them are deleted from the target first."""
+    cols = ", ".join(q(k) for k in key)
+    return f"SELECT DISTINCT {cols} FROM {staging.quoted()} WHERE {_range()}"
+
+
+def final_rows_sql(staging: TableName, columns: Sequence[str], key: Sequence[str]) -> str:
+    """The last change per key (batch id, then row sequence); kept when it is an insert.
+
+    With no key (an append-only stream without primary key) every insert is kept.
+    """
+    cols = ", ".join(q(c) for c in columns)
+    if not key:
+        return (
+            f"SELECT {cols} FROM {staging.quoted()} WHERE {_range()} AND {q(S_ACTION)} = 'INSERT' "
+            f"ORDER BY {q(BATCH_ID)}, {q(SEQ)}"
+        )
+    part = ", ".join(q(k) for k in key)
+    return (
+        f"SELECT {cols} FROM (SELECT {cols}, {q(S_ACTION)} AS snowberg_last_action, "
+        f"ROW_NUMBER() OVER (PARTITION BY {part} ORDER BY {q(BATCH_ID)} DESC, {q(SEQ)} DESC) AS snowberg_rank "
+        f"FROM {staging.quoted()} WHERE {_range()}) AS last_change "
+        f"WHERE snowberg_rank = 1 AND snowberg_last_action = 'INSERT'"
+    )
+
+
+CHANGELOG_META = (BATCH_ID, SEQ, S_ACTION, S_ISUPDATE, S_ROW_ID, CONSUMED_AT)
+
+
+def changelog_rows_sql(staging: TableName, columns: Sequence[str]) -> str:
+    """Every staged change in the range, in order, with its action and batch id (REFRESH markers included)."""
+    cols = ", ".join(q(c) for c in columns)
+    meta = ", ".join(q(c) for c in CHANGELOG_META)
+    return (
+        f"SELECT {cols}, {meta} FROM {staging.quoted()} WHERE {q(BATCH_ID)} > %(low)s AND {q(BATCH_ID)} <= %(high)s "
+        f"ORDER BY {q(BATCH_ID)}, {q(SEQ)}"
+    )
+
+
+def cleanup_sql(staging: TableName) -> str:
+    return f"DELETE FROM {staging.quoted()} WHERE {q(BATCH_ID)} <= %(through)s"
+
+
+def clear_staging_sql(staging: TableName) -> str:
+    return f"DELETE FROM {staging.quoted()}"
+
+
+def changes_sql(table: TableName, columns: Sequence[str], *, append_only: bool, end: bool) -> str:
+    """A stateless range read with the CHANGES clause (needs CHANGE_TRACKING = TRUE on the table).
+
+    Nothing is consumed: CHANGES has no offset. ``AT`` is the start of the
+    range, ``END`` its end (inclusive, per Snowflake's docs). The metadata
+    columns are renamed to the staging names (``SNOWBERG_ACTION`` …) so a
+    window looks like a staged batch.
+    """
+    info = "APPEND_ONLY" if append_only else "DEFAULT"
+    cols = ", ".join(q(c) for c in columns)
+    meta = ", ".join(f"{q(m)} AS {q(a)}" for m, a in zip(STREAM_METADATA, (S_ACTION, S_ISUPDATE, S_ROW_ID), strict=True))
+    end_sql = " END(TIMESTAMP => TO_TIMESTAMP_LTZ(%(end)s))" if end else ""
+    return (
+        f"SELECT {cols}, {meta} FROM {table.quoted()} "
+        f"CHANGES(INFORMATION => {info}) AT(TIMESTAMP => TO_TIMESTAMP_LTZ(%(start)s)){end_sql}"
+    )
+
+
+def generation_sql(staging: TableName) -> str:
+    """The stream generation of the newest staged batch up to ``high``."""
+    return (
+        f"SELECT {q(STREAM_CREATED)} FROM {staging.quoted()} WHERE {q(BATCH_ID)} <= %(high)s "
+        f"ORDER BY {q(BATCH_ID)} DESC LIMIT 1"
+    )

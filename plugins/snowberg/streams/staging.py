@@ -1,0 +1,220 @@
+"""Consume the stream into the staging table, and clean staged batches up.
+
+Consuming is the only step that touches the stream's offset, and it does so
+with one ``INSERT INTO staging SELECT … FROM stream`` inside ``BEGIN …
+COMMIT``: the offset moves exactly when the staged rows become visible. A
+crash before the COMMIT leaves both as they were (Snowflake rolls the
+transaction back); a crash after it leaves a staged batch the next load
+applies.
+
+Batch ids are numbered above both the staging table's highest batch and the
+batch id committed in the Iceberg table, so they only ever grow and "last
+wins" across batches is well defined.
+
+A stream generation (its ``created_on``) is recorded with every staged row.
+When the stream's generation differs from the one snowberg consumed last,
+the stream was (re-)created: with SHOW_INITIAL_ROWS its first read is the
+whole table, so that batch is staged as a full refresh (a ``REFRESH`` marker
+row) and the load replaces the target. This also makes a recovery that died
+half-way safe to re-run with or without the recovery param.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from snowberg import faults
+from snowberg.identifiers import TableName
+from snowberg.snowflake_source import result_columns
+from snowberg.streams import sql as S
+from snowberg.streams.errors import StreamConfigError, StreamError
+from snowberg.streams.settings import StreamSource
+from snowberg.streams.status import StreamStatus, read_status, require_fresh
+from snowberg.types import SnowflakeColumn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ConsumeResult:
+    stream: str
+    batch_id: int  # the batch this run staged (its rows may be 0)
+    rows: int
+    refresh: bool  # this batch is a full copy of the table (new stream generation)
+    through_batch_id: int  # the load applies staged batches up to here
+    committed_batch_id: int  # the Iceberg table's batch id when consumed
+    created_stream: bool
+    status: dict[str, Any]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def describe(conn: Any, sql_text: str) -> list[SnowflakeColumn]:
+    cur = conn.cursor()
+    try:
+        cur.execute(sql_text)
+        return result_columns(cur)
+    finally:
+        cur.close()
+
+
+def _scalar(conn: Any, sql_text: str, params: dict[str, Any] | None = None) -> Any:
+    cur = conn.cursor()
+    try:
+        cur.execute(sql_text, params or {})
+        row = cur.fetchone()
+        return None if row is None else row[0]
+    finally:
+        cur.close()
+
+
+def _execute(conn: Any, sql_text: str, params: dict[str, Any] | None = None) -> int:
+    cur = conn.cursor()
+    try:
+        cur.execute(sql_text, params or {})
+        return int(cur.rowcount or 0)
+    finally:
+        cur.close()
+
+
+def stream_columns(conn: Any, stream: TableName) -> list[SnowflakeColumn]:
+    """The tracked table's columns as the stream returns them (metadata columns dropped)."""
+    cols = [c for c in describe(conn, S.describe_stream_sql(stream)) if c.name.upper() not in S.STREAM_METADATA]
+    S.check_columns(cols)
+    return cols
+
+
+def ensure_staging(conn: Any, staging: TableName, columns: list[SnowflakeColumn], lg: logging.Logger) -> None:
+    """Create the staging table, or add the source's new columns to it (DDL: before the transaction)."""
+    _execute(conn, S.create_staging_sql(staging, columns))
+    have = {c.name for c in describe(conn, S.describe_table_sql(staging))}
+    missing = [n for n, _ in S.STAGING_META if n not in have]
+    if missing:
+        raise StreamError(f"staging table {staging} exists but lacks snowberg's columns {missing}; "
+                          "it is not a snowberg staging table (drop it or name another in stream.staging_table)")
+    for c in columns:
+        if c.name not in have:
+            lg.info("staging %s: adding column %s %s (new in the source)", staging, c.name, S.column_sql_type(c))
+            _execute(conn, S.add_column_sql(staging, c))
+
+
+def create_stream(conn: Any, stream: StreamSource, table: TableName | None, *, replace: bool, lg: logging.Logger) -> None:
+    if table is None:
+        raise StreamConfigError(f"stream {stream.name}: on_table (or source.table) is needed to create the stream")
+    show_initial = True if replace else stream.show_initial_rows
+    text = S.create_stream_sql(stream.stream_name, table, append_only=stream.append_only,
+                               show_initial_rows=show_initial, replace=replace)
+    lg.info("%s", text)
+    _execute(conn, text)
+
+
+def last_generation(conn: Any, staging: TableName, iceberg_generation: str | None) -> str | None:
+    staged = _scalar(conn, S.last_stream_created_sql(staging))
+    return str(staged) if staged else iceberg_generation
+
+
+def consume(
+    conn: Any,
+    stream: StreamSource,
+    *,
+    source_table: str | None,
+    committed_batch_id: int,
+    committed_generation: str | None,
+    run_id: str,
+    recover: bool = False,
+    logger: logging.Logger | None = None,
+) -> ConsumeResult:
+    """Stage the stream's changes as one new batch, in one Snowflake transaction.
+
+    ``committed_batch_id``/``committed_generation``: what the Iceberg table's
+    last stream commit records (``checkpoint.read_stream_state``).
+    ``recover``: re-create the stream with initial rows first (the run param
+    ``recover_stale_stream``); the batch is then a full refresh.
+    """
+    lg = logger or log
+    started = time.monotonic()
+    name = stream.stream_name
+    staging = stream.staging_name
+    table = stream.table_name(source_table)
+    created = False
+    if recover:
+        lg.warning("recover_stale_stream: re-creating %s with initial rows; the target will be fully refreshed", name)
+        create_stream(conn, stream, table, replace=True, lg=lg)
+        created = True
+    status = read_status(conn, name)
+    if status is None and stream.create:
+        create_stream(conn, stream, table, replace=False, lg=lg)
+        created = True
+        status = read_status(conn, name)
+    status = require_fresh(status, name)
+    _check_mode(status, stream)
+
+    columns = stream_columns(conn, name)
+    ensure_staging(conn, staging, columns, lg)
+    generation = status.generation
+    previous = last_generation(conn, staging, committed_generation)
+    new_generation = previous is not None and previous != generation
+    if new_generation and not stream.show_initial_rows and not recover:
+        raise StreamError(
+            f"stream {name} was re-created (created_on {previous} → {generation}) and is configured without "
+            "initial rows: the changes in between are lost. Trigger with recover_stale_stream=true to re-create it "
+            "with initial rows and fully refresh the target."
+        )
+    refresh = recover or (new_generation and stream.show_initial_rows) or (previous is None and stream.show_initial_rows)
+
+    cur = conn.cursor()
+    try:
+        cur.execute("BEGIN")
+        max_staged = int(_scalar(conn, S.next_batch_sql(staging)) or 0)
+        batch_id = max(max_staged, committed_batch_id) + 1
+        params = {"batch_id": batch_id, "run_id": run_id, "stream_created": generation}
+        if refresh:
+            cur.execute(S.refresh_marker_sql(staging), params)
+        sql_text, extra = S.consume_sql(name, staging, columns)
+        cur.execute(sql_text, {**params, **extra})
+        rows = int(cur.rowcount or 0)
+        faults.crash_point("stream_in_consume")
+        cur.execute("COMMIT")
+    except BaseException:
+        try:
+            cur.execute("ROLLBACK")
+        except Exception:  # the connection may be gone; Snowflake rolls back on its own then
+            lg.exception("ROLLBACK failed")
+        raise
+    finally:
+        cur.close()
+    faults.crash_point("stream_after_consume")
+    lg.info("consumed %s into %s: batch %d, %d change rows%s", name, staging, batch_id, rows,
+            " (full refresh: new stream generation)" if refresh else "")
+    after = read_status(conn, name)
+    return ConsumeResult(
+        stream=str(name), batch_id=batch_id, rows=rows, refresh=refresh, through_batch_id=batch_id,
+        committed_batch_id=committed_batch_id, created_stream=created,
+        status=(after or status).to_dict(), seconds=time.monotonic() - started,
+    )
+
+
+def _check_mode(status: StreamStatus, stream: StreamSource) -> None:
+    mode = (status.mode or "").upper()
+    if not mode:
+        return
+    is_append = mode in ("APPEND_ONLY", "INSERT_ONLY")
+    if is_append != stream.append_only:
+        raise StreamConfigError(
+            f"stream {stream.name} is {mode} but the config says append_only: {str(stream.append_only).lower()}; "
+            "fix the config (or re-create the stream with recover_stale_stream=true)"
+        )
+
+
+def cleanup(conn: Any, stream: StreamSource, *, through_batch_id: int, logger: logging.Logger | None = None) -> int:
+    """Delete staged rows up to ``through_batch_id`` (a batch id read back from the Iceberg table)."""
+    lg = logger or log
+    faults.crash_point("stream_before_cleanup")
+    n = _execute(conn, S.cleanup_sql(stream.staging_name), {"through": through_batch_id})
+    lg.info("staging %s: deleted %d rows of batches <= %d", stream.staging_name, n, through_batch_id)
+    return n

@@ -1,0 +1,75 @@
+"""The three tasks of a stream run, as functions (operators and tests call these).
+
+consume → load → cleanup. Each reads the Iceberg table's committed batch id
+itself, so any of them can be retried, and a whole run can be repeated, with
+the same result as one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from snowberg.config import TableConfig
+from snowberg.lake import load_table_or_none
+from snowberg.streams import checkpoint as cp
+from snowberg.streams.apply import check_keys, committed_through, load_batches
+from snowberg.streams.settings import StreamSource
+from snowberg.streams.staging import cleanup, consume
+from snowberg.streams.status import check_margin, read_status
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from snowberg.state import VariableStore
+
+log = logging.getLogger(__name__)
+
+
+def variable_key(cfg: TableConfig) -> str:
+    """The Airflow Variable that mirrors the table's stream batch id (the table is the truth)."""
+    n = cfg.iceberg_name
+    return f"snowberg__{n.namespace}__{n.table}__stream_batch"
+
+
+def consume_step(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog, *, run_id: str,
+                 recover: bool = False, logger: logging.Logger | None = None) -> dict[str, Any]:
+    check_keys(cfg, stream)
+    st = cp.read_stream_state(load_table_or_none(catalog, cfg))
+    res = consume(conn, stream, source_table=cfg.source.table, committed_batch_id=st.batch_id if st else 0,
+                  committed_generation=st.generation if st else None, run_id=run_id, recover=recover, logger=logger)
+    return res.to_dict()
+
+
+def load_step(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog, *, run_id: str,
+              consumed: dict[str, Any] | None, logger: logging.Logger | None = None) -> dict[str, Any]:
+    through = int(consumed["through_batch_id"]) if consumed and consumed.get("through_batch_id") is not None else None
+    return load_batches(cfg, stream, conn, catalog, run_id=run_id, through_batch_id=through, logger=logger).to_dict()
+
+
+def cleanup_step(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog, *,
+                 variables: VariableStore | None = None, logger: logging.Logger | None = None) -> dict[str, Any]:
+    """Read the commits back, delete the staged rows they hold, then mirror the batch id."""
+    lg = logger or log
+    through = committed_through(cfg, stream, catalog)
+    deleted = cleanup(conn, stream, through_batch_id=through, logger=lg)
+    st = cp.read_stream_state(load_table_or_none(catalog, cfg))
+    out = {"committed_batch_id": through, "staging_rows_deleted": deleted,
+           "snapshot_id": st.snapshot_id if st else None, "variable": variable_key(cfg)}
+    if variables is not None and st is not None:
+        variables.set(variable_key(cfg), json.dumps({"batch_id": st.batch_id, "snapshot_id": st.snapshot_id,
+                                                      "run_id": st.run_id}, sort_keys=True))
+    return out
+
+
+def staleness_step(stream: StreamSource, conn: Any, *, interval: timedelta) -> dict[str, Any]:
+    """Fail (``StreamGoingStaleError``/``StaleStreamError``) when the stream is, or soon will be, stale."""
+    status = read_status(conn, stream.stream_name)
+    from snowberg.streams.status import require_fresh
+
+    status = require_fresh(status, stream.stream_name)
+    text = check_margin(status, stream.stream_name, interval=interval, intervals=stream.stale_alert_intervals)
+    log.info("%s", text)
+    return {"status": status.to_dict(), "message": text}

@@ -1,0 +1,249 @@
+"""Declarative lake → Snowflake syncs (``include/syncs.yaml``), one DAG per entry.
+
+Validated strictly when the DAG file is parsed (pydantic, unknown keys
+refused), with messages that name the sync and the field. Only pydantic,
+PyYAML and snowberg's light modules are imported here.
+
+.. code-block:: yaml
+
+    defaults:
+      owner: data-engineering
+    syncs:
+      - name: orders_to_horizon            # → DAG snowberg_sync_orders_to_horizon
+        source: {catalog: lake, table: sales.orders}
+        target:
+          kind: iceberg                    # Snowflake-managed Iceberg through a REST catalog
+          catalog: snowflake_horizon       # Airflow connection (conn_type snowflake → Horizon) or catalog name
+          table: SALES.ORDERS              # namespace.table = schema.table in the Snowflake database
+        check: {snowflake_conn_id: snowflake_horizon, table: ANALYTICS.SALES.ORDERS}
+      - name: orders_native
+        source: {catalog: lake, table: sales.orders}
+        target:
+          kind: native                     # a native Snowflake table, loaded with INSERTs
+          snowflake_conn_id: snowflake_default
+          table: ANALYTICS.SALES.ORDERS_NATIVE
+        on_rewrite: full_reload            # or fail (default)
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from snowberg.durations import parse_duration
+from snowberg.identifiers import IcebergName, TableName, validate_identifier
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+_REF = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")
+
+
+class SyncConfigError(ValueError):
+    """``syncs.yaml`` is invalid; the message names the sync and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _ref(v: str) -> str:
+    """Connection ids and catalog names: letters, digits, '_', '.', '-'."""
+    if not _REF.match(v):
+        raise ValueError(f"invalid connection id or catalog name {v!r}")
+    return v
+
+
+class IcebergSource(_Strict):
+    """A lake table: catalog = Airflow connection id or pyiceberg catalog name."""
+
+    catalog: str
+    table: str
+
+    @field_validator("catalog")
+    @classmethod
+    def _check_ref(cls, v: str) -> str:
+        return _ref(v)
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, v: str) -> str:
+        IcebergName.parse(v)
+        return v
+
+
+class IcebergTarget(_Strict):
+    """A Snowflake-managed Iceberg table reached through an Iceberg REST catalog (Horizon)."""
+
+    kind: Literal["iceberg"]
+    catalog: str
+    table: str  # namespace.table: the Snowflake schema and table inside the catalog's warehouse (database)
+    create_if_missing: bool = False
+    batch_rows: int = Field(default=250_000, ge=1_000)
+
+    @field_validator("catalog")
+    @classmethod
+    def _check_ref(cls, v: str) -> str:
+        return _ref(v)
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, v: str) -> str:
+        parts = v.split(".")
+        if len(parts) != 2:
+            raise ValueError(f"expected namespace.table (the Snowflake SCHEMA.TABLE), got {v!r}")
+        for p in parts:
+            validate_identifier(p, "target name part")
+        return v
+
+
+class NativeTarget(_Strict):
+    """A native Snowflake table (created from the source schema if missing)."""
+
+    kind: Literal["native"]
+    snowflake_conn_id: str = "snowflake_default"
+    table: str  # database.schema.table
+    state_table: str | None = None  # default: <database>.<schema>.SNOWBERG_SYNC_STATE
+    lineage_column: str | None = "_SNOWBERG_SOURCE_SNAPSHOT_ID"
+    insert_batch_rows: int = Field(default=1_000, ge=1, le=16_384)
+
+    @field_validator("snowflake_conn_id")
+    @classmethod
+    def _check_ref(cls, v: str) -> str:
+        return _ref(v)
+
+    @field_validator("table", "state_table")
+    @classmethod
+    def _tables(cls, v: str | None) -> str | None:
+        if v is not None:
+            TableName.parse(v)
+        return v
+
+    @field_validator("lineage_column")
+    @classmethod
+    def _lineage(cls, v: str | None) -> str | None:
+        return validate_identifier(v, "lineage column") if v is not None else v
+
+
+class VisibilityCheckConfig(_Strict):
+    """Where the check asks Snowflake (for native targets both default to the target's)."""
+
+    snowflake_conn_id: str | None = None
+    table: str | None = None  # database.schema.table as Snowflake names it
+    timeout: Duration = timedelta(seconds=60)
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, v: str | None) -> str | None:
+        if v is not None:
+            TableName.parse(v)
+        return v
+
+
+class SyncConfig(_Strict):
+    name: str
+    description: str | None = None
+    source: IcebergSource
+    target: Annotated[IcebergTarget | NativeTarget, Field(discriminator="kind")]
+    on_rewrite: Literal["fail", "full_reload"] = "fail"
+    check: VisibilityCheckConfig | None = None
+    check_enabled: bool = True
+    schedule: str | None = "@hourly"
+    owner: str = "data-engineering"
+    retries: int = Field(default=2, ge=0, le=20)
+    retry_delay: Duration = timedelta(minutes=2)
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.match(r"^[a-z][a-z0-9_]{0,63}$", v):
+            raise ValueError("name must be lower-case letters, digits or '_' (it becomes the DAG id)")
+        return v
+
+    @model_validator(mode="after")
+    def _check_target(self) -> SyncConfig:
+        if isinstance(self.target, IcebergTarget) and self.check_enabled:
+            if self.check is None or not self.check.snowflake_conn_id or not self.check.table:
+                raise ValueError(
+                    "an iceberg target needs check.snowflake_conn_id and check.table (the table as Snowflake names it, "
+                    "database.schema.table) for the visibility check, or check_enabled: false"
+                )
+        return self
+
+    @property
+    def dag_id(self) -> str:
+        return f"snowberg_sync_{self.name}"
+
+    @property
+    def check_conn_id(self) -> str:
+        if self.check is not None and self.check.snowflake_conn_id:
+            return self.check.snowflake_conn_id
+        assert isinstance(self.target, NativeTarget)
+        return self.target.snowflake_conn_id
+
+    @property
+    def check_table(self) -> str:
+        if self.check is not None and self.check.table:
+            return self.check.table
+        assert isinstance(self.target, NativeTarget)
+        return self.target.table
+
+
+class SyncsFile(_Strict):
+    syncs: list[SyncConfig]
+
+
+def _format(raw: list[Any], exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        name = "?"
+        if len(loc) >= 2 and loc[0] == "syncs" and isinstance(loc[1], int):
+            entry = raw[loc[1]] if loc[1] < len(raw) else {}
+            name = entry.get("name", f"#{loc[1]}") if isinstance(entry, dict) else f"#{loc[1]}"
+            loc = loc[2:]
+        where = ".".join(str(p) for p in loc if not (isinstance(p, str) and (p.startswith("function-") or p in ("iceberg", "native"))))
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(f"sync {name!r}: field {where or '<entry>'!r}: {msg}")
+    return "invalid syncs config:\n  " + "\n  ".join(lines)
+
+
+def parse_syncs(data: Any, *, source: str = "<syncs>") -> SyncsFile:
+    if not isinstance(data, dict):
+        raise SyncConfigError(f"{source}: expected a mapping with 'syncs'")
+    unknown = set(data) - {"defaults", "syncs"}
+    if unknown:
+        raise SyncConfigError(f"{source}: unknown top-level key(s) {sorted(unknown)}")
+    defaults = data.get("defaults") or {}
+    syncs = data.get("syncs")
+    if not isinstance(syncs, list) or not syncs:
+        raise SyncConfigError(f"{source}: 'syncs' must be a non-empty list")
+    merged = [({**defaults, **s} if isinstance(s, dict) else s) for s in syncs]
+    try:
+        cfg = SyncsFile.model_validate({"syncs": merged})
+    except ValidationError as exc:
+        raise SyncConfigError(f"{source}: " + _format(merged, exc)) from None
+    seen: set[str] = set()
+    targets: set[str] = set()
+    for s in cfg.syncs:
+        if s.name in seen:
+            raise SyncConfigError(f"{source}: sync {s.name!r}: duplicate name")
+        key = f"{s.target.kind}:{getattr(s.target, 'catalog', getattr(s.target, 'snowflake_conn_id', ''))}:{s.target.table.upper()}"
+        if key in targets:
+            raise SyncConfigError(f"{source}: sync {s.name!r}: another sync already writes {s.target.table}")
+        seen.add(s.name)
+        targets.add(key)
+    return cfg
+
+
+def load_syncs(path: str | Path) -> SyncsFile:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SyncConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_syncs(data, source=str(path))

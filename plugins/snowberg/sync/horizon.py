@@ -1,0 +1,306 @@
+"""Sync a lake Iceberg table into a Snowflake-managed Iceberg table through a REST catalog.
+
+The target is any Iceberg catalog; the case this is built for is Snowflake
+Horizon's Iceberg REST endpoint (``snowberg.catalogs`` builds it from a
+``snowflake`` Airflow connection: PAT credential, ``session:role:<ROLE>``
+scope, vended credentials). A commit through Horizon is a commit to the
+Snowflake table: Snowflake queries see the rows as soon as it lands.
+
+Exactly once: every sync commit records, in the target snapshot's summary,
+
+* ``snowberg.sync.source-snapshot-id`` — the last source snapshot it covers,
+* ``snowberg.sync.source-table-uuid`` — which source table that id belongs to,
+* ``snowberg.sync.run-id``, ``.mode``, ``.rows``, ``.source``,
+
+in the same commit as the data. A run reads that state back from the target
+(the newest snapshot on the main branch that carries it; Snowflake's own DML
+snapshots are skipped), plans the source snapshots after it, writes the data
+files, and commits with the requirement that the target's main branch is still
+where it was. If another writer committed in between, the catalog answers 409;
+pyiceberg's own rebase-and-retry is switched off for this commit (it would
+re-apply our append on top of a concurrent sync of the same range), and the
+run instead re-reads the target's state and re-plans — so a concurrent or
+retried run that finds the range already synced writes nothing. A commit
+whose outcome is unknown (HTTP 5xx) is resolved the same way.
+
+Safety rule: a target with rows but no sync state is never written to (its
+rows cannot be matched to source snapshots), except by a full reload.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from snowberg.identifiers import IcebergName
+from snowberg.sync.snapshots import ChangePlan, OnRewrite, SourceRewriteError, plan_changes, read_batches
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+PREFIX = "snowberg.sync."
+SOURCE_SNAPSHOT = PREFIX + "source-snapshot-id"
+SOURCE_UUID = PREFIX + "source-table-uuid"
+SOURCE = PREFIX + "source"
+RUN_ID = PREFIX + "run-id"
+MODE = PREFIX + "mode"
+ROWS = PREFIX + "rows"
+
+
+class TargetStateError(RuntimeError):
+    """The target's contents cannot be matched to source snapshots; nothing was written."""
+
+
+class SchemaMismatchError(ValueError):
+    """Source columns do not fit the target table; nothing was written."""
+
+
+@dataclass(frozen=True)
+class TargetState:
+    source_uuid: str | None
+    source_snapshot_id: int
+    target_snapshot_id: int
+    run_id: str | None
+
+
+@dataclass
+class IcebergSyncResult:
+    status: str  # committed | nothing_new
+    mode: str
+    target: str
+    source: str
+    source_uuid: str
+    from_snapshot_id: int | None
+    to_snapshot_id: int | None
+    rows: int
+    rows_by_snapshot: dict[str, int] = field(default_factory=dict)
+    target_snapshot_id: int | None = None
+    target_total_rows: int | None = None  # live rows of the target after the commit, from its snapshot summary
+    attempts: int = 1
+    seconds: float = 0.0
+    plan: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_target_state(table: Table) -> TargetState | None:
+    """The newest sync state on the target's main branch (snapshots without it are skipped)."""
+    snap = table.current_snapshot()
+    while snap is not None:
+        props = snap.summary.additional_properties if snap.summary is not None else {}
+        if SOURCE_SNAPSHOT in props:
+            return TargetState(props.get(SOURCE_UUID), int(props[SOURCE_SNAPSHOT]), snap.snapshot_id, props.get(RUN_ID))
+        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+    return None
+
+
+def live_rows(table: Table) -> int | None:
+    """Rows in the current snapshot per its summary (None when equality deletes make it unknowable)."""
+    snap = table.current_snapshot()
+    if snap is None:
+        return 0
+    props = snap.summary.additional_properties if snap.summary is not None else {}
+    if int(props.get("total-equality-deletes", "0") or 0):
+        return None
+    try:
+        return int(props.get("total-records", "0")) - int(props.get("total-position-deletes", "0") or 0)
+    except ValueError:
+        return None
+
+
+def column_mapping(source: Schema, target: Schema) -> dict[str, str]:
+    """``{target column: source column}``, matched case-insensitively.
+
+    Snowflake stores unquoted names upper-case, so a table created in Snowflake
+    as ``order_id INT`` has an Iceberg field ``ORDER_ID``; the lake usually says
+    ``order_id``. A source column the target lacks is refused (add it in
+    Snowflake first: ``ALTER ICEBERG TABLE ... ADD COLUMN``), a required target
+    column the source lacks too.
+    """
+    by_lower: dict[str, str] = {}
+    for f in source.fields:
+        key = f.name.lower()
+        if key in by_lower:
+            raise SchemaMismatchError(f"source columns {by_lower[key]!r} and {f.name!r} differ only in case")
+        by_lower[key] = f.name
+    mapping: dict[str, str] = {}
+    for f in target.fields:
+        src = by_lower.pop(f.name.lower(), None)
+        if src is None:
+            if f.required:
+                raise SchemaMismatchError(f"target column {f.name!r} is required but the source has no such column")
+            continue
+        mapping[f.name] = src
+    if by_lower:
+        raise SchemaMismatchError(
+            f"source column(s) {sorted(by_lower.values())} are not in the target table; add them to the "
+            "target first (ALTER ICEBERG TABLE ... ADD COLUMN) — nothing was written"
+        )
+    return mapping
+
+
+def cast_batch(batch: pa.RecordBatch, mapping: Mapping[str, str], schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` renamed and cast to the target's Arrow schema; only exact (safe) casts."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrays = []
+    names = set(batch.schema.names)
+    for f in schema:
+        src = mapping.get(f.name)
+        if src is None or src not in names:
+            arrays.append(pa.nulls(batch.num_rows, type=f.type))
+            continue
+        arr = batch.column(src)
+        if not arr.type.equals(f.type):
+            try:
+                arr = pc.cast(arr, f.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SchemaMismatchError(
+                    f"column {src!r}: cannot convert {arr.type} to the target's {f.type} without loss: {exc}"
+                ) from None
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _result(status: str, plan: ChangePlan, target: IcebergName, source_label: str, table: Table, rows: int,
+            counts: dict[str, int], attempt: int, started: float) -> IcebergSyncResult:
+    snap = table.current_snapshot()
+    return IcebergSyncResult(
+        status, plan.mode, str(target), source_label, plan.source_uuid, plan.from_snapshot_id, plan.to_snapshot_id,
+        rows, counts, snap.snapshot_id if snap else None, live_rows(table), attempt, time.monotonic() - started,
+        plan.describe(),
+    )
+
+
+def _counted_batches(source: Table, plan: ChangePlan, mapping: Mapping[str, str], schema: pa.Schema,
+                     counts: dict[str, int]) -> Iterator[pa.RecordBatch]:
+    """The plan's batches cast to the target schema; rows are counted per source snapshot into ``counts``."""
+    for snap_id, b in read_batches(source, plan):
+        counts[str(snap_id)] = counts.get(str(snap_id), 0) + b.num_rows
+        yield cast_batch(b, mapping, schema)
+
+
+def _without_rebase(table: Table) -> None:
+    """Make this process's commit of ``table`` fail on conflict instead of rebasing.
+
+    pyiceberg reads ``commit.retry.num-retries`` from the loaded metadata when a
+    transaction commits; the override lives only in this in-memory copy (it is
+    not a table update, so the catalog never sees it).
+    """
+    props = dict(table.metadata.properties)
+    props["commit.retry.num-retries"] = "0"
+    table.metadata = table.metadata.model_copy(update={"properties": props})
+
+
+def _target_arrow_schema(schema: Schema) -> pa.Schema:
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    return schema_to_pyarrow(schema, include_field_ids=False)
+
+
+def _load_target(catalog: Catalog, target: IcebergName, source: Table, create_if_missing: bool) -> Table:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return catalog.load_table((target.namespace, target.table))
+    except NoSuchTableError:
+        if not create_if_missing:
+            raise NoSuchTableError(
+                f"target table {target} does not exist in catalog {catalog.name!r}. For Snowflake Horizon, create it in "
+                "Snowflake first (CREATE ICEBERG TABLE in a database with CATALOG = 'SNOWFLAKE'; see "
+                "docs/lake-to-snowflake.md), or set create_if_missing for catalogs that allow it."
+            ) from None
+    log.info("creating target table %s with the source schema", target)
+    catalog.create_namespace_if_not_exists(target.namespace)
+    return catalog.create_table(
+        (target.namespace, target.table), schema=source.schema(), partition_spec=source.spec(),
+        properties={"format-version": "2"},
+    )
+
+
+def sync_iceberg(
+    source: Table,
+    catalog: Catalog,
+    target: IcebergName,
+    *,
+    source_label: str,
+    run_id: str,
+    on_rewrite: OnRewrite = "fail",
+    create_if_missing: bool = False,
+    batch_rows: int = 250_000,
+    max_attempts: int = 3,
+    logger: logging.Logger | None = None,
+) -> IcebergSyncResult:
+    """Commit the source snapshots not yet in ``target`` as one target commit (or nothing)."""
+    from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+
+    lg = logger or log
+    started = time.monotonic()
+    last_error: Exception | None = None
+    for attempt in range(1, max_attempts + 1):
+        table = _load_target(catalog, target, source, create_if_missing)
+        st = read_target_state(table)
+        if st is None and (live_rows(table) or 0) > 0 and on_rewrite != "full_reload":
+            raise TargetStateError(
+                f"target {target} holds rows but no snowberg sync state: the first sync would duplicate or mix them. "
+                "Empty it (TRUNCATE in Snowflake) or set on_rewrite: full_reload to replace its rows."
+            )
+        plan = plan_changes(
+            source, st.source_snapshot_id if st else None, synced_uuid=st.source_uuid if st else None,
+            on_rewrite=on_rewrite,
+        )
+        if plan.mode == "initial" and (live_rows(table) or 0) > 0:
+            plan.mode, plan.reason = "full_reload", "first sync into a target that already holds rows"
+        lg.info("%s → %s (attempt %d): %s", source_label, target, attempt, plan.describe())
+        if plan.mode == "nothing_new":
+            return _result("nothing_new", plan, target, source_label, table, 0, {}, attempt, started)
+
+        mapping = column_mapping(source.schema(), table.schema())
+        _without_rebase(table)
+        tx = table.transaction()
+        schema = _target_arrow_schema(tx.table_metadata.schema())
+        counts: dict[str, int] = {}
+        from snowberg.load import _write_data_files
+
+        batches = _counted_batches(source, plan, mapping, schema, counts)
+        data_files = list(_write_data_files(table, tx, schema, batches, batch_rows))
+        rows = sum(counts.values())
+        if plan.mode == "incremental" and plan.expected_rows is not None and rows != plan.expected_rows:
+            raise SourceRewriteError(f"read {rows:,} rows from the added files, their manifests say {plan.expected_rows:,}")
+        props = {
+            SOURCE_SNAPSHOT: str(plan.to_snapshot_id),
+            SOURCE_UUID: plan.source_uuid,
+            SOURCE: source_label,
+            RUN_ID: run_id,
+            MODE: plan.mode,
+            ROWS: str(rows),
+        }
+        if plan.mode == "full_reload" and tx.table_metadata.current_snapshot() is not None:
+            from pyiceberg.expressions import AlwaysTrue
+
+            tx.delete(delete_filter=AlwaysTrue(), snapshot_properties=props)
+        with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
+            for f in data_files:
+                fa.append_data_file(f)
+        try:
+            committed = tx.commit_transaction()
+        except (CommitFailedException, CommitStateUnknownException) as exc:
+            last_error = exc
+            lg.warning("commit to %s did not land cleanly (%s: %s); re-reading the target's state",
+                       target, type(exc).__name__, exc)
+            continue
+        snap = committed.current_snapshot()
+        lg.info("%s: committed target snapshot %s with %s rows (source snapshot %s)", target,
+                snap.snapshot_id if snap else None, f"{rows:,}", plan.to_snapshot_id)
+        return _result("committed", plan, target, source_label, committed, rows, counts, attempt, started)
+    raise RuntimeError(f"gave up on {target} after {max_attempts} conflicting commits") from last_error

@@ -1,0 +1,401 @@
+"""Load a lake Iceberg table into a native Snowflake table, exactly once per source snapshot.
+
+State lives in Snowflake, in a small table (default
+``<db>.<schema>.SNOWBERG_SYNC_STATE``, one row per target table) that records
+the last synced source snapshot id. The rows and the state update are one
+Snowflake transaction::
+
+    BEGIN
+      [DELETE FROM target]                 -- full reload only
+      INSERT INTO target ... (batches)     -- values bound by the connector
+      UPDATE state SET source_snapshot_id = :to
+       WHERE target_table = :t AND source_snapshot_id = :from   -- must hit exactly 1 row
+    COMMIT
+
+so a crash anywhere before COMMIT leaves neither rows nor state, a crash
+after it leaves both, and a retry (or a second, concurrent run planned from
+the same state) finds the state moved and loads nothing twice.
+
+DDL (creating the state row's table, the target, new columns) runs before
+``BEGIN``: Snowflake commits DDL implicitly, and every such step is
+idempotent (``IF NOT EXISTS``, nullable ``ADD COLUMN``).
+
+Every row carries the source snapshot id that added it in a lineage column
+(default ``_SNOWBERG_SOURCE_SNAPSHOT_ID``), so the visibility check can count
+exactly the rows of each synced snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime
+from datetime import time as dtime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from snowberg import faults
+from snowberg.identifiers import TableName, quote_identifier
+from snowberg.sync.ddl import TargetColumn, create_table_sql, target_columns
+from snowberg.sync.snapshots import OnRewrite, SourceRewriteError, plan_changes, read_batches
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STATE_TABLE = "SNOWBERG_SYNC_STATE"
+DEFAULT_LINEAGE_COLUMN = "_SNOWBERG_SOURCE_SNAPSHOT_ID"
+MAX_VALUES_ROWS = 16_384  # Snowflake's limit on rows in one VALUES clause
+MAX_STATEMENT_BYTES = 512 * 1024  # stay well under Snowflake's statement size limit
+
+
+class NativeSyncError(RuntimeError):
+    """The target or its state is in a shape the sync must not guess about."""
+
+
+class ConcurrentSyncError(NativeSyncError):
+    """Another run moved the sync state since this run planned; nothing was written."""
+
+
+@dataclass(frozen=True)
+class NativeState:
+    source_uuid: str | None
+    source_snapshot_id: int | None
+    run_id: str | None
+
+
+@dataclass
+class NativeLoadResult:
+    status: str  # committed | nothing_new
+    mode: str
+    target: str
+    state_table: str
+    source: str
+    source_uuid: str
+    from_snapshot_id: int | None
+    to_snapshot_id: int | None
+    rows: int
+    rows_by_snapshot: dict[str, int] = field(default_factory=dict)
+    lineage_column: str | None = None
+    seconds: float = 0.0
+    plan: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def default_state_table(target: TableName) -> TableName:
+    return TableName(target.database, target.schema, DEFAULT_STATE_TABLE)
+
+
+def _stored(name: str) -> str:
+    """How Snowflake stores a name snowberg quoted (``quote_identifier`` upper-cases all-lower names)."""
+    return name.upper() if name == name.lower() else name
+
+
+# ---------------------------------------------------------------------------
+# SQL
+
+
+def state_table_ddl(state: TableName) -> str:
+    return (
+        f"CREATE TABLE IF NOT EXISTS {state.quoted()} (\n"
+        '    "TARGET_TABLE" VARCHAR NOT NULL,\n'
+        '    "SOURCE_TABLE" VARCHAR,\n'
+        '    "SOURCE_TABLE_UUID" VARCHAR,\n'
+        '    "SOURCE_SNAPSHOT_ID" NUMBER(19,0),\n'
+        '    "MODE" VARCHAR,\n'
+        '    "ROWS_LOADED" NUMBER(19,0),\n'
+        '    "RUN_ID" VARCHAR,\n'
+        '    "SYNCED_AT" TIMESTAMP_TZ(6)\n'
+        ")"
+    )
+
+
+def read_state(cur: Any, state: TableName, target: TableName) -> NativeState | None:
+    cur.execute(
+        f'SELECT "SOURCE_TABLE_UUID", "SOURCE_SNAPSHOT_ID", "RUN_ID" FROM {state.quoted()} WHERE "TARGET_TABLE" = %(t)s',
+        {"t": str(target)},
+    )
+    rows = cur.fetchall()
+    if len(rows) > 1:
+        raise NativeSyncError(
+            f"state table {state} holds {len(rows)} rows for target {target}; two first runs raced. "
+            "Keep the row that matches the target's lineage column and delete the others."
+        )
+    if not rows:
+        return None
+    uuid, snap, run_id = rows[0]
+    return NativeState(uuid, int(snap) if snap is not None else None, run_id)
+
+
+def existing_columns(cur: Any, table: TableName) -> dict[str, str] | None:
+    """``{stored column name: data type}`` of ``table``, or None if it does not exist."""
+    cur.execute(
+        f"SELECT COLUMN_NAME, DATA_TYPE FROM {quote_identifier(table.database, 'database')}.INFORMATION_SCHEMA.COLUMNS "
+        "WHERE TABLE_SCHEMA = %(s)s AND TABLE_NAME = %(t)s",
+        {"s": _stored(table.schema), "t": _stored(table.table)},
+    )
+    rows = cur.fetchall()
+    return {r[0]: r[1] for r in rows} if rows else None
+
+
+def insert_sql(target: TableName, columns: Sequence[TargetColumn], lineage_column: str | None) -> str:
+    """``INSERT ... SELECT <casts> FROM VALUES (%s, ...)``: one placeholder per value, bound by the connector.
+
+    The ``SELECT`` over ``VALUES`` lets semi-structured columns go through
+    ``PARSE_JSON`` (Snowflake refuses it inside a plain ``VALUES`` insert) and
+    makes every conversion an explicit ``CAST`` to the mapped type.
+    """
+    names = [c.quoted for c in columns]
+    exprs = [
+        f"PARSE_JSON(column{i})" if c.semi_structured else f"CAST(column{i} AS {c.sql_type})"
+        for i, c in enumerate(columns, start=1)
+    ]
+    if lineage_column:
+        names.append(quote_identifier(lineage_column, "lineage column"))
+        exprs.append(f"CAST(column{len(columns) + 1} AS NUMBER(19,0))")
+    placeholders = ", ".join(["%s"] * len(names))
+    return f"INSERT INTO {target.quoted()} ({', '.join(names)}) SELECT {', '.join(exprs)} FROM VALUES ({placeholders})"
+
+
+# ---------------------------------------------------------------------------
+# Values
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return str(v)  # JSON numbers would round through float
+    if isinstance(v, (datetime, date, dtime)):
+        return v.isoformat()
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).hex()
+    return str(v)
+
+
+def _jsonable(v: Any) -> Any:
+    """pyarrow's Python form of nested values → JSON-ready (maps arrive as key/value pairs)."""
+    if isinstance(v, list):
+        if v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
+            return {str(k): _jsonable(x) for k, x in v}
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    return v
+
+
+def sql_value(v: Any, col: TargetColumn) -> Any:
+    """One value as bound: text for anything the CAST must parse exactly (numbers, temporals)."""
+    if v is None:
+        return None
+    if col.semi_structured:
+        return json.dumps(_jsonable(v), default=_json_default, separators=(",", ":"))
+    if isinstance(v, bool) or isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "NaN"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)  # round-trips exactly
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, datetime):
+        if v.tzinfo is not None:
+            return v.astimezone(UTC).isoformat(sep=" ")
+        return v.isoformat(sep=" ")
+    if isinstance(v, (date, dtime)):
+        return v.isoformat()
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v)
+    return str(v)  # str, UUID
+
+
+def batch_rows(batch: pa.RecordBatch, columns: Sequence[TargetColumn], lineage: int | None) -> Iterator[tuple[Any, ...]]:
+    """Rows of ``batch`` in ``columns`` order (columns the batch lacks are NULL)."""
+    names = set(batch.schema.names)
+    pylists = [batch.column(c.source_name).to_pylist() if c.source_name in names else None for c in columns]
+    for i in range(batch.num_rows):
+        row = tuple(sql_value(pl[i], c) if pl is not None else None for pl, c in zip(pylists, columns, strict=True))
+        yield row + (lineage,) if lineage is not None else row
+
+
+def _row_bytes(row: tuple[Any, ...]) -> int:
+    return sum(len(v) if isinstance(v, (str, bytes)) else 8 for v in row if v is not None) + 4 * len(row)
+
+
+# ---------------------------------------------------------------------------
+# The load
+
+
+def prepare_target(cur: Any, target: TableName, columns: Sequence[TargetColumn], lineage_column: str | None,
+                   logger: logging.Logger) -> bool:
+    """Create the target or add new source columns (DDL, before the transaction). True if it existed."""
+    existing = existing_columns(cur, target)
+    if existing is None:
+        sql = create_table_sql(target, columns, lineage_column)
+        logger.info("creating %s:\n%s", target, sql)
+        cur.execute(sql)
+        return False
+    wanted = [(c.name, c.quoted, c.sql_type) for c in columns]
+    if lineage_column:
+        wanted.append((_stored(lineage_column), quote_identifier(lineage_column), "NUMBER(19,0)"))
+    for stored, quoted, sql_type in wanted:
+        if stored not in existing:
+            logger.info("schema: adding column %s %s to %s", quoted, sql_type, target)
+            cur.execute(f"ALTER TABLE {target.quoted()} ADD COLUMN {quoted} {sql_type}")
+    return True
+
+
+def load_native(
+    source: Table,
+    conn: Any,
+    *,
+    target: TableName,
+    source_label: str,
+    run_id: str,
+    state_table: TableName | None = None,
+    on_rewrite: OnRewrite = "fail",
+    lineage_column: str | None = DEFAULT_LINEAGE_COLUMN,
+    insert_batch_rows: int = 1000,
+    logger: logging.Logger | None = None,
+) -> NativeLoadResult:
+    """Sync the source's new snapshots into ``target`` in one Snowflake transaction."""
+    lg = logger or log
+    started = time.monotonic()
+    state = state_table or default_state_table(target)
+    if not 1 <= insert_batch_rows <= MAX_VALUES_ROWS:
+        raise ValueError(f"insert_batch_rows must be 1..{MAX_VALUES_ROWS}")
+    cur = conn.cursor()
+    try:
+        cur.execute(state_table_ddl(state))
+        st = read_state(cur, state, target)
+        plan = plan_changes(
+            source,
+            st.source_snapshot_id if st else None,
+            synced_uuid=st.source_uuid if st and st.source_snapshot_id is not None else None,
+            on_rewrite=on_rewrite,
+        )
+        lg.info("%s → %s: %s", source_label, target, plan.describe())
+
+        def result(status: str, rows: int, by_snap: dict[str, int]) -> NativeLoadResult:
+            return NativeLoadResult(
+                status, plan.mode, str(target), str(state), source_label, plan.source_uuid, plan.from_snapshot_id,
+                plan.to_snapshot_id, rows, by_snap, lineage_column, time.monotonic() - started, plan.describe(),
+            )
+
+        if plan.mode == "nothing_new":
+            return result("nothing_new", 0, {})
+
+        columns = target_columns(source.schema())
+        existed = prepare_target(cur, target, columns, lineage_column, lg)
+        if plan.mode == "initial" and existed:
+            cur.execute(f"SELECT COUNT(*) FROM {target.quoted()}")
+            (n,) = cur.fetchone()
+            if n:
+                if on_rewrite != "full_reload":
+                    raise SourceRewriteError(
+                        f"target {target} already holds {n:,} rows but has no sync state in {state}: the first sync "
+                        "would duplicate them. Empty the target, or set on_rewrite: full_reload to replace its rows."
+                    )
+                plan.mode = "full_reload"
+                plan.reason = f"first sync into a target that already holds {n:,} rows"
+        if st is None:
+            # The state row exists before the transaction so that the guarded
+            # UPDATE inside it can assert "exactly one row moved".
+            cur.execute(
+                f'INSERT INTO {state.quoted()} ("TARGET_TABLE") SELECT %(t)s '
+                f'WHERE NOT EXISTS (SELECT 1 FROM {state.quoted()} WHERE "TARGET_TABLE" = %(t)s)',
+                {"t": str(target)},
+            )
+
+        sql = insert_sql(target, columns, lineage_column)
+        rows_by_snapshot: dict[str, int] = {}
+        total = 0
+        cur.execute("BEGIN")
+        try:
+            if plan.mode == "full_reload":
+                cur.execute(f"DELETE FROM {target.quoted()}")
+                lg.info("full reload: deleted %s existing rows of %s", f"{cur.rowcount:,}", target)
+            buf: list[tuple[Any, ...]] = []
+            nbytes = 0
+            for snap_id, batch in read_batches(source, plan):
+                for row in batch_rows(batch, columns, snap_id if lineage_column else None):
+                    buf.append(row)
+                    nbytes += _row_bytes(row)
+                    if len(buf) >= insert_batch_rows or nbytes >= MAX_STATEMENT_BYTES:
+                        cur.executemany(sql, buf)
+                        buf, nbytes = [], 0
+                rows_by_snapshot[str(snap_id)] = rows_by_snapshot.get(str(snap_id), 0) + batch.num_rows
+                total += batch.num_rows
+            if buf:
+                cur.executemany(sql, buf)
+            if plan.mode == "incremental" and plan.expected_rows is not None and total != plan.expected_rows:
+                raise NativeSyncError(
+                    f"read {total:,} rows from the added files, their manifests say {plan.expected_rows:,}; nothing committed"
+                )
+            guard = '"SOURCE_SNAPSHOT_ID" = %(prev)s' if st is not None and st.source_snapshot_id is not None else '"SOURCE_SNAPSHOT_ID" IS NULL'
+            cur.execute(
+                f'UPDATE {state.quoted()} SET "SOURCE_TABLE" = %(src)s, "SOURCE_TABLE_UUID" = %(uuid)s, '
+                f'"SOURCE_SNAPSHOT_ID" = %(to)s, "MODE" = %(mode)s, "ROWS_LOADED" = %(rows)s, "RUN_ID" = %(run)s, '
+                f'"SYNCED_AT" = CURRENT_TIMESTAMP() WHERE "TARGET_TABLE" = %(t)s AND {guard}',
+                {"src": source_label, "uuid": plan.source_uuid, "to": plan.to_snapshot_id, "mode": plan.mode,
+                 "rows": total, "run": run_id, "t": str(target), "prev": st.source_snapshot_id if st else None},
+            )
+            moved = cur.rowcount
+            if moved != 1:
+                raise ConcurrentSyncError(
+                    f"the sync state of {target} moved since run {run_id} planned from snapshot "
+                    f"{plan.from_snapshot_id} ({moved} state rows matched); rolled back, nothing written"
+                )
+            faults.crash_point("before_commit")
+            cur.execute("COMMIT")
+        except BaseException:
+            try:
+                cur.execute("ROLLBACK")
+            except Exception:  # the original error matters more
+                lg.exception("ROLLBACK failed")
+            raise
+        faults.crash_point("after_commit")
+        lg.info(
+            "%s: committed %s rows from source snapshots %s (state %s → snapshot %s)",
+            target, f"{total:,}", ", ".join(rows_by_snapshot) or "-", state, plan.to_snapshot_id,
+        )
+        return result("committed", total, rows_by_snapshot)
+    finally:
+        cur.close()
+
+
+def state_for(conn: Any, target: TableName, state_table: TableName | None = None) -> NativeState | None:
+    """The recorded sync state of ``target`` (for checks and operators)."""
+    cur = conn.cursor()
+    try:
+        return read_state(cur, state_table or default_state_table(target), target)
+    finally:
+        cur.close()
+
+
+def counts_by_lineage(conn: Any, target: TableName, lineage_column: str, snapshot_ids: Sequence[int]) -> Mapping[str, int]:
+    """``{snapshot id: rows}`` currently in ``target`` for the given source snapshots."""
+    if not snapshot_ids:
+        return {}
+    cur = conn.cursor()
+    try:
+        col = quote_identifier(lineage_column, "lineage column")
+        params = {f"s{i}": int(s) for i, s in enumerate(snapshot_ids)}
+        cur.execute(
+            f"SELECT {col}, COUNT(*) FROM {target.quoted()} WHERE {col} IN ({', '.join(f'%({k})s' for k in params)}) "
+            f"GROUP BY {col}",
+            params,
+        )
+        return {str(int(k)): int(n) for k, n in cur.fetchall()}
+    finally:
+        cur.close()

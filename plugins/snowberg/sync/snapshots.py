@@ -1,0 +1,206 @@
+"""What changed in a source Iceberg table since the last synced snapshot.
+
+The contract, stated once (docs/lake-to-snowflake.md repeats it):
+
+* The unit of progress is a source snapshot id. A sync run covers the
+  snapshots after the last synced one, up to the source's current snapshot
+  when the run plans, and records that id with the rows it writes.
+* **append** snapshots contribute the data files they added (read through
+  pyiceberg's incremental append scan, one scan per snapshot so every row
+  knows the snapshot that added it).
+* **replace** snapshots (compaction, file rewrites) change no rows: skipped.
+* **overwrite** and **delete** snapshots (and anything else, e.g. an append
+  that carries delete files) change or remove rows the target already holds.
+  An append-only copy cannot replay them, so the run either refuses
+  (``on_rewrite: fail``, the default: a human decides) or reloads the whole
+  table at the current snapshot (``on_rewrite: full_reload``: the target is
+  emptied and refilled in the same commit/transaction).
+* The first sync reads the table at its current snapshot (a full scan that
+  honours delete files), never the history.
+* If the last synced snapshot is no longer an ancestor of the current one
+  (expired by maintenance, a rollback, the table was replaced — its UUID
+  changed), incremental progress is impossible: refuse, or full reload.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
+
+log = logging.getLogger(__name__)
+
+OnRewrite = Literal["fail", "full_reload"]
+Mode = Literal["nothing_new", "incremental", "initial", "full_reload"]
+
+
+class SourceRewriteError(RuntimeError):
+    """The source changed in a way an append-only sync cannot replay (and no full reload was allowed)."""
+
+
+@dataclass(frozen=True)
+class SnapshotStep:
+    snapshot_id: int
+    operation: str
+    action: str  # load | skip
+    added_records: int
+    added_files: int
+    note: str = ""
+
+
+@dataclass
+class ChangePlan:
+    """The source snapshot range of one run, fixed when the run plans."""
+
+    source_uuid: str
+    mode: Mode
+    from_snapshot_id: int | None  # last synced (exclusive)
+    to_snapshot_id: int | None  # the source's current snapshot at plan time (inclusive)
+    steps: list[SnapshotStep] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def load_steps(self) -> list[SnapshotStep]:
+        return [s for s in self.steps if s.action == "load"]
+
+    @property
+    def expected_rows(self) -> int | None:
+        """Rows the added files hold (incremental only; a full scan is counted while read)."""
+        if self.mode != "incremental":
+            return None
+        return sum(s.added_records for s in self.load_steps)
+
+    def describe(self) -> str:
+        if self.mode == "nothing_new":
+            return f"nothing new (source at snapshot {self.to_snapshot_id}, already synced)"
+        if self.mode in ("initial", "full_reload"):
+            return f"{self.mode} of the source at snapshot {self.to_snapshot_id}" + (f": {self.reason}" if self.reason else "")
+        loads = self.load_steps
+        skips = [s for s in self.steps if s.action == "skip"]
+        return (
+            f"snapshots after {self.from_snapshot_id} up to {self.to_snapshot_id}: {len(loads)} append(s) with "
+            f"{self.expected_rows:,} rows in {sum(s.added_files for s in loads)} file(s)"
+            + (f", {len(skips)} skipped ({', '.join(f'{s.snapshot_id} {s.operation}' for s in skips)})" if skips else "")
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["expected_rows"] = self.expected_rows
+        return d
+
+
+def _summary_int(snap: Snapshot, key: str) -> int:
+    if snap.summary is None:
+        return 0
+    try:
+        return int(snap.summary.additional_properties.get(key, "0") or 0)
+    except ValueError:
+        return 0
+
+
+def _operation(snap: Snapshot) -> str:
+    if snap.summary is None:
+        return "unknown"
+    op = snap.summary.operation
+    return str(getattr(op, "value", op))
+
+
+def ancestors_after(table: Table, last_id: int, to_id: int) -> list[Snapshot] | None:
+    """Snapshots after ``last_id`` up to ``to_id`` (oldest first), or None if ``last_id`` is not an ancestor."""
+    chain: list[Snapshot] = []
+    snap = table.snapshot_by_id(to_id)
+    while snap is not None:
+        if snap.snapshot_id == last_id:
+            chain.reverse()
+            return chain
+        chain.append(snap)
+        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+    return None
+
+
+def classify(snap: Snapshot) -> SnapshotStep:
+    """What an append-only sync does with one source snapshot."""
+    op = _operation(snap)
+    added_records = _summary_int(snap, "added-records")
+    added_files = _summary_int(snap, "added-data-files")
+    if op == "append":
+        if _summary_int(snap, "added-delete-files") or _summary_int(snap, "added-position-deletes") or _summary_int(
+            snap, "added-equality-deletes"
+        ):
+            return SnapshotStep(snap.snapshot_id, op, "rewrite", added_records, added_files, "append with delete files")
+        return SnapshotStep(snap.snapshot_id, op, "load", added_records, added_files)
+    if op == "replace":
+        return SnapshotStep(snap.snapshot_id, op, "skip", 0, 0, "rewrite of existing rows (e.g. compaction): no row changes")
+    return SnapshotStep(snap.snapshot_id, op, "rewrite", added_records, added_files,
+                        f"{op} snapshot changes or removes rows already synced")
+
+
+def plan_changes(table: Table, last_synced: int | None, *, synced_uuid: str | None = None,
+                 on_rewrite: OnRewrite = "fail") -> ChangePlan:
+    """Fix what this run reads from the source (no data is read here, only metadata)."""
+    uuid = str(table.metadata.table_uuid)
+    current = table.current_snapshot()
+    to_id = current.snapshot_id if current is not None else None
+
+    def full(reason: str) -> ChangePlan:
+        if on_rewrite != "full_reload":
+            raise SourceRewriteError(
+                f"source table {'.'.join(table.name())}: {reason}. An append-only sync cannot replay this. "
+                "Set on_rewrite: full_reload to reload the whole table into the target (in one commit), "
+                "or rebuild the target yourself and reset its sync state."
+            )
+        log.warning("full reload of the source at snapshot %s: %s", to_id, reason)
+        return ChangePlan(uuid, "full_reload", last_synced, to_id, [], reason)
+
+    if synced_uuid is not None and synced_uuid != uuid:
+        return full(f"the table was replaced (its UUID is {uuid}, the target was synced from {synced_uuid})")
+    if last_synced is None:
+        if to_id is None:
+            return ChangePlan(uuid, "nothing_new", None, None, [], "the source has no snapshot yet")
+        return ChangePlan(uuid, "initial", None, to_id, [], "first sync: the source at its current snapshot")
+    if to_id == last_synced:
+        return ChangePlan(uuid, "nothing_new", last_synced, to_id)
+    if to_id is None:
+        return full(f"the source has no current snapshot but snapshot {last_synced} was synced")
+    chain = ancestors_after(table, last_synced, to_id)
+    if chain is None:
+        return full(
+            f"the last synced snapshot {last_synced} is not an ancestor of the current snapshot {to_id} "
+            "(expired by snapshot maintenance, or the table was rolled back)"
+        )
+    steps = [classify(s) for s in chain]
+    rewrites = [s for s in steps if s.action == "rewrite"]
+    if rewrites:
+        first = rewrites[0]
+        return full(f"snapshot {first.snapshot_id} is an {first.operation} ({first.note})")
+    return ChangePlan(uuid, "incremental", last_synced, to_id, steps)
+
+
+def read_batches(table: Table, plan: ChangePlan) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """``(source snapshot id, batch)`` pairs for the plan, in snapshot order, in bounded memory.
+
+    Incremental plans read each append snapshot's added files through
+    pyiceberg's incremental append scan (projected on the current schema);
+    initial and full-reload plans scan the table at ``to_snapshot_id``.
+    """
+    if plan.mode == "nothing_new" or plan.to_snapshot_id is None:
+        return
+    if plan.mode in ("initial", "full_reload"):
+        reader = table.scan(snapshot_id=plan.to_snapshot_id).to_arrow_batch_reader()
+        for batch in reader:
+            yield plan.to_snapshot_id, batch
+        return
+    for step in plan.load_steps:
+        snap = table.snapshot_by_id(step.snapshot_id)
+        assert snap is not None
+        scan = table.incremental_append_scan(
+            from_snapshot_id_exclusive=snap.parent_snapshot_id, to_snapshot_id_inclusive=step.snapshot_id
+        ) if snap.parent_snapshot_id is not None else table.incremental_append_scan(to_snapshot_id_inclusive=step.snapshot_id)
+        for batch in scan.to_arrow_batch_reader():
+            yield step.snapshot_id, batch
