@@ -187,14 +187,15 @@ class SnapshotFreshnessOperator(_SnowbergCheck):
             task_id="check_freshness",
             table="lake.orders",  # Iceberg namespace.table
             catalog="lake",  # pyiceberg catalog name
-            sla="2h",  # max age of the newest data snapshot
+            freshness_sla="2h",  # max age of the newest data snapshot
             max_watermark_lag="6h",  # optional: now - committed watermark
             table_name="orders",  # the name alerts show
         )
 
     :param table: Iceberg identifier ``namespace.table``. Templated.
     :param catalog: pyiceberg catalog name (``PYICEBERG_CATALOG__<NAME>__*``). Templated.
-    :param sla: longest acceptable time since the last data snapshot ("90m", "2h", "PT2H", seconds). Templated.
+    :param freshness_sla: longest acceptable time since the last data snapshot ("90m", "2h", "PT2H",
+        seconds). Templated. (Not ``sla``: that name is reserved by ``BaseOperator``.)
     :param max_watermark_lag: longest acceptable ``now - watermark`` (timestamp/date cursors). Templated.
     :param table_name: label for reports and alerts (default: ``table``). Templated.
     :param deferrable: wait in the triggerer for a fresh snapshot instead of failing at once.
@@ -202,7 +203,9 @@ class SnapshotFreshnessOperator(_SnowbergCheck):
     :param poll_interval: how often the trigger reads the metadata (default "5m"). Templated.
     """
 
-    template_fields: Sequence[str] = ("table", "catalog", "sla", "max_watermark_lag", "table_name", "wait_timeout", "poll_interval")
+    template_fields: Sequence[str] = (
+        "table", "catalog", "freshness_sla", "max_watermark_lag", "table_name", "wait_timeout", "poll_interval",
+    )
     snowberg_check = "freshness"
 
     def __init__(
@@ -210,7 +213,7 @@ class SnapshotFreshnessOperator(_SnowbergCheck):
         *,
         table: str,
         catalog: str = "lake",
-        sla: str | int | float | timedelta | None = None,
+        freshness_sla: str | int | float | timedelta | None = None,
         max_watermark_lag: str | int | float | timedelta | None = None,
         table_name: str | None = None,
         deferrable: bool = False,
@@ -221,7 +224,7 @@ class SnapshotFreshnessOperator(_SnowbergCheck):
         super().__init__(**kwargs)
         self.table = table
         self.catalog = catalog
-        self.sla = sla
+        self.freshness_sla = freshness_sla
         self.max_watermark_lag = max_watermark_lag
         self.table_name = table_name
         self.deferrable = deferrable
@@ -231,7 +234,7 @@ class SnapshotFreshnessOperator(_SnowbergCheck):
             raise ValueError("deferrable=True needs wait_timeout (how long to wait for a fresh snapshot)")
 
     def _limits(self) -> tuple[timedelta | None, timedelta | None]:
-        return _duration(self.sla, "sla"), _duration(self.max_watermark_lag, "max_watermark_lag")
+        return _duration(self.freshness_sla, "freshness_sla"), _duration(self.max_watermark_lag, "max_watermark_lag")
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.checks import freshness

@@ -103,12 +103,12 @@ def test_unreadable_watermark_is_reported(orders: Any, lake: Any) -> None:
 def test_operator_fresh_returns_measures(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
     from snowberg.operators.checks import SnapshotFreshnessOperator
 
-    op = SnapshotFreshnessOperator(task_id="freshness", table="lake.orders", sla="1h", table_name="orders")
+    op = SnapshotFreshnessOperator(task_id="freshness", table="lake.orders", freshness_sla="1h", table_name="orders")
     out = op.execute(context)
     assert out["fresh"] is True and out["table"] == "lake.orders"
     assert out["hours_since_last_write"] < 0.1
     assert out["watermark"] == "2026-01-01 00:00:00.000000"
-    assert set(op.template_fields) >= {"table", "catalog", "sla", "max_watermark_lag"}
+    assert set(op.template_fields) >= {"table", "catalog", "freshness_sla", "max_watermark_lag"}
 
 
 def test_operator_stale_fails_without_retry(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
@@ -117,7 +117,7 @@ def test_operator_stale_fails_without_retry(use_catalog: Any, orders: Any, conte
     from snowberg.operators.checks import SnapshotFreshnessOperator, SnowbergCheckFailed
 
     time.sleep(0.05)
-    op = SnapshotFreshnessOperator(task_id="freshness", table="lake.orders", sla="10ms", table_name="orders")
+    op = SnapshotFreshnessOperator(task_id="freshness", table="lake.orders", freshness_sla="10ms", table_name="orders")
     with pytest.raises(SnowbergCheckFailed) as ei:
         op.execute(context)
     err = ei.value
@@ -133,16 +133,16 @@ def test_operator_missing_table(use_catalog: Any, context: dict[str, Any]) -> No
     from snowberg.operators.checks import SnapshotFreshnessOperator, SnowbergCheckFailed
 
     with pytest.raises(SnowbergCheckFailed, match="does not exist"):
-        SnapshotFreshnessOperator(task_id="f", table="lake.missing", sla="1h").execute(context)
+        SnapshotFreshnessOperator(task_id="f", table="lake.missing", freshness_sla="1h").execute(context)
 
 
 def test_operator_bad_duration_is_clear(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
     from snowberg.operators.checks import SnapshotFreshnessOperator
 
-    with pytest.raises(ValueError, match="sla: not a duration"):
-        SnapshotFreshnessOperator(task_id="f", table="lake.orders", sla="soon").execute(context)
+    with pytest.raises(ValueError, match="freshness_sla: not a duration"):
+        SnapshotFreshnessOperator(task_id="f", table="lake.orders", freshness_sla="soon").execute(context)
     with pytest.raises(ValueError, match="wait_timeout"):
-        SnapshotFreshnessOperator(task_id="f", table="lake.orders", sla="1h", deferrable=True)
+        SnapshotFreshnessOperator(task_id="f", table="lake.orders", freshness_sla="1h", deferrable=True)
 
 
 def test_exception_pickles(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
@@ -185,7 +185,7 @@ def test_freshness_and_health_open_no_data_file(use_catalog: Any, orders: Any, l
         p.unlink()
     opened.clear()
 
-    out = SnapshotFreshnessOperator(task_id="f", table="lake.orders", sla="1h").execute(context)
+    out = SnapshotFreshnessOperator(task_id="f", table="lake.orders", freshness_sla="1h").execute(context)
     assert out["fresh"] and out["watermark"] == "2026-01-02 00:00:00.000000"
     assert not any(p.endswith(".parquet") for p in opened), opened
     assert not any(".avro" in p for p in opened), opened  # freshness does not even read manifests
@@ -206,7 +206,7 @@ def test_deferrable_defers_then_completes_when_a_write_lands(use_catalog: Any, o
     from snowberg.operators.checks import FreshnessTrigger, SnapshotFreshnessOperator
 
     time.sleep(1.1)
-    op = SnapshotFreshnessOperator(task_id="f", table="lake.orders", sla="1s", deferrable=True, wait_timeout="30s", poll_interval="1s")
+    op = SnapshotFreshnessOperator(task_id="f", table="lake.orders", freshness_sla="1s", deferrable=True, wait_timeout="30s", poll_interval="1s")
     with pytest.raises(TaskDeferred) as ei:
         op.execute(context)
     trigger = ei.value.trigger
@@ -248,6 +248,6 @@ def test_deferrable_deadline_fails(use_catalog: Any, orders: Any, context: dict[
 
     event = asyncio.run(asyncio.wait_for(first_event(), timeout=30))
     assert event.payload["status"] == "deadline"
-    op = SnapshotFreshnessOperator(task_id="f", table="lake.orders", sla="10ms", deferrable=True, wait_timeout="1s")
+    op = SnapshotFreshnessOperator(task_id="f", table="lake.orders", freshness_sla="10ms", deferrable=True, wait_timeout="1s")
     with pytest.raises(SnowbergCheckFailed, match="stale"):
         op.execute_complete(context, event.payload)
