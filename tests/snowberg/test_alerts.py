@@ -179,7 +179,13 @@ def _conn(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: Any) -> None:
 
 
 def test_build_notifiers_from_config() -> None:
-    from snowberg.alerts import EmailAlertNotifier, SlackAlertNotifier, SnsAlertNotifier, WebhookNotifier, build_notifiers
+    from snowberg.alerts import (
+        EmailAlertNotifier,
+        SlackAlertNotifier,
+        SnsAlertNotifier,
+        WebhookNotifier,
+        build_notifiers,
+    )
     from snowberg.checks.settings import AlertsConfig
 
     assert build_notifiers(None, table="orders", dag_id="snowberg_orders") == []

@@ -7,9 +7,8 @@ follow the shape Snowflake documents and returns (one JSON object in one VARCHAR
 from __future__ import annotations
 
 import json
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import pytest
 
