@@ -1,0 +1,87 @@
+"""Shared fixtures: a real fakesnow server per session, a SQLite Iceberg catalog per test."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+for noisy in ("snowflake.connector", "uvicorn", "httpx"):
+    logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+@pytest.fixture(scope="session")
+def fakesnow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real fakesnow HTTP server process (the Snowflake emulator), for the whole session."""
+    from snowberg.local.stack import FakesnowServer
+
+    server = FakesnowServer(tmp_path_factory.mktemp("fakesnow") / "db")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+_db_counter = itertools.count(1)
+
+
+class SnowflakeDB:
+    """A fresh database + schema on the emulator for one test."""
+
+    def __init__(self, server: Any, name: str) -> None:
+        self.server = server
+        self.name = name
+        self.conn = server.connect()
+        cur = self.conn.cursor()
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS {name}")
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {name}.S")
+        cur.close()
+        self.conn.close()
+        self.conn = server.connect(database=name, schema="S")
+
+    def sql(self, text: str, params: Any = None) -> list[tuple[Any, ...]]:
+        cur = self.conn.cursor()
+        cur.execute(text, params)
+        try:
+            return cur.fetchall()
+        except Exception:
+            return []
+        finally:
+            cur.close()
+
+    def table(self, name: str) -> str:
+        return f"{self.name}.S.{name}"
+
+
+@pytest.fixture
+def sfdb(fakesnow_server: Any) -> Iterator[SnowflakeDB]:
+    db = SnowflakeDB(fakesnow_server, f"T{next(_db_counter)}")
+    try:
+        yield db
+    finally:
+        db.conn.close()
+
+
+class VarStore(dict):  # type: ignore[type-arg]
+    """In-memory VariableStore (the operators use Airflow Variables)."""
+
+    def set(self, key: str, value: str) -> None:
+        self[key] = value
+
+
+@pytest.fixture
+def variables() -> VarStore:
+    return VarStore()
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    (tmp_path / "wh").mkdir()
+    return SqlCatalog("lake", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/wh")
