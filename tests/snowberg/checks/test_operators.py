@@ -35,7 +35,12 @@ def _dag() -> Any:
     from airflow.sdk import DAG
 
     from snowberg.alerts import build_notifiers
-    from snowberg.operators.checks import LakeProbeOperator, SnapshotFreshnessOperator, TableHealthOperator, VerifyExternalVolumeOperator
+    from snowberg.operators.checks import (
+        LakeProbeOperator,
+        SnapshotFreshnessOperator,
+        TableHealthOperator,
+        VerifyExternalVolumeOperator,
+    )
 
     notifiers = build_notifiers({"email": ["oncall@example.com"], "webhook_url": "http://127.0.0.1:9/h"}, table="orders", dag_id="snowberg_orders")
     with DAG(
