@@ -205,8 +205,9 @@ def test_deferrable_defers_then_completes_when_a_write_lands(use_catalog: Any, o
 
     from snowberg.operators.checks import FreshnessTrigger, SnapshotFreshnessOperator
 
-    time.sleep(1.1)
-    op = SnapshotFreshnessOperator(task_id="f", table="lake.orders", freshness_sla="1s", deferrable=True, wait_timeout="30s", poll_interval="1s")
+    time.sleep(2.1)
+    # stale now; the write lands ~1 s into the wait and stays fresh for 2 s: two polls see it
+    op = SnapshotFreshnessOperator(task_id="f", table="lake.orders", freshness_sla="2s", deferrable=True, wait_timeout="30s", poll_interval="1s")
     with pytest.raises(TaskDeferred) as ei:
         op.execute(context)
     trigger = ei.value.trigger
@@ -216,7 +217,7 @@ def test_deferrable_defers_then_completes_when_a_write_lands(use_catalog: Any, o
     trigger = FreshnessTrigger(**kwargs)  # as the triggerer rebuilds it
 
     def later() -> None:
-        time.sleep(1.5)
+        time.sleep(1.0)
         lake.append(orders, lake.batch([50]), watermark="2026-01-03 00:00:00.000000", run_id="r3")
 
     writer = threading.Thread(target=later)
