@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+import traceback
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -16,9 +16,6 @@ from stream_double import StreamDouble
 from snowberg.config import TableConfig
 from snowberg.streams.settings import StreamSource
 from snowberg.streams.steps import cleanup_step, consume_step, load_step
-
-RUNNER = Path(__file__).with_name("streams_runner.py")
-
 
 LIVE_ENV = ("SNOWBERG_LIVE_SNOWFLAKE_ACCOUNT", "SNOWBERG_LIVE_SNOWFLAKE_USER", "SNOWBERG_LIVE_SNOWFLAKE_PASSWORD",
             "SNOWBERG_LIVE_SNOWFLAKE_WAREHOUSE")
@@ -81,6 +78,7 @@ class Harness:
         cur.execute(f'CREATE TABLE "{self.db}"."SRC"."ORDERS" (ID NUMBER(38,0), STATUS VARCHAR, AMOUNT NUMBER(10,2), '
                     f'UPDATED_AT TIMESTAMP_NTZ)')
         self.runs = 0
+        self._pipeline_conn: Any = None
 
     def configure(self, *, append_only: bool = False, changelog: bool = False, primary_key: list[str] | None = None,
                   create: bool = True) -> None:
@@ -147,7 +145,10 @@ class Harness:
     def run(self, *, recover: bool = False, conn: Any = None) -> dict[str, Any]:
         self.runs += 1
         run_id = f"manual__run{self.runs}"
-        conn = conn or self.connect()
+        if conn is None:
+            if self._pipeline_conn is None:
+                self._pipeline_conn = self.connect()
+            conn = self._pipeline_conn
         cat = self.catalog()
         consumed = consume_step(self.cfg, self.stream, conn, cat, run_id=run_id, recover=recover)
         loaded = load_step(self.cfg, self.stream, conn, cat, run_id=run_id, consumed=consumed)
@@ -156,17 +157,41 @@ class Harness:
 
     def run_step_in_subprocess(self, step: str, fault: str | None, *, consumed: dict[str, Any] | None = None,
                                run_id: str = "crash__run") -> subprocess.CompletedProcess[str]:
-        spec = {
-            "live": self.live,
-            "server": self.server, "db": self.db, "catalog": self.catalog_props, "step": step, "run_id": run_id,
-            "cfg": self.cfg.model_dump(mode="json"), "stream": self.stream.model_dump(mode="json"), "consumed": consumed,
-        }
-        env = dict(os.environ)
-        env.pop("SNOWBERG_FAULT", None)
-        if fault:
-            env["SNOWBERG_FAULT"] = fault
-        return subprocess.run([sys.executable, str(RUNNER), json.dumps(spec)], env=env, capture_output=True, text=True,
-                              timeout=120)
+        """Run one step in a forked child that dies at ``fault`` (``SNOWBERG_FAULT``) like a killed worker.
+
+        ``os.fork`` keeps the imports (a fresh interpreter costs seconds on a busy
+        machine); the child opens its own Snowflake connection and catalog, and
+        ``os._exit`` at the failpoint skips every cleanup, as a real crash does.
+        """
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            os.close(read_fd)
+            code = 1
+            try:
+                if fault:
+                    os.environ["SNOWBERG_FAULT"] = fault
+                conn, cat = self.connect(), self.catalog()
+                if step == "consume":
+                    out = consume_step(self.cfg, self.stream, conn, cat, run_id=run_id)
+                elif step == "load":
+                    out = load_step(self.cfg, self.stream, conn, cat, run_id=run_id, consumed=consumed)
+                else:
+                    out = cleanup_step(self.cfg, self.stream, conn, cat)
+                os.write(write_fd, json.dumps(out, default=str).encode())
+                code = 0
+            except BaseException:
+                os.write(write_fd, traceback.format_exc().encode())
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        chunks = []
+        while data := os.read(read_fd, 65536):
+            chunks.append(data)
+        os.close(read_fd)
+        _, status = os.waitpid(pid, 0)
+        text = b"".join(chunks).decode(errors="replace")
+        return subprocess.CompletedProcess([step], os.waitstatus_to_exitcode(status), text, text)
 
     # -- observations ------------------------------------------------------------------------------
     def source_rows(self) -> list[dict[str, Any]]:
@@ -182,7 +207,7 @@ class Harness:
     def changelog_rows(self) -> list[dict[str, Any]]:
         t = self.catalog().load_table("shop.orders_changelog")
         rows = t.scan().to_arrow().to_pylist()
-        return sorted(rows, key=lambda r: (r["snowberg_batch_id"], r["snowberg_seq"]))
+        return sorted(rows, key=lambda r: (r["snowberg_batch_id"] or 0, r["snowberg_seq"] or 0, str(r.get("snowberg_row_id"))))
 
     def staged_count(self) -> int:
         return int(self.sql(f'SELECT COUNT(*) FROM "{self.db}"."STAGE"."ORDERS_STAGING"')[0][0])
