@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# Airflow reads its home when first imported: give the test session its own.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="snowberg-airflow-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(Path(__file__).resolve().parents[1] / "dags"))
+os.environ.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(Path(__file__).resolve().parents[1] / "plugins"))
 
 for noisy in ("snowflake.connector", "uvicorn", "httpx"):
     logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -85,3 +93,14 @@ def catalog(tmp_path: Path) -> Any:
 
     (tmp_path / "wh").mkdir()
     return SqlCatalog("lake", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/wh")
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> str:
+    """A migrated Airflow metadata database (SQLite) in the session's AIRFLOW_HOME."""
+    import subprocess
+    import sys
+
+    exe = Path(sys.executable).with_name("airflow")
+    subprocess.run([str(exe), "db", "migrate"], check=True, capture_output=True, env=dict(os.environ))
+    return os.environ["AIRFLOW_HOME"]

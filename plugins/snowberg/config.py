@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from snowberg.checks.settings import AlertsConfig, HealthThresholds
 from snowberg.durations import parse_duration
 from snowberg.identifiers import IcebergName, TableName, validate_identifier
 
@@ -32,7 +33,7 @@ class ConfigError(ValueError):
     """The table config is invalid. The message names the table and the field."""
 
 
-class NullCursorPolicy(str, Enum):
+class NullCursorPolicy(StrEnum):
     """What to do with source rows whose cursor column is NULL.
 
     raise:   fail the run, naming the count (the default: nothing is silently lost)
@@ -46,7 +47,7 @@ class NullCursorPolicy(str, Enum):
     EXCLUDE = "exclude"
 
 
-class WriteMode(str, Enum):
+class WriteMode(StrEnum):
     """How rows of a window land in Iceberg.
 
     merge:  rows whose primary key is in the window replace earlier versions
@@ -175,6 +176,16 @@ class TableConfig(_Strict):
     timestamp_nanos: Literal["error", "truncate"] = "error"
     geo_format: Literal["geojson", "wkt"] = "geojson"
     batch_rows: int = Field(default=250_000, ge=1_000)
+    # Checks and alerts (docs/checks-and-alerts.md).
+    alerts: AlertsConfig | None = None
+    health: HealthThresholds | None = None
+    external_volume: str | None = None
+    checks_schedule: str | None = "@hourly"
+
+    @field_validator("external_volume")
+    @classmethod
+    def _volume(cls, v: str | None) -> str | None:
+        return validate_identifier(v, "external volume") if v is not None else v
 
     @field_validator("name")
     @classmethod
@@ -262,7 +273,7 @@ def parse_config(data: Any, *, source: str = "<config>") -> SnowbergConfig:
         raise ConfigError(f"{source}: 'tables' must be a non-empty list")
     merged = [({**defaults, **t} if isinstance(t, dict) else t) for t in tables]
     try:
-        cfg = SnowbergConfig(tables=merged)
+        cfg = SnowbergConfig.model_validate({"tables": merged})
     except ValidationError as exc:
         raise ConfigError(f"{source}: " + _format_error(merged, exc)) from None
     seen: dict[str, str] = {}

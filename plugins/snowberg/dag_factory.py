@@ -12,8 +12,10 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param
 
+from snowberg.alerts import build_notifiers
 from snowberg.config import TableConfig, load_config
 from snowberg.durations import format_duration
+from snowberg.operators.checks import SnapshotFreshnessOperator, TableHealthOperator, VerifyExternalVolumeOperator
 from snowberg.operators.incremental import SnowbergLoadOperator, SnowbergPlanOperator, SnowbergPublishOperator
 from snowberg.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
 
@@ -67,6 +69,51 @@ def _timetable(schedule: str | None) -> Any:
     return CronDataIntervalTimetable(schedule, timezone="UTC")
 
 
+def _default_args(cfg: TableConfig) -> dict[str, Any]:
+    args: dict[str, Any] = {"owner": cfg.owner, "retries": cfg.retries, "retry_delay": cfg.retry_delay}
+    notifiers = build_notifiers(cfg.alerts, table=cfg.name, dag_id=cfg.dag_id)
+    if notifiers:
+        # Task-level callbacks: they receive the exception, so the alert can
+        # say which check failed and what was observed.
+        args["on_failure_callback"] = notifiers
+    return args
+
+
+def _checks(cfg: TableConfig) -> list[Any]:
+    """Freshness and health tasks (metadata only); wired after loads and in the checks DAG."""
+    tasks: list[Any] = [
+        TableHealthOperator(task_id="table_health", table=cfg.target, catalog=cfg.catalog, thresholds=cfg.health,
+                            table_name=cfg.name),
+    ]
+    if cfg.freshness_sla is not None:
+        tasks.insert(0, SnapshotFreshnessOperator(task_id="check_freshness", table=cfg.target, catalog=cfg.catalog,
+                                                  freshness_sla=cfg.freshness_sla, table_name=cfg.name))
+    return tasks
+
+
+def build_checks_dag(cfg: TableConfig) -> DAG:
+    """Checks on their own schedule: a table that receives nothing at all still alerts."""
+    with DAG(
+        dag_id=f"{cfg.dag_id}__checks",
+        schedule=cfg.checks_schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["snowberg", "checks", *cfg.tags],
+        doc_md=f"## snowberg checks: {cfg.name}\n\nFreshness (SLA {format_duration(cfg.freshness_sla) if cfg.freshness_sla else 'none'}) "
+        f"and table health of Iceberg `{cfg.target}` from metadata only, on their own schedule, so a table that "
+        "stops receiving data alerts even when no load runs. See docs/checks-and-alerts.md.",
+        default_args=_default_args(cfg),
+    ) as dag:
+        checks = _checks(cfg)
+        if cfg.external_volume:
+            vol = VerifyExternalVolumeOperator(task_id="verify_external_volume", external_volume=cfg.external_volume,
+                                               snowflake_conn_id=cfg.snowflake_conn_id, catalog=cfg.catalog,
+                                               table=cfg.target, table_name=cfg.name)
+            vol >> checks
+    return dag
+
+
 def build_dag(cfg: TableConfig) -> DAG:
     raw = cfg.model_dump(mode="json")
     params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
@@ -79,7 +126,7 @@ def build_dag(cfg: TableConfig) -> DAG:
         tags=["snowberg", "snowflake-to-iceberg", *cfg.tags],
         doc_md=_doc(cfg),
         params=params,
-        default_args={"owner": cfg.owner, "retries": cfg.retries, "retry_delay": cfg.retry_delay},
+        default_args=_default_args(cfg),
     ) as dag:
         plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
         # Backfill runs do not count toward max_active_runs (Airflow 3 gives each
@@ -87,11 +134,16 @@ def build_dag(cfg: TableConfig) -> DAG:
         # can be active together: one load of a table at a time, across all runs.
         load = SnowbergLoadOperator(task_id="load", table_config=raw, window=plan.output, max_active_tis_per_dag=1)
         publish = SnowbergPublishOperator(task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)])
-        plan >> load >> publish
+        plan >> load >> publish >> _checks(cfg)
     return dag
 
 
 def build_dags(config_path: str | Path) -> dict[str, Any]:
     """All DAGs of a config file, keyed by DAG id (for ``globals().update``)."""
     cfg = load_config(config_path)
-    return {t.dag_id: build_dag(t) for t in cfg.tables}
+    dags: dict[str, Any] = {}
+    for t in cfg.tables:
+        dags[t.dag_id] = build_dag(t)
+        checks = build_checks_dag(t)
+        dags[checks.dag_id] = checks
+    return dags

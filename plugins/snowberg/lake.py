@@ -39,8 +39,12 @@ TABLE_PROPERTIES = {
 
 def open_catalog(name: str) -> Catalog:
     from pyiceberg.catalog import load_catalog
+    from pyiceberg.utils.config import Config
 
-    return load_catalog(name)
+    # pyiceberg snapshots its env/yaml config when first imported; a long-lived
+    # worker (or a test) that changes PYICEBERG_CATALOG__* later would be
+    # ignored, so read the config again for every catalog we open.
+    return load_catalog(name, **(Config().get_catalog_config(name) or {}))
 
 
 def load_table_or_none(catalog: Catalog, cfg: TableConfig) -> Table | None:

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from snowberg import faults, state
@@ -34,6 +34,7 @@ from snowberg.lake import (
     load_table_or_none,
     plan_schema_changes,
 )
+from snowberg.slicing import check_same_columns, slice_windows
 from snowberg.snowflake_source import (
     Progress,
     SourceQuery,
@@ -45,7 +46,6 @@ from snowberg.snowflake_source import (
     result_columns,
     shift_cursor,
 )
-from snowberg.slicing import check_same_columns, slice_windows
 from snowberg.types import MappingOptions, TypeMappingError, cast_batch, map_columns
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def plan_run(
     st = state.read_state(table)
     base_wm = st.watermark if st else None
     base_snap = st.snapshot_id if st else None
-    planned_at = datetime.now(timezone.utc).isoformat()
+    planned_at = datetime.now(UTC).isoformat()
     sq = SourceQuery(cfg)
     if cfg.cursor is None:
         if mode != FULL_REFRESH:
@@ -113,17 +113,15 @@ def plan_run(
         if mode == BACKFILL:
             if start is None or end is None:
                 raise ValueError("a backfill needs a start and an end")
-            low, low_inc = format_cursor_value(kind, start), True
-            high = format_cursor_value(kind, end)
-            sql, params = sq.plan_sql(kind, scale, low, True, cfg.cursor.commit_lag, count_nulls=False)
-            # The upper bound is the backfill's end, not the clock; the plan
-            # query still gives the count, for the log and the dry run.
-            counted = _run_plan(cur, sql, params)
-            w = Window(BACKFILL, cfg.cursor.column, kind, scale, low, True, high, False, False, base_wm, base_snap,
-                       new_watermark=base_wm, planned_at=planned_at, run_id=run_id, dry_run=dry_run,
-                       extra={"clock_high": counted["high"]})
-            return _count_backfill(cur, sq, w)
+            # The window is the backfill's [start, end), not the clock.
+            w = Window(BACKFILL, cfg.cursor.column, kind, scale, format_cursor_value(kind, start), True,
+                       format_cursor_value(kind, end), False, False, base_wm, base_snap,
+                       new_watermark=base_wm, planned_at=planned_at, run_id=run_id, dry_run=dry_run)
+            w = _count_backfill(cur, sq, w)
+            log.info("planned backfill window for %s: %s", cfg.name, describe_window(w))
+            return w
 
+        low: str | None
         if mode == FULL_REFRESH:
             low, low_inc = None, False
         elif base_wm is not None:
@@ -134,12 +132,14 @@ def plan_run(
             low, low_inc = format_cursor_value(kind, cfg.cursor.initial_value), True
         else:
             low, low_inc = None, False
-        count_nulls = policy is not NullCursorPolicy.EXCLUDE or True
-        sql, params = sq.plan_sql(kind, scale, low, low_inc, cfg.cursor.commit_lag, count_nulls=count_nulls)
+        # NULL cursors are counted under every policy: raise needs the count,
+        # exclude logs it, include loads them.
+        sql, params = sq.plan_sql(kind, scale, low, low_inc, cfg.cursor.commit_lag, count_nulls=True)
         res = _run_plan(cur, sql, params)
     finally:
         cur.close()
 
+    high: str | None
     if res["high"] is None:
         # NUMBER cursor on an empty source: nothing to read.
         high = base_wm
@@ -386,7 +386,14 @@ class KeyCollector:
 
 def _delete_replaced(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | None, props: dict[str, str]) -> None:
     """Remove what the new rows replace, as copy-on-write (no equality deletes: Snowflake cannot read them)."""
-    from pyiceberg.expressions import AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In, LessThan, Or
+    from pyiceberg import expressions
+
+    # pyiceberg's expression classes are typed as pydantic models; their
+    # positional constructors are the documented API.
+    ex: Any = expressions
+    AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In, LessThan, Or = (
+        ex.AlwaysTrue, ex.And, ex.EqualTo, ex.GreaterThanOrEqual, ex.In, ex.LessThan, ex.Or,
+    )
 
     expr: Any = None
     if w.mode == FULL_REFRESH:

@@ -11,7 +11,7 @@ and only those values are bound.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -66,8 +66,8 @@ def _instant(name: str, value: Any) -> datetime | None:
     else:
         raise RunParamError(f"param {name!r}: expected an ISO 8601 date-time, got {type(value).__name__}")
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC)
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -90,7 +90,7 @@ def resolve_run(params: dict[str, Any], *, run_type: str | None, interval_start:
     unknown = set(params) - set(PARAM_DEFAULTS)
     if unknown:
         raise RunParamError(f"unknown params {sorted(unknown)}; allowed: {sorted(PARAM_DEFAULTS)}")
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     start = _instant("window_start", params.get("window_start"))
     end = _instant("window_end", params.get("window_end"))
     full = _bool("full_refresh", params.get("full_refresh", False))
@@ -100,7 +100,7 @@ def resolve_run(params: dict[str, Any], *, run_type: str | None, interval_start:
     if start is None and run_type == "backfill":
         if interval_start is None or interval_end is None:
             raise RunParamError("a backfill run needs a data interval or window params")
-        start, end = interval_start.astimezone(timezone.utc), interval_end.astimezone(timezone.utc)
+        start, end = interval_start.astimezone(UTC), interval_end.astimezone(UTC)
     if start is not None and end is not None:
         if full:
             raise RunParamError("full_refresh and a window are exclusive: choose one")

@@ -11,12 +11,12 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from snowberg.config import NullCursorPolicy, TableConfig
+from snowberg.config import TableConfig
 from snowberg.identifiers import TableName, quote_identifier
 from snowberg.types import SnowflakeColumn
 
@@ -120,14 +120,14 @@ def format_cursor_value(kind: str, value: Any) -> str:
     if kind == "timestamp_ntz":
         if isinstance(value, datetime):
             if value.tzinfo is not None:
-                value = value.astimezone(timezone.utc).replace(tzinfo=None)
+                value = value.astimezone(UTC).replace(tzinfo=None)
             return value.isoformat(sep=" ", timespec="microseconds")
         return str(datetime.fromisoformat(str(value)).isoformat(sep=" ", timespec="microseconds"))
     if kind == "timestamp_tz":
         if isinstance(value, datetime):
             if value.tzinfo is None:
-                value = value.replace(tzinfo=timezone.utc)
-            return value.astimezone(timezone.utc).isoformat(sep=" ", timespec="microseconds")
+                value = value.replace(tzinfo=UTC)
+            return value.astimezone(UTC).isoformat(sep=" ", timespec="microseconds")
         return format_cursor_value(kind, parse_cursor_value(kind, str(value)))
     if kind == "date":
         if isinstance(value, datetime):
@@ -144,10 +144,10 @@ def parse_cursor_value(kind: str, text: str) -> Any:
     """Inverse of ``format_cursor_value``: a comparable Python value."""
     if kind == "timestamp_ntz":
         v = datetime.fromisoformat(text)
-        return v.astimezone(timezone.utc).replace(tzinfo=None) if v.tzinfo else v
+        return v.astimezone(UTC).replace(tzinfo=None) if v.tzinfo else v
     if kind == "timestamp_tz":
         v = datetime.fromisoformat(text)
-        return (v if v.tzinfo else v.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+        return (v if v.tzinfo else v.replace(tzinfo=UTC)).astimezone(UTC)
     if kind == "date":
         return date.fromisoformat(text)
     if kind == "number":

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -319,7 +320,7 @@ ALL_TYPES = """CREATE TABLE {t} (
 
 
 def test_every_emulator_type_round_trips(sfdb: Any, catalog: Any, variables: Any) -> None:
-    from datetime import date, datetime, time, timezone
+    from datetime import date, datetime, time
     from decimal import Decimal
 
     sfdb.sql(ALL_TYPES.format(t=sfdb.table("SRC")))
@@ -345,6 +346,6 @@ def test_every_emulator_type_round_trips(sfdb: Any, catalog: Any, variables: Any
     assert row["s"] == "héllo" and row["b"] is True and row["dt"] == date(2026, 2, 3)
     assert row["tm"] == time(4, 5, 6, 123456)
     assert row["ntz"] == datetime(2026, 2, 3, 4, 5, 6, 654321)
-    assert row["tz"] == datetime(2026, 2, 3, 2, 5, 6, tzinfo=timezone.utc)
+    assert row["tz"] == datetime(2026, 2, 3, 2, 5, 6, tzinfo=UTC)
     assert json.loads(row["v"]) == {"a": [1, 2]} and row["bin"] == b"\xca\xfe"
     assert len(t.spec().fields) == 2

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from pathlib import Path
 
@@ -135,10 +135,10 @@ def test_naive_stays_naive_and_tz_becomes_utc() -> None:
     ltz = map_columns([SnowflakeColumn("C", "TIMESTAMP_LTZ", scale=3)])[0]
     assert ntz.iceberg_type == it.TimestampType()
     assert tz.iceberg_type == ltz.iceberg_type == it.TimestamptzType()
-    berlin = pa.array([datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)], pa.timestamp("ns", tz="Europe/Berlin"))
+    berlin = pa.array([datetime(2026, 1, 1, 12, 0, tzinfo=UTC)], pa.timestamp("ns", tz="Europe/Berlin"))
     out = cast_array(berlin, tz, MappingOptions())
     assert out.type == pa.timestamp("us", tz="UTC")
-    assert out.to_pylist()[0] == datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+    assert out.to_pylist()[0] == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     with pytest.raises(LossyConversionError, match="naive"):
         cast_array(berlin, ntz, MappingOptions())
 

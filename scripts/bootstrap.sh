@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Create .venv and install snowberg with its dev/local extras from pyproject.toml.
+# Idempotent: a second run only checks that everything is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY="${SNOWBERG_PYTHON:-}"
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PY="$(command -v "$cand")"; break
+    fi
+  done
+fi
+[ -n "$PY" ] || { echo "snowberg needs Python 3.11 (set SNOWBERG_PYTHON)" >&2; exit 1; }
+
+# uv resolves and installs Airflow's ~250 packages in seconds; pip is the fallback.
+if ! command -v uv >/dev/null 2>&1 && ! "$PY" -m uv --version >/dev/null 2>&1; then
+  "$PY" -m pip install --quiet --disable-pip-version-check uv || true
+fi
+if command -v uv >/dev/null 2>&1; then UV=(uv); elif "$PY" -m uv --version >/dev/null 2>&1; then UV=("$PY" -m uv); else UV=(); fi
+
+if [ ! -x .venv/bin/python ]; then
+  if [ ${#UV[@]} -gt 0 ]; then "${UV[@]}" venv --quiet -p "$PY" .venv; else "$PY" -m venv .venv; fi
+fi
+if [ ${#UV[@]} -gt 0 ]; then
+  "${UV[@]}" pip install --quiet -p .venv/bin/python -e ".[dev]"
+else
+  .venv/bin/pip install --quiet -e ".[dev]"
+fi

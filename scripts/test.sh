@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Quick start, command 2: install, lint, type-check and run the whole test suite
+# (unit, DAG integrity, end-to-end against the local stack). Tests that need a
+# service start it themselves. Live-account tests run only when SNOWBERG_LIVE_*
+# credentials are set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+if [ -f scripts/install-browser.sh ]; then bash scripts/install-browser.sh; fi
+export PATH="$PWD/.venv/bin:$PATH"
+echo "== ruff"; ruff check .
+echo "== mypy"; mypy
+echo "== docs"; snowberg docs --check
+echo "== pytest"
+exec pytest -p no:cacheprovider "$@"
