@@ -44,7 +44,8 @@ def open_catalog(name: str) -> Catalog:
     # pyiceberg snapshots its env/yaml config when first imported; a long-lived
     # worker (or a test) that changes PYICEBERG_CATALOG__* later would be
     # ignored, so read the config again for every catalog we open.
-    return load_catalog(name, **(Config().get_catalog_config(name) or {}))
+    props: dict[str, Any] = dict(Config().get_catalog_config(name) or {})
+    return load_catalog(name, **props)
 
 
 def load_table_or_none(catalog: Catalog, cfg: TableConfig) -> Table | None:
