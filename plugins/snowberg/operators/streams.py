@@ -180,3 +180,18 @@ class SnowbergStreamChangesOperator(_StreamOperator):
                                     logger=self._logger())
         finally:
             conn.close()
+
+
+def build_stream_tasks(table_config: dict[str, Any], *, schedule: str | None,
+                       outlets: Sequence[Any] = ()) -> dict[str, BaseOperator]:
+    """Create and chain a stream table's tasks (call inside ``with DAG(...)``; the DAG takes
+    ``snowberg.streams.params.STREAM_PARAM_SCHEMAS`` as its params)."""
+    backfill = SnowbergStreamChangesOperator(task_id="changes_backfill", table_config=table_config)
+    consume = SnowbergStreamConsumeOperator(task_id="consume", table_config=table_config)
+    load = SnowbergStreamLoadOperator(task_id="load", table_config=table_config, consumed=consume.output)
+    cleanup = SnowbergStreamCleanupOperator(task_id="cleanup", table_config=table_config, outlets=list(outlets))
+    check = SnowbergStreamStalenessOperator(task_id="stream_staleness", table_config=table_config, schedule=schedule,
+                                            trigger_rule="all_done", retries=0)
+    backfill >> consume >> load >> cleanup >> check
+    return {"changes_backfill": backfill, "consume": consume, "load": load, "cleanup": cleanup,
+            "stream_staleness": check}

@@ -112,3 +112,18 @@ def test_operators_run_a_capture_end_to_end(harness: Harness, monkeypatch: pytes
     assert recovered["load"]["refresh"] is True
     assert h.target_rows() == h.source_rows()
     assert '"batch_id": 2' in mirrored["snowberg__shop__orders__stream_batch"]
+
+
+def test_build_stream_tasks_wires_a_dag() -> None:
+    from airflow.sdk import DAG, Param
+
+    from snowberg.operators.streams import build_stream_tasks
+    from snowberg.streams.params import STREAM_PARAM_DEFAULTS, STREAM_PARAM_SCHEMAS
+
+    cfg = {"name": "orders", "source": {"table": "DB.SRC.ORDERS"}, "target": "shop.orders", "primary_key": ["id"],
+           "stream": {"name": "DB.SRC.ORDERS_STREAM", "create": True}}
+    params = {k: Param(STREAM_PARAM_DEFAULTS[k], **s) for k, s in STREAM_PARAM_SCHEMAS.items()}
+    with DAG(dag_id="snowberg_orders", schedule="@hourly", params=params) as dag:
+        tasks = build_stream_tasks(cfg, schedule="@hourly")
+    assert [t.task_id for t in dag.topological_sort()] == list(tasks)
+    assert tasks["stream_staleness"].trigger_rule == "all_done" and tasks["stream_staleness"].retries == 0
