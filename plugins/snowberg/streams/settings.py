@@ -104,3 +104,17 @@ class StreamSource(BaseModel):
         """The tracked table: ``on_table``, else the table config's ``source.table``."""
         text = self.on_table or source_table
         return TableName.parse(text) if text else None
+
+
+def stream_table_problems(stream: StreamSource, *, primary_key: list[str], source_table: str | None,
+                          has_cursor: bool) -> list[str]:
+    """What is wrong with a table that captures from ``stream`` (for ``TableConfig``'s model validator)."""
+    problems = []
+    if has_cursor:
+        problems.append("give either 'cursor' (watermark loads) or 'stream' (change capture), not both")
+    if not stream.append_only and not primary_key:
+        problems.append("a standard stream carries updates and deletes, applied by primary key: set primary_key "
+                        "(or stream.append_only: true)")
+    if stream.create and not (stream.on_table or source_table):
+        problems.append("stream.create needs the tracked table: set stream.on_table or source.table")
+    return problems

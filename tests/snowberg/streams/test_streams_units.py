@@ -83,3 +83,14 @@ def test_show_streams_row_parsing_and_staleness_rules() -> None:
         require_fresh(st, STREAM, now=datetime(2026, 6, 11, tzinfo=UTC))
     with pytest.raises(StreamMissingError, match="does not exist"):
         require_fresh(None, STREAM, now=now)
+
+
+def test_stream_table_problems_for_the_table_config_validator() -> None:
+    from snowberg.streams.settings import stream_table_problems
+
+    s = StreamSource(name="DB.SRC.S", create=True)
+    assert stream_table_problems(s, primary_key=["id"], source_table="DB.SRC.T", has_cursor=False) == []
+    probs = stream_table_problems(s, primary_key=[], source_table=None, has_cursor=True)
+    assert len(probs) == 3 and "primary_key" in probs[1] and "on_table" in probs[2]
+    assert stream_table_problems(StreamSource(name="DB.SRC.S", append_only=True), primary_key=[], source_table=None,
+                                 has_cursor=False) == []
