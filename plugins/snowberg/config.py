@@ -21,6 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from snowberg.checks.settings import AlertsConfig, HealthThresholds
 from snowberg.durations import parse_duration
 from snowberg.identifiers import IcebergName, TableName, validate_identifier
+from snowberg.streams.settings import StreamSource, stream_table_problems
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
@@ -180,6 +181,8 @@ class TableConfig(_Strict):
     alerts: AlertsConfig | None = None
     health: HealthThresholds | None = None
     external_volume: str | None = None
+    # Change capture from a Snowflake Stream instead of a cursor (docs/streams.md).
+    stream: StreamSource | None = None
     checks_schedule: str | None = "@hourly"
 
     @field_validator("external_volume")
@@ -209,6 +212,11 @@ class TableConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistency(self) -> TableConfig:
+        if self.stream is not None:
+            problems = stream_table_problems(self.stream, primary_key=self.primary_key, source_table=self.source.table,
+                                             has_cursor=self.cursor is not None)
+            if problems:
+                raise ValueError("; ".join(problems))
         if self.cursor is not None and self.cursor.lookback > timedelta(0) and not self.primary_key:
             raise ValueError("cursor.lookback needs primary_key: re-read rows must merge, not duplicate")
         if self.cursor is not None and self.cursor.null_policy is NullCursorPolicy.INCLUDE and not self.primary_key:

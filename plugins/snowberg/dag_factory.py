@@ -17,7 +17,9 @@ from snowberg.config import TableConfig, load_config
 from snowberg.durations import format_duration
 from snowberg.operators.checks import SnapshotFreshnessOperator, TableHealthOperator, VerifyExternalVolumeOperator
 from snowberg.operators.incremental import SnowbergLoadOperator, SnowbergPlanOperator, SnowbergPublishOperator
+from snowberg.operators.streams import build_stream_tasks
 from snowberg.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
+from snowberg.streams.params import STREAM_PARAM_DEFAULTS, STREAM_PARAM_SCHEMAS
 
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
 
@@ -38,6 +40,8 @@ def _doc(cfg: TableConfig) -> str:
         f"* **Source**: Snowflake `{src}` (connection `{cfg.snowflake_conn_id}`)",
         f"* **Target**: Iceberg `{cfg.target}` in catalog `{cfg.catalog}`",
     ]
+    if cfg.stream:
+        lines.append(f"* **Stream**: `{cfg.stream.model_dump(exclude_none=True)}` (change capture, exactly once by batch id)")
     if cfg.cursor:
         lines += [
             f"* **Cursor**: `{cfg.cursor.column}`, lookback {format_duration(cfg.cursor.lookback)}, "
@@ -114,7 +118,29 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
     return dag
 
 
+def build_stream_dag(cfg: TableConfig) -> DAG:
+    """Change capture from a Snowflake Stream: consume → load → cleanup (docs/streams.md)."""
+    raw = cfg.model_dump(mode="json")
+    params = {k: Param(STREAM_PARAM_DEFAULTS[k], **s) for k, s in STREAM_PARAM_SCHEMAS.items()}
+    with DAG(
+        dag_id=cfg.dag_id,
+        schedule=cfg.schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["snowberg", "snowflake-stream-to-iceberg", *cfg.tags],
+        doc_md=_doc(cfg),
+        params=params,
+        default_args=_default_args(cfg),
+    ) as dag:
+        tasks = build_stream_tasks(raw, schedule=cfg.schedule, outlets=[table_asset(cfg)])
+        tasks["cleanup"] >> _checks(cfg)
+    return dag
+
+
 def build_dag(cfg: TableConfig) -> DAG:
+    if cfg.stream is not None:
+        return build_stream_dag(cfg)
     raw = cfg.model_dump(mode="json")
     params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
     with DAG(

@@ -62,8 +62,12 @@ def test_every_dag_has_tags_retries_owner_and_docs() -> None:
     for dag in dags:
         assert dag.tags, f"{dag.dag_id}: no tags"
         assert dag.doc_md and len(dag.doc_md) > 40, f"{dag.dag_id}: no doc_md"
+        assert dag.default_args.get("retries", 0) >= 1, f"{dag.dag_id}: no retries in default_args"
         for task in dag.tasks:
-            assert task.retries >= 1, f"{dag.dag_id}.{task.task_id}: no retries"
+            # A check may opt out of retries on purpose (a breach should alert at once).
+            assert task.retries >= 1 or "check" in task.task_id or "staleness" in task.task_id, (
+                f"{dag.dag_id}.{task.task_id}: no retries"
+            )
             assert task.owner and task.owner != "airflow", f"{dag.dag_id}.{task.task_id}: default owner"
 
 
@@ -86,3 +90,20 @@ def test_bad_config_fails_the_dag_import(tmp_path: Path, monkeypatch: pytest.Mon
     bag = DagBag(dag_folder=str(DAGS / "snowberg_tables.py"))
     (err,) = bag.import_errors.values()
     assert "table 'broken'" in err and "field 'partition_by.0'" in err and "bad partition transform" in err
+
+
+def test_stream_tables_get_a_capture_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    cfg = tmp_path / "tables.yaml"
+    cfg.write_text(
+        "tables:\n"
+        "  - {name: cdc, source: {table: D.S.T}, target: n.cdc, primary_key: [id], stream: {name: D.S.T_STREAM, create: true}}\n"
+    )
+    monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(cfg))
+    bag = DagBag(dag_folder=str(DAGS / "snowberg_tables.py"))
+    assert not bag.import_errors, bag.import_errors
+    dag = bag.dags["snowberg_cdc"]
+    assert {"consume", "load", "cleanup", "stream_staleness"} <= {t.task_id for t in dag.tasks}
+    assert "recover_stale_stream" in dag.params
+    assert "snowberg_cdc__checks" in bag.dags
