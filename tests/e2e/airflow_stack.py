@@ -93,7 +93,7 @@ class Service:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
+        log = open(self.log_path, "wb")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(
             self.cmd, env=self.env, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
