@@ -6,7 +6,7 @@ module is the single statement of the mapping (the docs render it, the tests
 walk it). Every Iceberg type has exactly one target and nothing is narrowed:
 ``long`` lands in ``NUMBER(19,0)``, ``timestamptz`` keeps microseconds in
 ``TIMESTAMP_TZ(6)``. Types without a mapping (``unknown``, ``variant``,
-geometry types of Iceberg v3, decimals wider than 38) fail loudly, naming the
+geometry and geography types of Iceberg v3) fail loudly, naming the
 column.
 """
 
@@ -69,9 +69,7 @@ def snowflake_type(t: IcebergType, column: str = "?") -> str:
     ns_types = {"TimestampNanoType": "TIMESTAMP_NTZ(9)", "TimestamptzNanoType": "TIMESTAMP_TZ(9)"}
     if type(t).__name__ in ns_types:
         return ns_types[type(t).__name__]
-    if isinstance(t, it.DecimalType):
-        if t.precision > 38:
-            raise UnsupportedIcebergTypeError(f"column {column!r}: {t} exceeds Snowflake's NUMBER(38)")
+    if isinstance(t, it.DecimalType):  # Iceberg caps precision at 38, as Snowflake does
         return f"NUMBER({t.precision},{t.scale})"
     if isinstance(t, it.FixedType):
         return f"BINARY({len(t)})"

@@ -1,0 +1,113 @@
+"""dags/snowberg_syncs.py: one DAG per sync, cheap to parse, strict config, and a real run on the emulator."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from l2s_data import orders, orders_schema
+
+from snowberg.sync.config import SyncConfigError, load_syncs, parse_syncs
+
+ROOT = Path(__file__).resolve().parents[3]
+DAG_FILE = ROOT / "dags" / "snowberg_syncs.py"
+HEAVY = ("pyiceberg", "pyarrow", "snowflake.connector", "fakesnow", "duckdb", "pandas")
+
+
+def _load_dags(monkeypatch: pytest.MonkeyPatch, config: Path | None = None) -> dict[str, Any]:
+    if config is not None:
+        monkeypatch.setenv("SNOWBERG_SYNCS_CONFIG", str(config))
+    spec = importlib.util.spec_from_file_location(f"snowberg_syncs_{os.getpid()}_{id(config)}", DAG_FILE)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    from airflow.sdk import DAG
+
+    return {k: v for k, v in vars(mod).items() if isinstance(v, DAG)}
+
+
+def test_one_dag_per_sync_with_owner_retries_tags_and_docs(monkeypatch) -> None:
+    monkeypatch.delenv("SNOWBERG_SYNCS_CONFIG", raising=False)
+    cfg = load_syncs(ROOT / "include" / "syncs.yaml")
+    dags = _load_dags(monkeypatch)
+    assert sorted(dags) == sorted(s.dag_id for s in cfg.syncs)
+    for s in cfg.syncs:
+        dag = dags[s.dag_id]
+        assert {"snowberg", "lake-to-snowflake", s.target.kind} <= set(dag.tags)
+        assert dag.default_args["owner"] == s.owner and dag.default_args["retries"] == s.retries
+        assert dag.doc_md and s.source.table in dag.doc_md and dag.max_active_runs == 1 and not dag.catchup
+        assert dag.task_dict["sync"].downstream_task_ids == {"check_visible"}
+        assert dag.task_dict["check_visible"].retries == 0
+    native_dag = dags["snowberg_sync_menu_to_native"]  # schedule: on_source_change
+    assert [a.uri for a in native_dag.timetable.asset_condition.objects] == ["iceberg://lake/shop/menu"]
+    assert [a.uri for a in native_dag.task_dict["sync"].outlets] == ["snowflake://snowberg_demo/shop/menu_from_lake"]
+    assert type(native_dag.task_dict["sync"]).__name__ == "IcebergToSnowflakeNativeOperator"
+    assert type(dags["snowberg_sync_orders_to_horizon"].task_dict["sync"]).__name__ == "IcebergToSnowflakeIcebergOperator"
+
+
+def test_parsing_imports_no_heavy_library() -> None:
+    code = textwrap.dedent(f"""
+        import importlib.util, sys
+        spec = importlib.util.spec_from_file_location("d", {str(DAG_FILE)!r})
+        mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+        print(sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r} or m in {HEAVY!r}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True,
+                         env={**os.environ, "SNOWBERG_SYNCS_CONFIG": str(ROOT / "include" / "syncs.yaml")})
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-2000:]
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({"target": {"kind": "native", "table": "DB.S.T", "bogus": 1}}, "field 'target.bogus': unknown key"),
+    ({"target": {"kind": "native", "table": "S.T"}}, "field 'target.table'"),
+    ({"target": {"kind": "iceberg", "catalog": "h", "table": "S.T"}}, "needs check.snowflake_conn_id and check.table"),
+    ({"target": {"kind": "native", "table": "DB.S.T"}, "on_rewrite": "maybe"}, "field 'on_rewrite'"),
+    ({"source": {"catalog": "lake", "table": "no_namespace"}}, "field 'source.table'"),
+])
+def test_config_errors_name_the_sync_and_field(entry: dict[str, Any], message: str) -> None:
+    base = {"name": "s1", "source": {"catalog": "lake", "table": "shop.orders"},
+            "target": {"kind": "native", "table": "DB.S.T"}}
+    with pytest.raises(SyncConfigError, match="sync 's1'") as exc:
+        parse_syncs({"syncs": [{**base, **entry}]})
+    assert message in str(exc.value)
+
+
+def test_two_syncs_into_one_target_are_refused() -> None:
+    s = {"source": {"catalog": "lake", "table": "shop.orders"}, "target": {"kind": "native", "table": "DB.S.T"}}
+    with pytest.raises(SyncConfigError, match="another sync already writes DB.S.T"):
+        parse_syncs({"syncs": [{"name": "a", **s}, {"name": "b", **s}]})
+
+
+@pytest.mark.slow
+def test_dag_test_runs_sync_then_check_on_the_emulator(lake, snowflake, connection, tmp_path, monkeypatch) -> None:
+    """``dag.test()``: the real task runner, XCom from ``sync`` into ``check_visible``, connections from env."""
+    conn_id, conn, db = snowflake
+    env = {**os.environ}
+    migrate = subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"], env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+    connection("lake", {"conn_type": "sqlite", "host": lake.properties["uri"].removeprefix("sqlite:///"),
+                        "extra": {"warehouse": lake.properties["warehouse"]}})
+    src = lake.create_table("shop.orders", schema=orders_schema())
+    src.append(orders([1, 2, 3]))
+    config = tmp_path / "syncs.yaml"
+    config.write_text(json.dumps({"syncs": [{
+        "name": "orders_native", "schedule": None,
+        "source": {"catalog": "lake", "table": "shop.orders"},
+        "target": {"kind": "native", "snowflake_conn_id": conn_id, "table": f"{db}.SHOP.ORDERS"},
+    }]}))
+    dag = _load_dags(monkeypatch, config)["snowberg_sync_orders_native"]
+    run = dag.test()
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == {"sync": "success", "check_visible": "success"}, states
+    cur = conn.cursor()
+    cur.execute(f'SELECT COUNT(*) FROM "{db}"."SHOP"."ORDERS"')
+    assert cur.fetchone()[0] == 3
+    cur.close()
