@@ -38,14 +38,14 @@ TABLE_PROPERTIES = {
 
 
 def open_catalog(name: str) -> Catalog:
-    from pyiceberg.catalog import load_catalog
-    from pyiceberg.utils.config import Config
+    """The catalog ``name`` refers to: an Airflow connection of that id, else pyiceberg's config.
 
-    # pyiceberg snapshots its env/yaml config when first imported; a long-lived
-    # worker (or a test) that changes PYICEBERG_CATALOG__* later would be
-    # ignored, so read the config again for every catalog we open.
-    props: dict[str, Any] = dict(Config().get_catalog_config(name) or {})
-    return load_catalog(name, **props)
+    See ``snowberg.catalogs`` (SQL, REST/Horizon, Glue from connections; the
+    pyiceberg env/yaml config re-read on every call).
+    """
+    from snowberg.catalogs import open_catalog as _open
+
+    return _open(name)
 
 
 def load_table_or_none(catalog: Catalog, cfg: TableConfig) -> Table | None:
