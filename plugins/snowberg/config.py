@@ -15,13 +15,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from snowberg.checks.settings import AlertsConfig, HealthThresholds
 from snowberg.durations import parse_duration
 from snowberg.identifiers import IcebergName, TableName, validate_identifier
 from snowberg.streams.settings import StreamSource, stream_table_problems
+from snowberg.yaml_config import read_yaml, validate_entries
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
@@ -250,40 +250,9 @@ class SnowbergConfig(_Strict):
     tables: list[TableConfig]
 
 
-def _format_error(raw_tables: list[Any], exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = list(err["loc"])
-        table = "?"
-        if len(loc) >= 2 and loc[0] == "tables" and isinstance(loc[1], int):
-            idx = loc[1]
-            entry = raw_tables[idx] if idx < len(raw_tables) else {}
-            table = entry.get("name", f"#{idx}") if isinstance(entry, dict) else f"#{idx}"
-            loc = loc[2:]
-        field = ".".join(str(p) for p in loc if not (isinstance(p, str) and p.startswith("function-")))
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        lines.append(f"table {table!r}: field {field or '<entry>'!r}: {msg}")
-    return "invalid snowberg config:\n  " + "\n  ".join(lines)
-
-
 def parse_config(data: Any, *, source: str = "<config>") -> SnowbergConfig:
     """Validate a parsed YAML document; apply ``defaults`` to each table."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping with 'tables'")
-    unknown = set(data) - {"defaults", "tables"}
-    if unknown:
-        raise ConfigError(f"{source}: unknown top-level key(s) {sorted(unknown)}")
-    defaults = data.get("defaults") or {}
-    tables = data.get("tables")
-    if not isinstance(tables, list) or not tables:
-        raise ConfigError(f"{source}: 'tables' must be a non-empty list")
-    merged = [({**defaults, **t} if isinstance(t, dict) else t) for t in tables]
-    try:
-        cfg = SnowbergConfig.model_validate({"tables": merged})
-    except ValidationError as exc:
-        raise ConfigError(f"{source}: " + _format_error(merged, exc)) from None
+    cfg = validate_entries(data, SnowbergConfig, list_key="tables", entity="table", source=source, error=ConfigError)
     seen: dict[str, str] = {}
     for t in cfg.tables:
         for key in (t.name, t.target):
@@ -294,9 +263,4 @@ def parse_config(data: Any, *, source: str = "<config>") -> SnowbergConfig:
 
 
 def load_config(path: str | Path) -> SnowbergConfig:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    return parse_config(data, source=str(path))
+    return parse_config(read_yaml(path, ConfigError), source=str(path))

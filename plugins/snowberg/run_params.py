@@ -53,7 +53,8 @@ class RunRequest:
     dry_run: bool
 
 
-def _instant(name: str, value: Any) -> datetime | None:
+def parse_instant(name: str, value: Any, error: type[ValueError] = RunParamError) -> datetime | None:
+    """An ISO 8601 param as an aware UTC datetime (naive means UTC); ``None`` for empty."""
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
@@ -62,9 +63,9 @@ def _instant(name: str, value: Any) -> datetime | None:
         try:
             dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
-            raise RunParamError(f"param {name!r}: {value[:80]!r} is not an ISO 8601 date-time") from None
+            raise error(f"param {name!r}: {value[:80]!r} is not an ISO 8601 date-time") from None
     else:
-        raise RunParamError(f"param {name!r}: expected an ISO 8601 date-time, got {type(value).__name__}")
+        raise error(f"param {name!r}: expected an ISO 8601 date-time, got {type(value).__name__}")
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.astimezone(UTC)
@@ -91,8 +92,8 @@ def resolve_run(params: dict[str, Any], *, run_type: str | None, interval_start:
     if unknown:
         raise RunParamError(f"unknown params {sorted(unknown)}; allowed: {sorted(PARAM_DEFAULTS)}")
     now = now or datetime.now(UTC)
-    start = _instant("window_start", params.get("window_start"))
-    end = _instant("window_end", params.get("window_end"))
+    start = parse_instant("window_start", params.get("window_start"))
+    end = parse_instant("window_end", params.get("window_end"))
     full = _bool("full_refresh", params.get("full_refresh", False))
     dry = _bool("dry_run", params.get("dry_run", False))
     if (start is None) != (end is None):

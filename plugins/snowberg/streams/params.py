@@ -56,18 +56,10 @@ class StreamRunRequest:
 
 
 def _instant(name: str, value: Any) -> datetime | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        dt = value
-    elif isinstance(value, str):
-        try:
-            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise StreamParamError(f"param {name!r}: {value[:80]!r} is not an ISO 8601 date-time") from None
-    else:
-        raise StreamParamError(f"param {name!r}: expected an ISO 8601 date-time")
-    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).astimezone(UTC)
+    # The same parsing as the watermark DAGs' window params.
+    from snowberg.run_params import parse_instant
+
+    return parse_instant(name, value, StreamParamError)
 
 
 def resolve_stream_params(params: dict[str, Any], *, now: datetime | None = None) -> StreamRunRequest:

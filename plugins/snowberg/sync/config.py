@@ -32,11 +32,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from snowberg.durations import parse_duration
 from snowberg.identifiers import IcebergName, TableName, validate_identifier
+from snowberg.yaml_config import read_yaml, validate_entries
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 _REF = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")
@@ -197,36 +197,9 @@ class SyncsFile(_Strict):
     syncs: list[SyncConfig]
 
 
-def _format(raw: list[Any], exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        loc = list(err["loc"])
-        name = "?"
-        if len(loc) >= 2 and loc[0] == "syncs" and isinstance(loc[1], int):
-            entry = raw[loc[1]] if loc[1] < len(raw) else {}
-            name = entry.get("name", f"#{loc[1]}") if isinstance(entry, dict) else f"#{loc[1]}"
-            loc = loc[2:]
-        where = ".".join(str(p) for p in loc if not (isinstance(p, str) and (p.startswith("function-") or p in ("iceberg", "native"))))
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        lines.append(f"sync {name!r}: field {where or '<entry>'!r}: {msg}")
-    return "invalid syncs config:\n  " + "\n  ".join(lines)
-
-
 def parse_syncs(data: Any, *, source: str = "<syncs>") -> SyncsFile:
-    if not isinstance(data, dict):
-        raise SyncConfigError(f"{source}: expected a mapping with 'syncs'")
-    unknown = set(data) - {"defaults", "syncs"}
-    if unknown:
-        raise SyncConfigError(f"{source}: unknown top-level key(s) {sorted(unknown)}")
-    defaults = data.get("defaults") or {}
-    syncs = data.get("syncs")
-    if not isinstance(syncs, list) or not syncs:
-        raise SyncConfigError(f"{source}: 'syncs' must be a non-empty list")
-    merged = [({**defaults, **s} if isinstance(s, dict) else s) for s in syncs]
-    try:
-        cfg = SyncsFile.model_validate({"syncs": merged})
-    except ValidationError as exc:
-        raise SyncConfigError(f"{source}: " + _format(merged, exc)) from None
+    cfg = validate_entries(data, SyncsFile, list_key="syncs", entity="sync", source=source, error=SyncConfigError,
+                           hidden_locs=("iceberg", "native"))
     seen: set[str] = set()
     targets: set[str] = set()
     for s in cfg.syncs:
@@ -241,9 +214,4 @@ def parse_syncs(data: Any, *, source: str = "<syncs>") -> SyncsFile:
 
 
 def load_syncs(path: str | Path) -> SyncsFile:
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SyncConfigError(f"{path}: not valid YAML: {exc}") from None
-    return parse_syncs(data, source=str(path))
+    return parse_syncs(read_yaml(path, SyncConfigError), source=str(path))
