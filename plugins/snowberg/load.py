@@ -34,7 +34,7 @@ from snowberg.lake import (
     load_table_or_none,
     plan_schema_changes,
 )
-from snowberg.slicing import check_same_columns, slice_windows
+from snowberg.slicing import check_same_columns, check_unique_in_source, slice_windows
 from snowberg.snowflake_source import (
     Progress,
     SourceQuery,
@@ -258,6 +258,10 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
 
     sq = SourceQuery(cfg)
     parts = slice_windows(w)  # [w] unless plan_slices cut a large window by cursor value
+    # A sliced first load replaces nothing: check key uniqueness in Snowflake instead of holding every key.
+    sliced_first_load = len(parts) > 1 and _merges(cfg, w) and (table is None or table.current_snapshot() is None)
+    if sliced_first_load:
+        check_unique_in_source(cfg, conn, w)
     sql, params = sq.extract_sql(parts[0])
     opts = mapping_options(cfg)
     cur = conn.cursor()
@@ -273,7 +277,7 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
         apply_schema_changes(tx, add, widen)
         target_schema = arrow_schema(tx.table_metadata.schema())
         progress = Progress(f"{cfg.name}: fetched", lg)
-        keys = KeyCollector(cfg) if _merges(cfg, w) else None
+        keys = KeyCollector(cfg) if _merges(cfg, w) and not sliced_first_load else None
 
         def batches(i: int) -> Iterator[pa.RecordBatch]:
             if i:  # each further slice is its own query, run once the previous one is written
@@ -404,7 +408,8 @@ def _delete_replaced(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | 
             expr = And(GreaterThanOrEqual(c, _literal(w.cursor_kind, w.low)), LessThan(c, _literal(w.cursor_kind, w.high)))
         if keys is not None:
             kt = keys.check_unique()
-            if kt.num_rows:
+            # No snapshot yet (a first load): nothing to replace, so no key expression (it is O(rows) Python objects).
+            if kt.num_rows and tx.table_metadata.current_snapshot() is not None:
                 if len(keys.columns) == 1:
                     kexpr: Any = In(keys.columns[0], set(kt.column(0).to_pylist()))
                 else:

@@ -139,18 +139,30 @@ def range_bounds(w: Window, n_slices: int) -> list[str]:
 
 
 def clean_bounds(w: Window, candidates: Sequence[str | None]) -> list[str]:
-    """Sorted, distinct boundaries strictly inside the window (others would make empty slices)."""
+    """Sorted, distinct boundaries strictly inside the window (others would make empty slices).
+
+    Boundaries below the window's smallest cursor or at/above its largest
+    (as the plan query saw them, in ``w.extra``) would also only make slices
+    that are empty at plan time; rows arriving later still land in the last
+    slice, which always reaches the window's upper bound.
+    """
     kind = w.cursor_kind
     if kind is None:
         return []
-    lo = parse_cursor_value(kind, w.low) if w.low is not None else None
-    hi = parse_cursor_value(kind, w.high) if w.high is not None else None
+
+    def bound(text: Any) -> Any:
+        return None if text is None else parse_cursor_value(kind, format_cursor_value(kind, text))
+
+    lo, hi = bound(w.low), bound(w.high)
+    seen_min, seen_max = bound(w.extra.get("min_cursor")), bound(w.extra.get("max_cursor"))
     seen: dict[Any, str] = {}
     for text in candidates:
         if text is None:
             continue
         v = parse_cursor_value(kind, text)
         if (lo is not None and v <= lo) or (hi is not None and v >= hi):
+            continue
+        if (seen_min is not None and v < seen_min) or (seen_max is not None and v >= seen_max):
             continue
         seen.setdefault(v, format_cursor_value(kind, v))
     return [seen[v] for v in sorted(seen)]
@@ -317,7 +329,15 @@ def prepare_slices(
     """
     from snowberg import state
     from snowberg.lake import apply_schema_changes, create_table, load_table_or_none, plan_schema_changes
-    from snowberg.load import INCREMENTAL, _check_base, _merges, describe_window, mapping_options
+    from snowberg.load import (
+        BACKFILL,
+        INCREMENTAL,
+        _carry_watermark,
+        _check_base,
+        _merges,
+        describe_window,
+        mapping_options,
+    )
     from snowberg.snowflake_source import result_columns
     from snowberg.types import map_columns
 
@@ -326,6 +346,8 @@ def prepare_slices(
     if state.find_run_commit(table, w.run_id, w.mode, w.high) is not None:
         lg.info("run %s already committed this window: no slices", w.run_id)
         return []
+    if w.mode == BACKFILL:
+        w = _carry_watermark(table, w)
     _check_base(table, w)
     if w.dry_run:
         lg.info("dry run: would load %s rows for window %s", w.rows_in_window, describe_window(w))
@@ -543,7 +565,7 @@ def commit_slices(
     """
     import time
 
-    from snowberg.load import KeyCollector, LoadResult, describe_window
+    from snowberg.load import BACKFILL, KeyCollector, LoadResult, _carry_watermark, describe_window
 
     lg = logger or log
     started = time.monotonic()
@@ -558,6 +580,8 @@ def commit_slices(
         return LoadResult("already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()).to_dict()
     if w.dry_run:
         return LoadResult("dry_run", 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict()).to_dict()
+    if w.mode == BACKFILL:
+        w = _carry_watermark(table, w)  # an incremental run may have committed since the backfill was planned
     rows = sum(r.rows for r in rs)
     if table is None or (rows == 0 and w.mode == "incremental"):
         lg.info("nothing new in window %s: no commit", describe_window(w))

@@ -1,0 +1,142 @@
+"""DAG parse time for N configured tables (default 200): what the dag-processor pays per parse of the DAG file.
+
+    .venv/bin/python -m bench.parse_time              # 200 tables, 5 runs
+    .venv/bin/python -m bench.parse_time --tables 500 --runs 3
+
+Each run is a fresh interpreter that has already imported Airflow (as the
+dag-processor has) and then times ``DagBag`` parsing ``dags/snowberg_tables.py``
+with a generated config of N tables (``SNOWBERG_TABLES_CONFIG``): YAML read,
+pydantic validation, every DAG built. It also reports the share spent
+importing snowberg, and checks that no heavy library (pyarrow, pyiceberg, the
+Snowflake connector, pandas) was imported by the parse.
+
+``--sliced`` also times the same tables with the mapped-slice load
+(``operators.scale.sliced_load``) in every DAG, to show what opting all
+tables in to scale-out would cost at parse time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ("pyarrow", "pyiceberg", "snowflake.connector", "pandas", "duckdb", "fakesnow")
+
+
+def tables_config(n: int) -> dict[str, Any]:
+    """N tables, mixing table and query sources, partitions, cursors, keys, SLAs."""
+    tables = []
+    for i in range(n):
+        t: dict[str, Any] = {
+            "name": f"t{i:04d}",
+            "target": f"bench.t{i:04d}",
+            "cursor": {"column": "updated_at", "commit_lag": "1m", "lookback": "10m" if i % 6 == 0 else "0s"},
+            "primary_key": ["id"] if i % 2 == 0 else [],
+            "schedule": "@hourly" if i % 4 else "0 */6 * * *",
+            "tags": ["bench", f"group{i % 7}"],
+        }
+        if i % 5 == 0:
+            t["source"] = {"query": f"SELECT ID, AMOUNT, UPDATED_AT FROM DB.S.SRC{i} WHERE AMOUNT > 0"}
+        else:
+            t["source"] = {"table": f"DB.S.SRC{i}"}
+        if i % 2 == 1:
+            t["partition_by"] = ["day(updated_at)"]
+        if i % 3 == 1:
+            t["freshness_sla"] = "2h"
+        tables.append(t)
+    return {"defaults": {"snowflake_conn_id": "snowflake_default", "catalog": "lake", "retries": 2}, "tables": tables}
+
+
+PROBE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import airflow.sdk  # the dag-processor has Airflow loaded before it parses a file
+from airflow.dag_processing.dagbag import DagBag
+t1 = time.perf_counter()
+sliced = sys.argv[2] == "1"
+if sliced:
+    import snowberg.dag_factory as f
+    from snowberg.operators.scale import sliced_load
+    original = f.build_dag
+    def build_with_slices(cfg):
+        dag = original(cfg)
+        plan, load = dag.get_task("plan"), dag.get_task("load")
+        with dag:
+            commit = sliced_load(cfg.model_dump(mode="json"), plan)
+        return dag
+    f.build_dag = build_with_slices
+t2 = time.perf_counter()
+bag = DagBag(dag_folder=sys.argv[1], safe_mode=False)
+t3 = time.perf_counter()
+heavy = sorted(m for m in ("pyarrow", "pyiceberg", "snowflake.connector", "pandas", "duckdb", "fakesnow") if m in sys.modules)
+print("PARSE " + json.dumps({"airflow_import_s": t1 - t0, "parse_s": t3 - t2, "dags": len(bag.dags),
+      "errors": {k: v[:500] for k, v in bag.import_errors.items()}, "heavy": heavy,
+      "tasks": sum(len(d.tasks) for d in bag.dags.values()), "ids": sorted(bag.dags)}))
+"""
+
+
+def child_env(config: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(
+        SNOWBERG_TABLES_CONFIG=str(config),
+        PYTHONPYCACHEPREFIX=str(Path(tempfile.gettempdir()) / "snowberg-bench-pycache"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__UNIT_TEST_MODE="True",
+        PYTHONWARNINGS="ignore",
+    )
+    env.setdefault("AIRFLOW_HOME", str(Path(tempfile.gettempdir()) / "snowberg-bench-airflow-home"))
+    return env
+
+
+def parse_once(n: int, *, sliced: bool = False, workdir: Path | None = None) -> dict[str, Any]:
+    """One fresh-process parse of the DAG file for n tables."""
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="snowberg-parse-"))
+    config = workdir / f"tables-{n}.yaml"
+    if not config.exists():
+        config.write_text(yaml.safe_dump(tables_config(n), sort_keys=False))
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, str(REPO / "dags" / "snowberg_tables.py"), "1" if sliced else "0"],
+        cwd=REPO, env=child_env(config), capture_output=True, text=True, timeout=600,
+    )
+    line = next((ln for ln in run.stdout.splitlines() if ln.startswith("PARSE ")), None)
+    if line is None:
+        raise RuntimeError(f"parse probe failed:\n{run.stdout[-2000:]}\n{run.stderr[-4000:]}")
+    return dict(json.loads(line[len("PARSE "):]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tables", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--sliced", action="store_true", help="also time DAGs with the mapped-slice load in every DAG")
+    args = ap.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="snowberg-parse-"))
+    parse_once(args.tables, workdir=work)  # warm the bytecode cache
+    shapes = [False, True] if args.sliced else [False]
+    print(f"| DAG shape | tables | DAGs | tasks | parse s (median [range] of {args.runs}) | target | heavy imports |")
+    print("|---|---|---|---|---|---|---|")
+    for sliced in shapes:
+        runs = [parse_once(args.tables, sliced=sliced, workdir=work) for _ in range(args.runs)]
+        secs = [r["parse_s"] for r in runs]
+        r0 = runs[0]
+        if r0["errors"]:
+            print(f"import errors: {r0['errors']}")
+            return 1
+        label = "plan → load → publish (+ checks DAG)" if not sliced else "with mapped slices in every DAG"
+        print(f"| {label} | {args.tables} | {r0['dags']} | {r0['tasks']} | {statistics.median(secs):.2f} "
+              f"[{min(secs):.2f}–{max(secs):.2f}] | < 2 s | {r0['heavy'] or 'none'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
