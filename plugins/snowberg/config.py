@@ -153,6 +153,22 @@ class Cursor(_Strict):
         return validate_identifier(v, "cursor column")
 
 
+class UnloadSettings(_Strict):
+    """Push-down unload (``COPY INTO @stage … PARQUET`` + ``add_files``): a manual DAG for big initial loads."""
+
+    stage: str
+    stage_url: str
+    prefix: str = "snowberg-unload"
+    max_file_size: int | None = Field(default=None, ge=1_000_000)
+
+    @field_validator("stage")
+    @classmethod
+    def _stage(cls, v: str) -> str:
+        for part in v.split("."):
+            validate_identifier(part, "stage")
+        return v
+
+
 class TableConfig(_Strict):
     """One table: a DAG is built for each."""
 
@@ -177,6 +193,12 @@ class TableConfig(_Strict):
     timestamp_nanos: Literal["error", "truncate"] = "error"
     geo_format: Literal["geojson", "wkt"] = "geojson"
     batch_rows: int = Field(default=250_000, ge=1_000)
+    # Scale (docs/performance.md): a window larger than this is read in
+    # slices by cursor value; scale_out runs the slices as mapped tasks.
+    max_rows_per_slice: int = Field(default=250_000, ge=1_000)
+    scale_out: bool = False
+    max_parallel_slices: int | None = Field(default=None, ge=1)
+    unload: UnloadSettings | None = None
     # Checks and alerts (docs/checks-and-alerts.md).
     alerts: AlertsConfig | None = None
     health: HealthThresholds | None = None

@@ -17,6 +17,7 @@ from snowberg.config import TableConfig, load_config
 from snowberg.durations import format_duration
 from snowberg.operators.checks import SnapshotFreshnessOperator, TableHealthOperator, VerifyExternalVolumeOperator
 from snowberg.operators.incremental import SnowbergLoadOperator, SnowbergPlanOperator, SnowbergPublishOperator
+from snowberg.operators.scale import SnowbergUnloadOperator, sliced_load
 from snowberg.operators.streams import build_stream_tasks
 from snowberg.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
 from snowberg.streams.params import STREAM_PARAM_DEFAULTS, STREAM_PARAM_SCHEMAS
@@ -155,12 +156,41 @@ def build_dag(cfg: TableConfig) -> DAG:
         default_args=_default_args(cfg),
     ) as dag:
         plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
-        # Backfill runs do not count toward max_active_runs (Airflow 3 gives each
-        # backfill its own limit), so a backfill and a scheduled run of one table
-        # can be active together: one load of a table at a time, across all runs.
-        load = SnowbergLoadOperator(task_id="load", table_config=raw, window=plan.output, max_active_tis_per_dag=1)
+        if cfg.scale_out:
+            # Slices as mapped tasks (spread over Celery workers); one commit at the end.
+            load: Any = sliced_load(raw, plan, max_rows_per_slice=cfg.max_rows_per_slice, max_parallel=cfg.max_parallel_slices)
+        else:
+            load = SnowbergLoadOperator(task_id="load", table_config=raw, window=plan.output)
+            plan >> load
         publish = SnowbergPublishOperator(task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)])
-        plan >> load >> publish >> _checks(cfg)
+        load >> publish >> _checks(cfg)
+    return dag
+
+
+def build_unload_dag(cfg: TableConfig) -> DAG:
+    """Push-down unload, triggered by hand: Snowflake writes Parquet to the lake, Iceberg registers it."""
+    assert cfg.unload is not None
+    raw = cfg.model_dump(mode="json")
+    params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
+    with DAG(
+        dag_id=f"{cfg.dag_id}__unload",
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["snowberg", "push-down-unload", *cfg.tags],
+        doc_md=f"## snowberg push-down unload: {cfg.name}\n\nSnowflake unloads the planned window as Parquet to "
+        f"stage `{cfg.unload.stage}`; the files are checked against the mapped types and registered in "
+        f"`{cfg.target}` with `add_files` in one commit. For big initial loads and full refreshes; see docs/performance.md.",
+        params=params,
+        default_args=_default_args(cfg),
+    ) as dag:
+        plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
+        unload = SnowbergUnloadOperator(task_id="unload", table_config=raw, window=plan.output, stage=cfg.unload.stage,
+                                        stage_url=cfg.unload.stage_url, prefix=cfg.unload.prefix,
+                                        max_file_size=cfg.unload.max_file_size)
+        publish = SnowbergPublishOperator(task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)])
+        plan >> unload >> publish
     return dag
 
 
@@ -172,4 +202,7 @@ def build_dags(config_path: str | Path) -> dict[str, Any]:
         dags[t.dag_id] = build_dag(t)
         checks = build_checks_dag(t)
         dags[checks.dag_id] = checks
+        if t.unload is not None and t.stream is None:
+            unload = build_unload_dag(t)
+            dags[unload.dag_id] = unload
     return dags

@@ -107,3 +107,28 @@ def test_stream_tables_get_a_capture_dag(tmp_path: Path, monkeypatch: pytest.Mon
     assert {"consume", "load", "cleanup", "stream_staleness"} <= {t.task_id for t in dag.tasks}
     assert "recover_stale_stream" in dag.params
     assert "snowberg_cdc__checks" in bag.dags
+
+
+def test_scale_out_and_unload_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    cfg = tmp_path / "tables.yaml"
+    cfg.write_text(
+        "tables:\n"
+        "  - {name: big, source: {table: D.S.T}, target: n.big, cursor: {column: u}, scale_out: true,\n"
+        "     max_parallel_slices: 4, unload: {stage: D.S.LAKE_STAGE, stage_url: 's3://lake/unload/'}}\n"
+        "  - {name: bad, source: {table: D.S.T}, target: n.bad, cursor: {column: u}, unload: {stage: 'x;y', stage_url: s}}\n"
+    )
+    monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(cfg))
+    bag = DagBag(dag_folder=str(DAGS / "snowberg_tables.py"))
+    (err,) = bag.import_errors.values()
+    assert "table 'bad': field 'unload.stage'" in err
+    cfg.write_text(cfg.read_text().split("  - {name: bad")[0])
+    bag = DagBag(dag_folder=str(DAGS / "snowberg_tables.py"))
+    assert not bag.import_errors, bag.import_errors
+    dag = bag.dags["snowberg_big"]
+    assert {"plan", "plan_slices", "load_slice", "commit", "publish"} <= {t.task_id for t in dag.tasks}
+    assert "commit" in dag.get_task("publish").upstream_task_ids
+    unload = bag.dags["snowberg_big__unload"]
+    assert unload.schedule is None or str(unload.timetable.summary) in ("None", "")
+    assert [t.task_id for t in unload.topological_sort()] == ["plan", "unload", "publish"]

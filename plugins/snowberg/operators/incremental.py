@@ -68,6 +68,7 @@ class SnowbergPlanOperator(_SnowbergOperator):
         from snowberg.lake import open_catalog
         from snowberg.load import BACKFILL, plan_run, reconcile_before_plan
         from snowberg.run_params import resolve_run
+        from snowberg.slicing import plan_slices
         from snowberg.snowflake_source import snowflake_hook
         from snowberg.state import AirflowVariables
 
@@ -94,6 +95,8 @@ class SnowbergPlanOperator(_SnowbergOperator):
                 end=request.end.isoformat() if request.mode == BACKFILL and request.end else None,
                 dry_run=request.dry_run,
             )
+            # A large window is cut by cursor value now, so retries read the same slices.
+            window = plan_slices(cfg, conn, window, logger=self._logger())
         finally:
             conn.close()
         return window.to_dict()
