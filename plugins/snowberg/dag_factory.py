@@ -162,6 +162,11 @@ def build_dag(cfg: TableConfig) -> DAG:
         else:
             load = SnowbergLoadOperator(task_id="load", table_config=raw, window=plan.output)
             plan >> load
+        # Backfill runs do not count toward max_active_runs (Airflow 3 gives each
+        # backfill its own limit), so a backfill and a scheduled run of one table
+        # can be active together: one committing task of a table at a time, across
+        # all runs (docs/airflow-deployment.md).
+        load.max_active_tis_per_dag = 1
         publish = SnowbergPublishOperator(task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)])
         load >> publish >> _checks(cfg)
     return dag

@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -114,28 +115,32 @@ class Service:
         self.seen.update(p.pid for p in procs)
         return procs
 
-    def stop(self, grace: float = 15.0) -> None:
+    def signal(self, sig: int) -> list[psutil.Process]:
+        """Send ``sig`` to the service's process groups; return its process tree as it was."""
         if self.proc is None:
-            return
+            return []
         procs = self.tree()
         pgids = {self.proc.pid}
         for p in procs:
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(psutil.Error, OSError):
                 pgids.add(os.getpgid(p.pid))
         for pgid in pgids:
             with contextlib.suppress(OSError):
-                os.killpg(pgid, signal.SIGTERM)
-        _, alive = psutil.wait_procs(procs, timeout=grace)
-        for p in alive:
-            with contextlib.suppress(psutil.Error):
-                p.kill()
-        for pgid in pgids:
-            with contextlib.suppress(OSError):
-                os.killpg(pgid, signal.SIGKILL)
+                os.killpg(pgid, sig)
+        return procs
+
+    def stop(self, grace: float = 15.0) -> None:
+        stop_all([self], grace)
+
+    def reap(self) -> None:
+        """Kill what is left (after the grace period) and collect the exit status."""
+        if self.proc is None:
+            return
+        self.signal(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(5)
-        # Processes that were seen in the tree at any time (a task runner that
-        # re-parented itself) must be gone too.
+        # Processes seen in the tree at any time (a task runner that re-parented
+        # itself) must be gone too.
         for pid in self.seen:
             with contextlib.suppress(psutil.Error):
                 p = psutil.Process(pid)
@@ -147,6 +152,16 @@ class Service:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def stop_all(services: list[Service], grace: float = 15.0) -> None:
+    """SIGTERM every service at once, wait up to ``grace`` seconds for all, then SIGKILL the rest."""
+    procs: list[psutil.Process] = []
+    for s in services:
+        procs.extend(s.signal(signal.SIGTERM))
+    psutil.wait_procs(procs, timeout=grace)
+    for s in services:
+        s.reap()
 
 
 class ResourceMonitor:
@@ -217,6 +232,7 @@ class AirflowStack:
         self.base_url = f"http://127.0.0.1:{api_port}"
         self.log_dir = ARTIFACTS / "e2e" / name
         self.services: list[Service] = []
+        shutil.rmtree(self.log_dir, ignore_errors=True)
         home.mkdir(parents=True, exist_ok=True)
         (home / "plugins").mkdir(exist_ok=True)  # the package is installed; no plugin files
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
@@ -247,6 +263,8 @@ class AirflowStack:
                 "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
                 "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "300",
                 "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+                # Task logs next to the process logs: kept as CI artifacts.
+                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.log_dir / "task-logs"),
                 "AIRFLOW__CELERY__BROKER_URL": f"{REDIS_URL}/{redis_db}",
                 "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + pg_url(database),
                 "AIRFLOW__CELERY__WORKER_CONCURRENCY": "2",
@@ -314,8 +332,7 @@ class AirflowStack:
         raise TimeoutError(f"{self.name}: Airflow not healthy after {timeout}s: {last}")
 
     def stop(self) -> None:
-        for s in reversed(self.services):
-            s.stop()
+        stop_all(self.services)
 
     def leftover(self) -> list[int]:
         """Pids of processes this stack started that are still alive (should be none after stop)."""
@@ -461,6 +478,17 @@ class ApiClient:
 
     def backfill(self, backfill_id: int) -> dict[str, Any]:
         return dict(self.get(f"/backfills/{backfill_id}"))
+
+    def finish_backfill(self, backfill_id: int) -> None:
+        """Mark a backfill whose runs have all ended as complete now.
+
+        The scheduler does it on a 30-second timer; until then a new backfill
+        of the same DAG is refused (409). Cancelling a backfill with no
+        unfinished run only sets its completion time.
+        """
+        r = self.http.put(f"/backfills/{backfill_id}/cancel")
+        if r.status_code not in (200, 409):  # 409: the scheduler marked it complete first
+            raise ApiError(r)
 
 
 # ---------------------------------------------------------------------------

@@ -42,23 +42,26 @@ def test_backfill_and_scheduled_run_of_one_table_do_not_race(
     src = f"{DATABASE}.{SCHEMA}.{SOURCES[table]}"
     api.set_paused(dag, False)
 
-    # As soon as the scheduled run is running, start a 3-day backfill (3 runs
-    # at once) and queue a manual incremental run behind the scheduled one.
-    api.wait_for("the scheduled run to start",
-                 lambda: [r for r in api.runs(dag, run_type="scheduled") if r["state"] == "running"],
+    # As soon as the scheduled run is running, start a 2-day backfill (2 runs
+    # at once). Once the scheduled run has planned, rows change in the source
+    # and a manual incremental run is queued behind it: it must load them.
+    sched = api.wait_for("the scheduled run to start",
+                         lambda: [r for r in api.runs(dag, run_type="scheduled") if r["state"] == "running"],
+                         timeout=120, every=0.5, stack=local_stack)[0]
+    api.create_backfill(dag, day(0).isoformat(), day(1).isoformat(), max_active_runs=2)
+    api.wait_for("the scheduled run's plan", lambda: api.task_states(dag, sched["dag_run_id"]).get("plan") == "success",
                  timeout=120, every=0.5, stack=local_stack)
-    api.create_backfill(dag, day(0).isoformat(), day(2).isoformat(), max_active_runs=3)
     query(snow, f"UPDATE {src} SET NOTE = 'late', UPDATED_AT = %(now)s::TIMESTAMP_NTZ WHERE MOD(ORDER_ID, 50) = 0",
           {"now": ntz(datetime.now(UTC))})
     manual = api.trigger(dag)
 
-    runs = wait_runs_done(api, dag, count=5, stack=local_stack, timeout=300)
+    runs = wait_runs_done(api, dag, count=4, stack=local_stack, timeout=300)
     bad = {r["dag_run_id"]: api.task_states(dag, r["dag_run_id"]) for r in runs if r["state"] != "success"}
     assert not bad, f"runs failed: {bad}"
     by_type: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
         by_type.setdefault(r["run_type"], []).append(r)
-    assert len(by_type["backfill"]) == 3 and len(by_type["scheduled"]) == 1 and len(by_type["manual"]) == 1
+    assert len(by_type["backfill"]) == 2 and len(by_type["scheduled"]) == 1 and len(by_type["manual"]) == 1
 
     # Airflow ran backfill runs side by side with the non-backfill runs ...
     incremental = by_type["scheduled"] + by_type["manual"]
@@ -80,6 +83,8 @@ def test_backfill_and_scheduled_run_of_one_table_do_not_race(
     assert {int(r["order_id"]) for r in rows if r["note"] == "late"} == late
     # The watermark is the manual (last incremental) run's, and only incremental commits moved it.
     plan = api.xcom(dag, manual["dag_run_id"], "plan")
+    assert plan["rows_in_window"] == len(late) > 0
+    assert [s for s in lake.snapshots(table) if s.get("snowberg.run-id") == manual["dag_run_id"]]
     assert lake.watermark(table) == plan["new_watermark"]
     wms = [s["snowberg.watermark"] for s in lake.snapshots(table) if "snowberg.watermark" in s]
     assert wms == sorted(wms), f"the watermark went backwards: {wms}"

@@ -48,9 +48,14 @@ def test_a_load_runs_through_a_celery_worker(celery_stack: AirflowStack, snow: A
     ran = [t for t in tis if t["state"] == "success"]
     assert {t["task_id"] for t in ran} >= {"plan", "load", "publish"}
     assert {t["queue"] for t in tis} == {celery_stack.celery_queue}
-    worker_log = next(s for s in celery_stack.services if s.name == "celery-worker").log_path.read_text(errors="replace")
-    done = set(re.findall(r"Task execute_workload\[([0-9a-f-]+)\] succeeded", worker_log))
-    assert len(done) >= len(ran), worker_log[-3000:]
+    worker = next(s for s in celery_stack.services if s.name == "celery-worker")
+
+    def succeeded() -> set[str]:
+        # The worker logs "succeeded" just after the task reported its state: give it a moment.
+        return set(re.findall(r"Task execute_workload\[([0-9a-f-]+)\] succeeded", worker.log_path.read_text(errors="replace")))
+
+    done = api.wait_for("the worker to log every task", lambda: len(succeeded()) >= len(ran) and succeeded(),
+                        timeout=60, stack=celery_stack)
     results = dict(_celery_results(celery_stack.database))
     assert done <= set(results) and {results[k] for k in done} == {"SUCCESS"}, results
 

@@ -123,3 +123,20 @@ def test_a_commit_landing_between_read_and_commit_fails_without_retry(
     src = cfg.source.table.rsplit(".", 1)[1]  # type: ignore[union-attr]
     assert len(ids) == len(set(ids)) and set(ids) == source_ids(conn, src)
     assert f"{DATABASE}.{SCHEMA}." in (cfg.source.table or "")
+
+
+@pytest.mark.parametrize(("extra", "committer"), [({}, "load"), ({"scale_out": True}, "commit")],
+                         ids=["load", "sliced-commit"])
+def test_the_committing_task_runs_one_at_a_time_across_all_runs(extra: dict[str, Any], committer: str) -> None:
+    """What keeps a backfill's load away from the scheduled run's load, as the scheduler reads it."""
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    from snowberg.dag_factory import build_dag
+
+    cfg = TableConfig.model_validate(table_entry("guard_dag", schedule="@daily", source_table="GUARD_DAG", **extra))
+    dag = build_dag(cfg)
+    scheduler_view = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    assert scheduler_view.get_task(committer).max_active_tis_per_dag == 1
+    assert scheduler_view.max_active_runs == 1
+    # Backfills need real data intervals: the run's interval is its window.
+    assert type(scheduler_view.timetable).__name__ == "CronDataIntervalTimetable"
