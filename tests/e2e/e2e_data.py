@@ -111,7 +111,6 @@ TABLES = [
     table_entry("e2e_backfill", schedule="@daily", source_table="BF_ORDERS", partition_by=["day(updated_at)"]),
     table_entry("e2e_params", schedule=None, source_table="PARAM_ORDERS"),
     table_entry("e2e_race", schedule="@daily", source_table="RACE_ORDERS"),
-    table_entry("e2e_ui", schedule="@daily", source_table="UI_ORDERS"),
     table_entry("e2e_celery", schedule=None, source_table="CELERY_ORDERS"),
 ]
 SOURCES = {t["name"]: t["source"]["table"].rsplit(".", 1)[1] for t in TABLES}
