@@ -145,4 +145,10 @@ class SnowbergPublishOperator(_SnowbergOperator):
 
         cfg = self.cfg
         w = Window.from_dict(self.window)
+        if w.dry_run:
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            # Nothing was committed, so there is nothing to publish or to check
+            # (the checks downstream skip too: a dry run of a first load has no table yet).
+            raise AirflowSkipException(f"dry run of {w.mode} window: nothing committed, nothing to publish")
         return publish(cfg, open_catalog(self.catalog), w, AirflowVariables(), logger=self._logger())
