@@ -23,8 +23,10 @@ if command -v uv >/dev/null 2>&1; then UV=(uv); elif "$PY" -m uv --version >/dev
 if [ ! -x .venv/bin/python ]; then
   if [ ${#UV[@]} -gt 0 ]; then "${UV[@]}" venv --quiet -p "$PY" .venv; else "$PY" -m venv .venv; fi
 fi
+# constraints.txt pins the versions the suite last passed with (like Airflow's own
+# constraint files), so a new release upstream cannot change a clean install.
 if [ ${#UV[@]} -gt 0 ]; then
-  "${UV[@]}" pip install --quiet -p .venv/bin/python -e ".[dev]"
+  "${UV[@]}" pip install --quiet -p .venv/bin/python -c constraints.txt -e ".[dev]"
 else
-  .venv/bin/pip install --quiet -e ".[dev]"
+  .venv/bin/pip install --quiet -c constraints.txt -e ".[dev]"
 fi
