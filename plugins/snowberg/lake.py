@@ -158,3 +158,20 @@ def arrow_schema(schema: Schema) -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema([pa.field(f.name, arrow_type_for(f.field_type), nullable=not f.required) for f in schema.fields])
+
+
+def begin_write(catalog: Catalog, cfg: TableConfig, table: Table | None, columns: Sequence[MappedColumn]) -> tuple[Table, Transaction, pa.Schema, bool]:
+    """Create the table if missing, open a transaction with the schema changes applied.
+
+    Returns the table, the transaction, the Arrow schema batches must be cast
+    to, and whether the schema changed (a run with no rows still commits then).
+    Every snowberg write path starts here, so creation and evolution rules
+    are the same for watermark loads, streams and backfills.
+    """
+    if table is None:
+        table = create_table(catalog, cfg, columns)
+    tx = table.transaction()
+    add, widen = plan_schema_changes(tx.table_metadata.schema(), columns)
+    apply_schema_changes(tx, add, widen)
+    return table, tx, arrow_schema(tx.table_metadata.schema()), bool(add or widen)
+

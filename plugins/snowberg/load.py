@@ -27,13 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg import faults, state
 from snowberg.config import NullCursorPolicy, TableConfig, WriteMode
-from snowberg.lake import (
-    apply_schema_changes,
-    arrow_schema,
-    create_table,
-    load_table_or_none,
-    plan_schema_changes,
-)
+from snowberg.lake import begin_write, load_table_or_none
 from snowberg.slicing import check_same_columns, check_unique_in_source, slice_windows
 from snowberg.snowflake_source import (
     Progress,
@@ -270,12 +264,7 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
         cur.execute(sql, params)
         source_columns = result_columns(cur)
         columns = map_columns(source_columns, opts)
-        if table is None:
-            table = create_table(catalog, cfg, columns)
-        tx = table.transaction()
-        add, widen = plan_schema_changes(tx.table_metadata.schema(), columns)
-        apply_schema_changes(tx, add, widen)
-        target_schema = arrow_schema(tx.table_metadata.schema())
+        table, tx, target_schema, schema_changed = begin_write(catalog, cfg, table, columns)
         progress = Progress(f"{cfg.name}: fetched", lg)
         keys = KeyCollector(cfg) if _merges(cfg, w) and not sliced_first_load else None
 
@@ -298,7 +287,7 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
     lg.info("%s: %s", cfg.name, progress.summary())
     faults.crash_point("after_extract")
 
-    if progress.rows == 0 and w.mode == INCREMENTAL and not add and not widen:
+    if progress.rows == 0 and w.mode == INCREMENTAL and not schema_changed:
         lg.info("window held no rows at extract time: no commit")
         return LoadResult("nothing_new", 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict())
 

@@ -31,13 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 from snowberg import faults
 from snowberg import state as core_state
 from snowberg.config import TableConfig
-from snowberg.lake import (
-    apply_schema_changes,
-    arrow_schema,
-    create_table,
-    load_table_or_none,
-    plan_schema_changes,
-)
+from snowberg.lake import begin_write, load_table_or_none
 from snowberg.load import _write_data_files, mapping_options
 from snowberg.snowflake_source import Progress, fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp
@@ -244,12 +238,7 @@ def _apply_target(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Ca
     try:
         cur.execute(S.final_rows_sql(stream.staging_name, columns, key), params)
         mapped = map_columns(result_columns(cur), opts)
-        if table is None:
-            table = create_table(catalog, cfg, mapped)
-        tx = table.transaction()
-        add, widen = plan_schema_changes(tx.table_metadata.schema(), mapped)
-        apply_schema_changes(tx, add, widen)
-        target = arrow_schema(tx.table_metadata.schema())
+        table, tx, target, _ = begin_write(catalog, cfg, table, mapped)
         progress = Progress(f"{cfg.name}: staged rows", lg)
 
         def batches() -> Iterator[pa.RecordBatch]:
@@ -312,12 +301,7 @@ def _apply_changelog(cfg: TableConfig, ccfg: TableConfig, stream: StreamSource, 
     try:
         cur.execute(S.changelog_rows_sql(stream.staging_name, columns), {"low": committed, "high": through})
         mapped: list[MappedColumn] = map_columns(result_columns(cur), opts)
-        if table is None:
-            table = create_table(catalog, ccfg, mapped)
-        tx = table.transaction()
-        add, widen = plan_schema_changes(tx.table_metadata.schema(), mapped)
-        apply_schema_changes(tx, add, widen)
-        target = arrow_schema(tx.table_metadata.schema())
+        table, tx, target, _ = begin_write(catalog, ccfg, table, mapped)
         progress = Progress(f"{ccfg.target}: changes", lg)
 
         def batches() -> Iterator[pa.RecordBatch]:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg import state as core_state
 from snowberg.config import TableConfig
-from snowberg.lake import apply_schema_changes, arrow_schema, create_table, load_table_or_none, plan_schema_changes
+from snowberg.lake import begin_write, load_table_or_none
 from snowberg.load import _write_data_files, mapping_options
 from snowberg.snowflake_source import fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp
@@ -164,12 +164,7 @@ def backfill_changes(
             .append_column("SNOWBERG_CHANGES_END", _const(changes.num_rows, e_iso))
         mapped = map_columns(meta, opts) + _extra_text_columns(("SNOWBERG_CHANGES_START", "SNOWBERG_CHANGES_END"), opts)
 
-    if table is None:
-        table = create_table(catalog, tcfg, mapped)
-    tx = table.transaction()
-    add, widen = plan_schema_changes(tx.table_metadata.schema(), mapped)
-    apply_schema_changes(tx, add, widen)
-    schema = arrow_schema(tx.table_metadata.schema())
+    table, tx, schema, _ = begin_write(catalog, tcfg, table, mapped)
     batches = [cast_batch(b, mapped, schema, opts) for b in data.to_batches()] if data.num_rows else []
     files = list(_write_data_files(table, tx, schema, iter(batches), cfg.batch_rows))
     props = {
