@@ -40,7 +40,7 @@ from snowberg.snowflake_source import (
     result_columns,
     shift_cursor,
 )
-from snowberg.types import MappingOptions, TypeMappingError, cast_batch, map_columns
+from snowberg.types import MappedColumn, MappingOptions, TypeMappingError, cast_batch, map_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -291,7 +291,18 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
         lg.info("window held no rows at extract time: no commit")
         return LoadResult("nothing_new", 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict())
 
-    props = _snapshot_props(cfg, w, progress.rows)
+    snap = commit_window(tx, cfg, w, keys, data_files, progress.rows, lg)
+    return LoadResult("committed", progress.rows, progress.bytes, len(data_files), snap.snapshot_id, w.new_watermark,
+                      time.monotonic() - started, w.to_dict())
+
+
+def commit_window(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | None, data_files: list[Any] | Any,
+                  rows: int, lg: logging.Logger) -> Any:
+    """The one commit of a run: what the rows replace (copy-on-write), the new data files, the state.
+
+    Shared by the single-task load, the mapped slices and the push-down unload.
+    """
+    props = _snapshot_props(cfg, w, rows)
     _delete_replaced(tx, cfg, w, keys, props)
     with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
         for f in data_files:
@@ -303,10 +314,18 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
     assert snap is not None
     lg.info(
         "%s: committed snapshot %s: %s rows in %d data files, watermark %s",
-        cfg.name, snap.snapshot_id, f"{progress.rows:,}", len(data_files), w.new_watermark,
+        cfg.name, snap.snapshot_id, f"{rows:,}", len(data_files), w.new_watermark,
     )
-    return LoadResult("committed", progress.rows, progress.bytes, len(data_files), snap.snapshot_id, w.new_watermark,
-                      time.monotonic() - started, w.to_dict())
+    return snap
+
+
+def cast_fetched(cur: Any, columns: list[MappedColumn], schema: pa.Schema, opts: MappingOptions,
+                 progress: Progress) -> Iterator[pa.RecordBatch]:
+    """The current result's batches, cast to the table's schema, counted as they pass."""
+    for raw in fetch_batches(cur):
+        b = cast_batch(raw, columns, schema, opts)
+        progress.add(b.num_rows, b.nbytes)
+        yield b
 
 
 def _merges(cfg: TableConfig, w: Window) -> bool:

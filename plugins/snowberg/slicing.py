@@ -616,8 +616,7 @@ def commit_data_files(
     logger: logging.Logger | None = None,
 ) -> int:
     """The single commit shared by the mapped slices and the push-down unload. Returns the snapshot id."""
-    from snowberg import faults
-    from snowberg.load import _check_base, _delete_replaced, _snapshot_props
+    from snowberg.load import _check_base, commit_window
 
     lg = logger or log
     _check_base(table, w)
@@ -627,21 +626,8 @@ def commit_data_files(
     already = _referenced(table, paths)
     if already:
         raise RuntimeError(f"{len(already)} data file(s) are already in the table (e.g. {sorted(already)[:2]}); refusing to append them again")
-    props = _snapshot_props(cfg, w, rows)
     tx = table.transaction()
-    # What the new rows replace (a full refresh: everything; a backfill: its
-    # range; a merge: the keys), as copy-on-write, in the same commit.
-    _delete_replaced(tx, cfg, w, keys, props)
-    with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
-        for f in data_files:
-            fa.append_data_file(f)
-    faults.crash_point("before_commit")
-    committed = tx.commit_transaction()
-    faults.crash_point("after_commit")
-    snap = committed.current_snapshot()
-    assert snap is not None
-    lg.info("%s: committed snapshot %s: %s rows in %d data files, watermark %s",
-            cfg.name, snap.snapshot_id, f"{rows:,}", len(data_files), w.new_watermark)
+    snap = commit_window(tx, cfg, w, keys, data_files, rows, lg)
     return int(snap.snapshot_id)
 
 

@@ -53,7 +53,8 @@ class TableState:
         return asdict(self)
 
 
-def _ancestors(table: Table) -> Iterator[Snapshot]:
+def ancestors(table: Table) -> Iterator[Snapshot]:
+    """The main branch's snapshots, newest first."""
     snap = table.current_snapshot()
     while snap is not None:
         yield snap
@@ -71,7 +72,7 @@ def read_state(table: Table | None) -> TableState | None:
     """The newest snowberg state on the table's main branch (other writers' snapshots are skipped)."""
     if table is None:
         return None
-    for snap in _ancestors(table):
+    for snap in ancestors(table):
         props = _props(snap)
         if WATERMARK in props:
             return TableState(
@@ -89,7 +90,7 @@ def find_run_commit(table: Table | None, run_id: str, mode: str, window_high: st
     """The snapshot this run already committed for this window, if any (retries append nothing)."""
     if table is None:
         return None
-    for snap in _ancestors(table):
+    for snap in ancestors(table):
         p = _props(snap)
         if p.get(RUN_ID) == run_id and p.get(MODE) == mode and (p.get(WINDOW_HIGH) or None) == window_high:
             return snap

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import date, datetime
 from datetime import time as dtime
@@ -32,14 +32,14 @@ from snowberg import faults
 from snowberg import state as core_state
 from snowberg.config import TableConfig
 from snowberg.lake import begin_write, load_table_or_none
-from snowberg.load import _write_data_files, mapping_options
+from snowberg.load import _write_data_files, cast_fetched, mapping_options
 from snowberg.snowflake_source import Progress, fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp
 from snowberg.streams import sql as S
 from snowberg.streams.errors import StreamConfigError
 from snowberg.streams.settings import StreamSource
 from snowberg.streams.staging import describe
-from snowberg.types import MappedColumn, MappingOptions, cast_array, cast_batch, map_columns
+from snowberg.types import MappedColumn, MappingOptions, cast_array, map_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -241,13 +241,8 @@ def _apply_target(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Ca
         table, tx, target, _ = begin_write(catalog, cfg, table, mapped)
         progress = Progress(f"{cfg.name}: staged rows", lg)
 
-        def batches() -> Iterator[pa.RecordBatch]:
-            for raw in fetch_batches(cur):
-                b = cast_batch(raw, mapped, target, opts)
-                progress.add(b.num_rows, b.nbytes)
-                yield b
-
-        data_files = list(_write_data_files(table, tx, target, batches(), cfg.batch_rows))
+        data_files = list(_write_data_files(table, tx, target, cast_fetched(cur, mapped, target, opts, progress),
+                                            cfg.batch_rows))
     finally:
         cur.close()
 
@@ -304,13 +299,8 @@ def _apply_changelog(cfg: TableConfig, ccfg: TableConfig, stream: StreamSource, 
         table, tx, target, _ = begin_write(catalog, ccfg, table, mapped)
         progress = Progress(f"{ccfg.target}: changes", lg)
 
-        def batches() -> Iterator[pa.RecordBatch]:
-            for raw in fetch_batches(cur):
-                b = cast_batch(raw, mapped, target, opts)
-                progress.add(b.num_rows, b.nbytes)
-                yield b
-
-        data_files = list(_write_data_files(table, tx, target, batches(), cfg.batch_rows))
+        data_files = list(_write_data_files(table, tx, target, cast_fetched(cur, mapped, target, opts, progress),
+                                            cfg.batch_rows))
     finally:
         cur.close()
     props = _state_props(run_id, stream, pending, through, False, _staged_generation(conn, stream, through))

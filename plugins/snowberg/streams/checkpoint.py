@@ -9,7 +9,6 @@ only up to it. Backfill commits (``CHANGES``) do not carry it and are skipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -46,13 +45,6 @@ class StreamState:
         return asdict(self)
 
 
-def _ancestors(table: Table) -> Iterator[Snapshot]:
-    snap = table.current_snapshot()
-    while snap is not None:
-        yield snap
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
-
-
 def _props(snap: Snapshot) -> dict[str, str]:
     return dict(snap.summary.additional_properties) if snap.summary is not None else {}
 
@@ -61,7 +53,7 @@ def read_stream_state(table: Table | None) -> StreamState | None:
     """The newest stream commit on the main branch (None: no batch applied yet)."""
     if table is None:
         return None
-    for snap in _ancestors(table):
+    for snap in core_state.ancestors(table):
         p = _props(snap)
         if BATCH_ID in p:
             return StreamState(int(p[BATCH_ID]), snap.snapshot_id, p.get(core_state.RUN_ID), p.get(CONSUMED_AT) or None,
@@ -78,7 +70,7 @@ def find_changes_commit(table: Table | None, start: str, end: str | None) -> Sna
     """A backfill commit of exactly this CHANGES window, if one is on the table."""
     if table is None:
         return None
-    for snap in _ancestors(table):
+    for snap in core_state.ancestors(table):
         p = _props(snap)
         if p.get(core_state.MODE) == MODE_CHANGES and p.get(CHANGES_START) == start and (p.get(CHANGES_END) or None) == end:
             return snap
