@@ -65,8 +65,8 @@ from airflow.dag_processing.dagbag import DagBag
 t1 = time.perf_counter()
 sliced = sys.argv[2] == "1"
 if sliced:
-    import snowberg.dag_factory as f
-    from snowberg.operators.scale import sliced_load
+    import snowberg.airflow.dag_factory as f
+    from snowberg.airflow.operators.scale import sliced_load
     original = f.build_dag
     def build_with_slices(cfg):
         dag = original(cfg)

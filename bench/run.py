@@ -65,7 +65,7 @@ def child_env() -> dict[str, str]:
 
 
 def warm_bytecode_cache() -> None:
-    subprocess.run([sys.executable, "-c", "import bench.worker, snowberg.load, snowberg.slicing, pyiceberg.catalog.sql, "
+    subprocess.run([sys.executable, "-c", "import bench.worker, snowberg.load.run, snowberg.load.slices, pyiceberg.catalog.sql, "
                     "pyarrow.parquet, snowflake.connector, pyiceberg.io.pyarrow"], cwd=REPO, env=child_env(), check=True)
 
 

@@ -82,7 +82,7 @@ class CountingConnection:
 def connect(spec: dict[str, Any]) -> Any:
     import snowflake.connector
 
-    from snowberg.snowflake_source import session_parameters
+    from snowberg.snowflake.source import session_parameters
 
     return snowflake.connector.connect(
         user="fake", password="snow", account="fakesnow", host="127.0.0.1", port=spec["port"], protocol="http",
@@ -99,7 +99,7 @@ def catalog(spec: dict[str, Any]) -> Any:
 
 
 def table_config(spec: dict[str, Any]) -> Any:
-    from snowberg.config import parse_config
+    from snowberg.config.table_config import parse_config
 
     entry = {
         "name": "bench_orders",
@@ -175,8 +175,8 @@ def phase_raw(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_snowberg(spec: dict[str, Any]) -> dict[str, Any]:
-    from snowberg.load import load_window, plan_run, publish, reconcile_before_plan
-    from snowberg.slicing import plan_slices
+    from snowberg.load.run import load_window, plan_run, publish, reconcile_before_plan
+    from snowberg.load.slices import plan_slices
 
     cfg = table_config(spec)
     cat = catalog(spec)
@@ -202,8 +202,8 @@ def phase_snowberg(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_prepare(spec: dict[str, Any]) -> dict[str, Any]:
-    from snowberg.load import plan_run, reconcile_before_plan
-    from snowberg.slicing import prepare_slices
+    from snowberg.load.run import plan_run, reconcile_before_plan
+    from snowberg.load.slices import prepare_slices
 
     cfg = table_config(spec)
     cat = catalog(spec)
@@ -218,7 +218,7 @@ def phase_prepare(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_slice(spec: dict[str, Any]) -> dict[str, Any]:
-    from snowberg.slicing import write_slice
+    from snowberg.load.slices import write_slice
 
     cfg = table_config(spec)
     cat = catalog(spec)
@@ -231,9 +231,9 @@ def phase_slice(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_commit(spec: dict[str, Any]) -> dict[str, Any]:
-    from snowberg.load import publish
-    from snowberg.slicing import commit_slices
-    from snowberg.snowflake_source import Window
+    from snowberg.load.run import publish
+    from snowberg.load.slices import commit_slices
+    from snowberg.snowflake.source import Window
 
     cfg = table_config(spec)
     cat = catalog(spec)

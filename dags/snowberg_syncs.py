@@ -18,12 +18,12 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, Asset
 
-from snowberg.identifiers import IcebergName
-from snowberg.operators.lake_to_snowflake import (
+from snowberg.airflow.operators.lake_to_snowflake import (
     IcebergToSnowflakeIcebergOperator,
     IcebergToSnowflakeNativeOperator,
     SnowflakeVisibilityCheckOperator,
 )
+from snowberg.core.identifiers import IcebergName
 from snowberg.sync.config import IcebergTarget, SyncConfig, load_syncs
 
 CONFIG = os.environ.get("SNOWBERG_SYNCS_CONFIG") or str(Path(__file__).resolve().parent.parent / "include" / "syncs.yaml")

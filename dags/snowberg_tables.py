@@ -9,7 +9,7 @@ here touches a connection, a Variable or a heavy library.
 import os
 from pathlib import Path
 
-from snowberg.dag_factory import build_dags
+from snowberg.airflow.dag_factory import build_dags
 
 CONFIG = os.environ.get("SNOWBERG_TABLES_CONFIG") or str(Path(__file__).resolve().parent.parent / "include" / "tables.yaml")
 

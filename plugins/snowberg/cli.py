@@ -96,7 +96,7 @@ def _report(env: dict[str, str], dag_id: str, target: str) -> dict[str, object]:
             os.environ[k] = v  # pyiceberg reads its env config when first imported
     from pyiceberg.catalog import load_catalog
 
-    from snowberg import state
+    from snowberg.iceberg import state
 
     table = load_catalog("lake").load_table(target)
     snap = table.current_snapshot()
@@ -152,7 +152,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
-    from snowberg.types import render_markdown
+    from snowberg.mapping.types import render_markdown
 
     out = REPO / "docs" / "type-mapping.md"
     text = render_markdown()

@@ -173,7 +173,7 @@ class Lake:
         return out
 
     def watermark(self, name: str) -> str | None:
-        from snowberg.state import read_state
+        from snowberg.iceberg.state import read_state
 
         st = read_state(self.table(name))
         return st.watermark if st else None

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from e2e_data import DATABASE, SCHEMA, create_source, day, source_ids, table_entry
 
-from snowberg import faults, state
-from snowberg.config import TableConfig
-from snowberg.lake import load_table_or_none
-from snowberg.load import BACKFILL, INCREMENTAL, load_window, plan_run
+from snowberg.config.table_config import TableConfig
+from snowberg.core import faults
+from snowberg.iceberg import state
+from snowberg.iceberg.tables import load_table_or_none
+from snowberg.load.run import BACKFILL, INCREMENTAL, load_window, plan_run
 from snowberg.local.stack import FakesnowServer
-from snowberg.snowflake_source import session_parameters
+from snowberg.snowflake.source import session_parameters
 
 pytestmark = pytest.mark.slow
 
@@ -131,7 +132,7 @@ def test_the_committing_task_runs_one_at_a_time_across_all_runs(extra: dict[str,
     """What keeps a backfill's load away from the scheduled run's load, as the scheduler reads it."""
     from airflow.serialization.serialized_objects import DagSerialization
 
-    from snowberg.dag_factory import build_dag
+    from snowberg.airflow.dag_factory import build_dag
 
     cfg = TableConfig.model_validate(table_entry("guard_dag", schedule="@daily", source_table="GUARD_DAG", **extra))
     dag = build_dag(cfg)

@@ -1,13 +1,13 @@
 """Checks on the lake and its storage, all from metadata or tiny probes.
 
-* ``volume``    — Snowflake's ``SYSTEM$VERIFY_EXTERNAL_VOLUME`` parsed step by step
+* ``external_volume`` — Snowflake's ``SYSTEM$VERIFY_EXTERNAL_VOLUME`` parsed step by step
 * ``probe``     — write/read/list/delete a probe object with the lake writer's FileIO
 * ``freshness`` — snapshot age and watermark lag against an SLA (metadata only)
 * ``health``    — snapshots, files, rows, statistics coverage, partition skew (manifests only)
 * ``settings``  — the ``alerts:`` and ``health:`` YAML sections
 
 This package imports nothing heavy at module level; the Airflow operators
-live in ``snowberg.operators.checks``.
+live in ``snowberg.airflow.operators.checks``.
 """
 
 from __future__ import annotations

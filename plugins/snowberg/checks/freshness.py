@@ -7,7 +7,7 @@ no manifest, no data file. Two measures:
   branch that changed data (``append``, ``overwrite``, ``delete``; a
   ``replace`` is compaction and brings no new rows);
 * **watermark lag** — now minus the watermark snowberg committed in the
-  snapshot summary (``snowberg.state.read_state``), for timestamp and date
+  snapshot summary (``snowberg.iceberg.state.read_state``), for timestamp and date
   cursors. It says how far behind the source the lake is, even when loads
   keep committing.
 
@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from snowberg import state
-from snowberg.durations import format_duration
+from snowberg.core.durations import format_duration
+from snowberg.iceberg import state
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -112,7 +112,7 @@ def watermark_time(kind: str | None, watermark: str | None) -> datetime | None:
     """The watermark as an aware UTC datetime, for time-like cursors (else None)."""
     if not watermark or kind not in ("timestamp_ntz", "timestamp_tz", "date"):
         return None
-    from snowberg.snowflake_source import parse_cursor_value
+    from snowberg.snowflake.source import parse_cursor_value
 
     v = parse_cursor_value(kind, watermark)
     if kind == "date":

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from snowberg.checks.settings import HealthThresholds
-from snowberg.durations import format_duration
+from snowberg.core.durations import format_duration
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

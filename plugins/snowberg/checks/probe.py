@@ -19,7 +19,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from snowberg.checks.volume import FAILED, PASSED, SKIPPED, Step
+from snowberg.checks.external_volume import FAILED, PASSED, SKIPPED, Step
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO

@@ -1,6 +1,6 @@
 """Per-table YAML sections for checks and alerts: ``alerts:`` and ``health:``.
 
-Only pydantic, the standard library and ``snowberg.durations`` are imported
+Only pydantic, the standard library and ``snowberg.core.durations`` are imported
 here: these models are validated when DAG files are parsed.
 
 .. code-block:: yaml
@@ -31,7 +31,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from snowberg.durations import parse_duration
+from snowberg.core.durations import parse_duration
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 

@@ -28,18 +28,18 @@ from datetime import date, datetime
 from datetime import time as dtime
 from typing import TYPE_CHECKING, Any, cast
 
-from snowberg import faults
-from snowberg import state as core_state
-from snowberg.config import TableConfig
-from snowberg.lake import begin_write, load_table_or_none
-from snowberg.load import _write_data_files, cast_fetched, mapping_options
-from snowberg.snowflake_source import Progress, fetch_batches, result_columns
+from snowberg.config.table_config import TableConfig
+from snowberg.core import faults
+from snowberg.iceberg import state as core_state
+from snowberg.iceberg.tables import begin_write, load_table_or_none
+from snowberg.load.run import _write_data_files, cast_fetched, mapping_options
+from snowberg.mapping.types import MappedColumn, MappingOptions, cast_array, map_columns
+from snowberg.snowflake.source import Progress, fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp
 from snowberg.streams import sql as S
 from snowberg.streams.errors import StreamConfigError
 from snowberg.streams.settings import StreamSource
 from snowberg.streams.staging import describe
-from snowberg.types import MappedColumn, MappingOptions, cast_array, map_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -27,18 +27,18 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from snowberg import state as core_state
-from snowberg.config import TableConfig
-from snowberg.lake import begin_write, load_table_or_none
-from snowberg.load import _write_data_files, mapping_options
-from snowberg.snowflake_source import fetch_batches, result_columns
+from snowberg.config.table_config import TableConfig
+from snowberg.iceberg import state as core_state
+from snowberg.iceberg.tables import begin_write, load_table_or_none
+from snowberg.load.run import _write_data_files, mapping_options
+from snowberg.mapping.types import MappingOptions, cast_batch, map_columns
+from snowberg.snowflake.source import fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp
 from snowberg.streams import sql as S
 from snowberg.streams.apply import _changelog_config, _key_filter, _stored_key, check_keys
 from snowberg.streams.errors import StreamConfigError, StreamError
 from snowberg.streams.settings import StreamSource
 from snowberg.streams.staging import describe
-from snowberg.types import MappingOptions, cast_batch, map_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -177,7 +177,7 @@ def backfill_changes(
         core_state.VERSION: "1",
     }
     if keys is not None and keys.num_rows and tx.table_metadata.current_snapshot() is not None:
-        from snowberg.types import cast_array
+        from snowberg.mapping.types import cast_array
 
         by_name = {m.source.name: m for m in mapped}
         cast = {by_name[k].name: cast_array(keys.column(k), by_name[k], opts, target=schema.field(by_name[k].name).type)
@@ -202,6 +202,6 @@ def _const(n: int, value: str) -> pa.Array:
 
 
 def _extra_text_columns(names: tuple[str, ...], opts: MappingOptions) -> list[Any]:
-    from snowberg.types import SnowflakeColumn
+    from snowberg.mapping.types import SnowflakeColumn
 
     return map_columns([SnowflakeColumn(n, "TEXT") for n in names], opts)

@@ -1,6 +1,6 @@
 """The stream batch id, committed in the Iceberg snapshot summary with the data.
 
-Same invariant as the watermark (``snowberg.state``): the table is the truth.
+Same invariant as the watermark (``snowberg.iceberg.state``): the table is the truth.
 The batch id in the newest snowberg stream commit says which staged batches
 are already in the table; the consume step numbers new batches above it, the
 load step applies only batches above it, the cleanup step deletes staged rows
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from snowberg import state as core_state
+from snowberg.iceberg import state as core_state
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -57,7 +57,7 @@ class StreamRunRequest:
 
 def _instant(name: str, value: Any) -> datetime | None:
     # The same parsing as the watermark DAGs' window params.
-    from snowberg.run_params import parse_instant
+    from snowberg.config.run_params import parse_instant
 
     return parse_instant(name, value, StreamParamError)
 
@@ -100,7 +100,7 @@ def schedule_interval(schedule: str | None) -> timedelta | None:
     if schedule in _PRESETS:
         return _PRESETS[schedule]
     try:
-        from snowberg.durations import parse_duration
+        from snowberg.core.durations import parse_duration
 
         return parse_duration(schedule)
     except ValueError:

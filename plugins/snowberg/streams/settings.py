@@ -1,7 +1,7 @@
 """Table config for stream capture: ``stream:`` in ``include/tables.yaml``.
 
-Imports only pydantic, the standard library and ``snowberg.identifiers`` so
-that ``snowberg.config`` can embed it at DAG parse time.
+Imports only pydantic, the standard library and ``snowberg.core.identifiers`` so
+that ``snowberg.config.table_config`` can embed it at DAG parse time.
 
 Example::
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from snowberg.identifiers import IcebergName, TableName
+from snowberg.core.identifiers import IcebergName, TableName
 
 STAGING_SUFFIX = "_SNOWBERG_STAGING"
 

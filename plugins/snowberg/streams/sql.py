@@ -1,7 +1,7 @@
 """SQL text for stream capture. No I/O: every function returns text and binds.
 
 Rules as everywhere in snowberg: identifiers are validated and quoted by
-``snowberg.identifiers``; values (batch ids, run ids, timestamps, LIKE
+``snowberg.core.identifiers``; values (batch ids, run ids, timestamps, LIKE
 patterns) are bind parameters. The stream is read only by the consuming
 ``INSERT … SELECT`` inside an explicit transaction; every other statement
 that names the stream is a compile-only ``LIMIT 0`` describe, which (like
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from snowberg.identifiers import TableName, quote_identifier
-from snowberg.types import SnowflakeColumn
+from snowberg.core.identifiers import TableName, quote_identifier
+from snowberg.mapping.types import SnowflakeColumn
 
 # Stream metadata columns (Snowflake names).
 ACTION = "METADATA$ACTION"

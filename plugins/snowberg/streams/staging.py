@@ -26,14 +26,14 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from snowberg import faults
-from snowberg.identifiers import TableName
-from snowberg.snowflake_source import result_columns
+from snowberg.core import faults
+from snowberg.core.identifiers import TableName
+from snowberg.mapping.types import SnowflakeColumn
+from snowberg.snowflake.source import result_columns
 from snowberg.streams import sql as S
 from snowberg.streams.errors import StreamConfigError, StreamError
 from snowberg.streams.settings import StreamSource
 from snowberg.streams.status import StreamStatus, read_status, require_fresh
-from snowberg.types import SnowflakeColumn
 
 log = logging.getLogger(__name__)
 

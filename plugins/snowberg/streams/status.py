@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from snowberg.identifiers import TableName
+from snowberg.core.identifiers import TableName
 from snowberg.streams.errors import StaleStreamError, StreamGoingStaleError, StreamMissingError
 from snowberg.streams.sql import show_stream_sql, stored_name
 

@@ -12,8 +12,8 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from snowberg.config import TableConfig
-from snowberg.lake import load_table_or_none
+from snowberg.config.table_config import TableConfig
+from snowberg.iceberg.tables import load_table_or_none
 from snowberg.streams import checkpoint as cp
 from snowberg.streams.apply import check_keys, committed_through, load_batches
 from snowberg.streams.settings import StreamSource
@@ -23,7 +23,7 @@ from snowberg.streams.status import check_margin, read_status
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from snowberg.state import VariableStore
+    from snowberg.iceberg.state import VariableStore
 
 log = logging.getLogger(__name__)
 

@@ -34,9 +34,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from snowberg.durations import parse_duration
-from snowberg.identifiers import IcebergName, TableName, validate_identifier
-from snowberg.yaml_config import read_yaml, validate_entries
+from snowberg.config.yaml_loader import read_yaml, validate_entries
+from snowberg.core.durations import parse_duration
+from snowberg.core.identifiers import IcebergName, TableName, validate_identifier
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 _REF = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")

@@ -1,7 +1,7 @@
 """Sync a lake Iceberg table into a Snowflake-managed Iceberg table through a REST catalog.
 
 The target is any Iceberg catalog; the case this is built for is Snowflake
-Horizon's Iceberg REST endpoint (``snowberg.catalogs`` builds it from a
+Horizon's Iceberg REST endpoint (``snowberg.iceberg.catalogs`` builds it from a
 ``snowflake`` Airflow connection: PAT credential, ``session:role:<ROLE>``
 scope, vended credentials). A commit through Horizon is a commit to the
 Snowflake table: Snowflake queries see the rows as soon as it lands.
@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from snowberg.identifiers import IcebergName
+from snowberg.core.identifiers import IcebergName
 from snowberg.sync.snapshots import ChangePlan, OnRewrite, SourceRewriteError, plan_changes, read_batches
 
 if TYPE_CHECKING:
@@ -270,7 +270,7 @@ def sync_iceberg(
         tx = table.transaction()
         schema = _target_arrow_schema(tx.table_metadata.schema())
         counts: dict[str, int] = {}
-        from snowberg.load import _write_data_files
+        from snowberg.load.run import _write_data_files
 
         batches = _counted_batches(source, plan, mapping, schema, counts)
         data_files = list(_write_data_files(table, tx, schema, batches, batch_rows))

@@ -38,8 +38,8 @@ from datetime import time as dtime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from snowberg import faults
-from snowberg.identifiers import TableName, quote_identifier
+from snowberg.core import faults
+from snowberg.core.identifiers import TableName, quote_identifier
 from snowberg.sync.ddl import TargetColumn, create_table_sql, target_columns
 from snowberg.sync.snapshots import OnRewrite, SourceRewriteError, plan_changes, read_batches
 

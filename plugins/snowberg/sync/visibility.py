@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from snowberg.identifiers import TableName
+from snowberg.core.identifiers import TableName
 from snowberg.sync.native import counts_by_lineage, state_for
 
 log = logging.getLogger(__name__)

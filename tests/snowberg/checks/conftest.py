@@ -42,14 +42,14 @@ def catalog(tmp_path: Path) -> Any:
 
 @pytest.fixture
 def use_catalog(monkeypatch: pytest.MonkeyPatch, catalog: Any) -> Any:
-    """Operators open catalog "lake" through ``snowberg.lake.open_catalog``: hand them ours."""
-    import snowberg.lake
+    """Operators open catalog "lake" through ``snowberg.iceberg.tables.open_catalog``: hand them ours."""
+    import snowberg.iceberg.tables
 
     def _open(name: str) -> Any:
         assert name == "lake", name
         return catalog
 
-    monkeypatch.setattr(snowberg.lake, "open_catalog", _open)
+    monkeypatch.setattr(snowberg.iceberg.tables, "open_catalog", _open)
     return catalog
 
 

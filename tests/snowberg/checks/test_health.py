@@ -113,7 +113,7 @@ def test_empty_table(catalog: Any, lake: Any) -> None:
 
 
 def test_operator_returns_report(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
-    from snowberg.operators.checks import TableHealthOperator
+    from snowberg.airflow.operators.checks import TableHealthOperator
 
     out = TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 10}).execute(context)
     assert out["healthy"] and out["data_files"] == 5 and out["partition_skew"] == 4.0
@@ -121,7 +121,7 @@ def test_operator_returns_report(use_catalog: Any, partitioned: Any, context: di
 
 
 def test_operator_fails_on_breach(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
-    from snowberg.operators.checks import SnowbergCheckFailed, TableHealthOperator
+    from snowberg.airflow.operators.checks import SnowbergCheckFailed, TableHealthOperator
 
     op = TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 2, "min_stats_coverage": 0.5}, table_name="sales")
     with pytest.raises(SnowbergCheckFailed) as ei:
@@ -134,14 +134,14 @@ def test_operator_fails_on_breach(use_catalog: Any, partitioned: Any, context: d
 
 
 def test_operator_warn_only(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
-    from snowberg.operators.checks import TableHealthOperator
+    from snowberg.airflow.operators.checks import TableHealthOperator
 
     out = TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 2, "fail_on_breach": False}).execute(context)
     assert out["healthy"] is False and out["breaches"][0]["metric"] == "partition_skew"
 
 
 def test_operator_missing_table(use_catalog: Any, context: dict[str, Any]) -> None:
-    from snowberg.operators.checks import SnowbergCheckFailed, TableHealthOperator
+    from snowberg.airflow.operators.checks import SnowbergCheckFailed, TableHealthOperator
 
     with pytest.raises(SnowbergCheckFailed, match="does not exist"):
         TableHealthOperator(task_id="h", table="lake.missing").execute(context)
@@ -150,7 +150,7 @@ def test_operator_missing_table(use_catalog: Any, context: dict[str, Any]) -> No
 def test_operator_rejects_bad_thresholds() -> None:
     from pydantic import ValidationError
 
-    from snowberg.operators.checks import TableHealthOperator
+    from snowberg.airflow.operators.checks import TableHealthOperator
 
     with pytest.raises(ValidationError, match="max_partition_skew"):
         TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 0.5})

@@ -13,7 +13,7 @@ OPERATORS = ("SnapshotFreshnessOperator", "TableHealthOperator", "VerifyExternal
 
 
 def _cls(name: str) -> Any:
-    import snowberg.operators.checks as mod
+    import snowberg.airflow.operators.checks as mod
 
     return getattr(mod, name)
 
@@ -34,8 +34,8 @@ def _dag() -> Any:
     import pendulum
     from airflow.sdk import DAG
 
-    from snowberg.alerts import build_notifiers
-    from snowberg.operators.checks import (
+    from snowberg.airflow.alerts import build_notifiers
+    from snowberg.airflow.operators.checks import (
         LakeProbeOperator,
         SnapshotFreshnessOperator,
         TableHealthOperator,
@@ -75,7 +75,7 @@ def test_templates_render(use_catalog: Any, orders: Any, context: dict[str, Any]
 def test_parsing_a_dag_with_the_operators_imports_nothing_heavy() -> None:
     code = (
         "import sys\n"
-        "import snowberg.operators.checks, snowberg.alerts\n"
+        "import snowberg.airflow.operators.checks, snowberg.airflow.alerts\n"
         "print([m for m in ('pyiceberg', 'pyarrow', 'pandas', 'boto3', 'snowflake.connector', 'slack_sdk') if m in sys.modules])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]

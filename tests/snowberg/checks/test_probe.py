@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from snowberg.checks import probe
-from snowberg.checks.volume import FAILED, PASSED, SKIPPED
+from snowberg.checks.external_volume import FAILED, PASSED, SKIPPED
 
 
 def _statuses(r: probe.ProbeResult) -> list[str]:
@@ -103,7 +103,7 @@ def test_writer_file_io_s3_table_on_moto(tmp_path: Path, s3_bucket: str, s3_prop
 
 
 def test_probe_operator_local(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
-    from snowberg.operators.checks import LakeProbeOperator
+    from snowberg.airflow.operators.checks import LakeProbeOperator
 
     out = LakeProbeOperator(task_id="probe", catalog="lake", table="lake.orders").execute(context)
     assert out["ok"] is True
@@ -111,13 +111,13 @@ def test_probe_operator_local(use_catalog: Any, orders: Any, context: dict[str, 
 
 
 def test_probe_operator_fails_with_the_step(monkeypatch: pytest.MonkeyPatch, s3_props: dict[str, str], context: dict[str, Any]) -> None:
-    import snowberg.lake
-    from snowberg.operators.checks import LakeProbeOperator, SnowbergCheckFailed
+    import snowberg.iceberg.tables
+    from snowberg.airflow.operators.checks import LakeProbeOperator, SnowbergCheckFailed
 
     class Cat:
         properties = {**s3_props, "warehouse": "s3://no-such-bucket-snowberg/wh"}
 
-    monkeypatch.setattr(snowberg.lake, "open_catalog", lambda name: Cat())
+    monkeypatch.setattr(snowberg.iceberg.tables, "open_catalog", lambda name: Cat())
     with pytest.raises(SnowbergCheckFailed) as ei:
         LakeProbeOperator(task_id="probe", catalog="lake").execute(context)
     assert ei.value.check == "lake_probe"

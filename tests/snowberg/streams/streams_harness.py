@@ -13,7 +13,7 @@ from typing import Any
 
 from stream_double import StreamDouble
 
-from snowberg.config import TableConfig
+from snowberg.config.table_config import TableConfig
 from snowberg.streams.settings import StreamSource
 from snowberg.streams.steps import cleanup_step, consume_step, load_step
 
@@ -25,7 +25,7 @@ def live_connect(database: str | None) -> Any:
     """A connection to the real account of the live lane (settings from SNOWBERG_LIVE_SNOWFLAKE_*)."""
     import snowflake.connector
 
-    from snowberg.snowflake_source import session_parameters
+    from snowberg.snowflake.source import session_parameters
 
     kw: dict[str, Any] = {
         "account": os.environ["SNOWBERG_LIVE_SNOWFLAKE_ACCOUNT"],
@@ -43,7 +43,7 @@ def live_connect(database: str | None) -> Any:
 
 def connect_kwargs(server: dict[str, Any]) -> dict[str, Any]:
     """The emulator's connect kwargs with snowberg's pinned session (TIMEZONE=UTC …) added."""
-    from snowberg.snowflake_source import session_parameters
+    from snowberg.snowflake.source import session_parameters
 
     kw = dict(server)
     kw["session_parameters"] = session_parameters(None, kw.get("session_parameters"))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from streams_harness import Harness
 
-from snowberg.operators.streams import (
+from snowberg.airflow.operators.streams import (
     SnowbergStreamChangesOperator,
     SnowbergStreamCleanupOperator,
     SnowbergStreamConsumeOperator,
@@ -30,7 +30,7 @@ def test_modules_a_dag_imports_have_no_heavy_module_level_imports() -> None:
     import importlib
 
     heavy = ("pyiceberg", "pyarrow", "pandas", "snowflake", "boto3", "fakesnow", "duckdb", "croniter")
-    light = ("snowberg.operators.streams", "snowberg.streams.settings", "snowberg.streams.params")
+    light = ("snowberg.airflow.operators.streams", "snowberg.streams.settings", "snowberg.streams.params")
     for name in light:
         mod = importlib.import_module(name)
         tree = ast.parse(Path(mod.__file__ or "").read_text())
@@ -78,7 +78,7 @@ def test_operators_run_a_capture_end_to_end(harness: Harness, monkeypatch: pytes
     for k, v in h.catalog_props.items():
         monkeypatch.setenv(f"PYICEBERG_CATALOG__LAKE__{k.upper()}", v)
     monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__TYPE", "sql")
-    monkeypatch.setattr("snowberg.operators.streams._StreamOperator.connect", lambda self, cfg: h.connect())
+    monkeypatch.setattr("snowberg.airflow.operators.streams._StreamOperator.connect", lambda self, cfg: h.connect())
     mirrored: dict[str, str] = {}
 
     class Variables:
@@ -88,7 +88,7 @@ def test_operators_run_a_capture_end_to_end(harness: Harness, monkeypatch: pytes
         def set(self, key: str, value: str) -> None:
             mirrored[key] = value
 
-    monkeypatch.setattr("snowberg.state.AirflowVariables", Variables)
+    monkeypatch.setattr("snowberg.iceberg.state.AirflowVariables", Variables)
     raw = _raw(h)
 
     def run(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -117,7 +117,7 @@ def test_operators_run_a_capture_end_to_end(harness: Harness, monkeypatch: pytes
 def test_build_stream_tasks_wires_a_dag() -> None:
     from airflow.sdk import DAG, Param
 
-    from snowberg.operators.streams import build_stream_tasks
+    from snowberg.airflow.operators.streams import build_stream_tasks
     from snowberg.streams.params import STREAM_PARAM_DEFAULTS, STREAM_PARAM_SCHEMAS
 
     cfg = {"name": "orders", "source": {"table": "DB.SRC.ORDERS"}, "target": "shop.orders", "primary_key": ["id"],

@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from snowberg.identifiers import TableName
+from snowberg.core.identifiers import TableName
+from snowberg.mapping.types import SnowflakeColumn
 from snowberg.streams import sql as S
 from snowberg.streams.errors import StaleStreamError, StreamGoingStaleError, StreamMissingError
 from snowberg.streams.settings import StreamSource
 from snowberg.streams.status import check_margin, parse_show_row, require_fresh
-from snowberg.types import SnowflakeColumn
 
 STREAM = TableName.parse("DB.SRC.ORDERS_STREAM")
 STAGING = TableName.parse("DB.STAGE.ORDERS_STAGING")

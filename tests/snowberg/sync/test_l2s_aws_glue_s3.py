@@ -14,8 +14,8 @@ import json
 import pytest
 from l2s_data import DATABASE, PAT, ROLE, orders, orders_schema
 
-from snowberg.catalogs import open_catalog
-from snowberg.identifiers import IcebergName, TableName
+from snowberg.core.identifiers import IcebergName, TableName
+from snowberg.iceberg.catalogs import open_catalog
 from snowberg.sync.horizon import sync_iceberg
 from snowberg.sync.native import load_native
 from snowberg.sync.visibility import check_native
@@ -67,8 +67,8 @@ def test_glue_catalog_from_an_airflow_connection_writes_to_s3(glue_conn, ns, mot
 
 def test_snowflake_to_glue_s3_and_back_to_a_native_table(glue_conn, ns, snowflake, moto_endpoint, s3_bucket) -> None:
     """Both directions on the local stack: emulator → (watermark load) → Glue/S3 → (lake sync) → emulator."""
-    from snowberg.config import TableConfig
-    from snowberg.load import load_window, plan_run
+    from snowberg.config.table_config import TableConfig
+    from snowberg.load.run import load_window, plan_run
 
     _, conn, db = snowflake
     cur = conn.cursor()
@@ -82,7 +82,7 @@ def test_snowflake_to_glue_s3_and_back_to_a_native_table(glue_conn, ns, snowflak
     lake.create_namespace_if_not_exists(ns)
 
     def snowflake_to_lake(run_id: str) -> None:
-        from snowberg.lake import load_table_or_none
+        from snowberg.iceberg.tables import load_table_or_none
 
         table = load_table_or_none(lake, cfg)
         window = plan_run(cfg, conn, table, run_id=run_id)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from l2s_data import DATABASE, PAT, ROLE
 
-from snowberg.catalogs import (
+from snowberg.iceberg.catalogs import (
     CatalogConfigError,
     catalog_properties,
     open_catalog,

@@ -6,7 +6,7 @@ import pytest
 from pyiceberg import types as it
 from pyiceberg.schema import Schema
 
-from snowberg.identifiers import IdentifierError, TableName
+from snowberg.core.identifiers import IdentifierError, TableName
 from snowberg.sync.ddl import (
     TYPE_TABLE,
     UnsupportedIcebergTypeError,

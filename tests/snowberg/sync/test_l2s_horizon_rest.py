@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from l2s_data import DATABASE, PAT, ROLE, orders, orders_schema
 
-from snowberg.catalogs import open_catalog
-from snowberg.identifiers import IcebergName
+from snowberg.core.identifiers import IcebergName
+from snowberg.iceberg.catalogs import open_catalog
 from snowberg.sync.horizon import (
     MODE,
     SOURCE_SNAPSHOT,
@@ -197,7 +197,7 @@ def test_wrong_pat_or_role_fails_at_the_token_exchange(horizon, connection) -> N
 
 
 def test_operator_runs_the_sync(lake, horizon, horizon_store, horizon_conn, connection, tmp_path) -> None:
-    from snowberg.operators.lake_to_snowflake import IcebergToSnowflakeIcebergOperator
+    from snowberg.airflow.operators.lake_to_snowflake import IcebergToSnowflakeIcebergOperator
 
     connection("lake", {"conn_type": "sqlite", "host": lake.properties["uri"].removeprefix("sqlite:///"),
                         "extra": {"warehouse": lake.properties["warehouse"]}})

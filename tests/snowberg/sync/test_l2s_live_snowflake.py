@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from l2s_data import orders, orders_schema
 
-from snowberg.catalogs import open_catalog
-from snowberg.identifiers import IcebergName, TableName
+from snowberg.core.identifiers import IcebergName, TableName
+from snowberg.iceberg.catalogs import open_catalog
 
 REQUIRED = ("ACCOUNT", "USER", "PAT", "ROLE", "DATABASE", "WAREHOUSE")
 ENV = {k: os.environ.get(f"SNOWBERG_LIVE_SNOWFLAKE_{k}") for k in (*REQUIRED, "SCHEMA")}
@@ -40,7 +40,7 @@ pytestmark = [
 
 @pytest.fixture
 def live(connection) -> Iterator[tuple[str, Any, str]]:
-    from snowberg.snowflake_source import snowflake_hook
+    from snowberg.snowflake.source import snowflake_hook
 
     conn_id = connection("snowflake_live", {
         "conn_type": "snowflake", "login": ENV["USER"], "password": ENV["PAT"],

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from l2s_data import orders, orders_schema
 
-from snowberg.identifiers import TableName
+from snowberg.core.identifiers import TableName
 from snowberg.sync import native
 from snowberg.sync.native import ConcurrentSyncError, load_native
 from snowberg.sync.snapshots import SourceRewriteError
@@ -143,7 +143,7 @@ def test_failure_after_commit_then_retry_appends_nothing(lake, snowflake, monkey
 def test_a_run_planned_from_a_stale_state_rolls_back(lake, snowflake, monkeypatch) -> None:
     """Two runs plan from the same state; the second to reach the guarded UPDATE writes nothing."""
     conn_id, conn, db = snowflake
-    from snowberg.snowflake_source import snowflake_hook
+    from snowberg.snowflake.source import snowflake_hook
 
     src = lake.create_table("shop.orders", schema=orders_schema())
     src.append(orders([1]))
@@ -253,7 +253,10 @@ def test_iceberg_visibility_check_compares_snowflake_count_with_the_catalog(snow
 
 
 def test_operators_load_then_check(lake, snowflake, connection) -> None:
-    from snowberg.operators.lake_to_snowflake import IcebergToSnowflakeNativeOperator, SnowflakeVisibilityCheckOperator
+    from snowberg.airflow.operators.lake_to_snowflake import (
+        IcebergToSnowflakeNativeOperator,
+        SnowflakeVisibilityCheckOperator,
+    )
 
     conn_id, conn, db = snowflake
     connection("lake", {"conn_type": "sqlite", "host": lake.properties["uri"].removeprefix("sqlite:///"),

@@ -1,0 +1,1 @@
+"""Everything Airflow-facing: the DAG factory, operators, notifiers."""

@@ -1,0 +1,217 @@
+"""Build one DAG per configured table. Called from the thin files in ``dags/``.
+
+Parse-time cost is the YAML read and pydantic validation; no connection,
+Variable or heavy library is touched until a task runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pendulum
+from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param
+
+from snowberg.airflow.alerts import build_notifiers
+from snowberg.airflow.operators.checks import (
+    SnapshotFreshnessOperator,
+    TableHealthOperator,
+    VerifyExternalVolumeOperator,
+)
+from snowberg.airflow.operators.incremental import SnowbergLoadOperator, SnowbergPlanOperator, SnowbergPublishOperator
+from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
+from snowberg.airflow.operators.streams import build_stream_tasks
+from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
+from snowberg.config.table_config import TableConfig, load_config
+from snowberg.core.durations import format_duration
+from snowberg.streams.params import STREAM_PARAM_DEFAULTS, STREAM_PARAM_SCHEMAS
+
+START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
+
+
+def table_asset(cfg: TableConfig) -> Asset:
+    """The Asset downstream DAGs schedule on: it changes when a load commits."""
+    n = cfg.iceberg_name
+    return Asset(uri=f"iceberg://{cfg.catalog}/{n.namespace}/{n.table}", name=f"iceberg_{cfg.catalog}_{n.namespace}_{n.table}")
+
+
+def _doc(cfg: TableConfig) -> str:
+    src = cfg.source.table or "custom query"
+    lines = [
+        f"## snowberg: {cfg.name}",
+        "",
+        cfg.description or "",
+        "",
+        f"* **Source**: Snowflake `{src}` (connection `{cfg.snowflake_conn_id}`)",
+        f"* **Target**: Iceberg `{cfg.target}` in catalog `{cfg.catalog}`",
+    ]
+    if cfg.stream:
+        lines.append(f"* **Stream**: `{cfg.stream.model_dump(exclude_none=True)}` (change capture, exactly once by batch id)")
+    if cfg.cursor:
+        lines += [
+            f"* **Cursor**: `{cfg.cursor.column}`, lookback {format_duration(cfg.cursor.lookback)}, "
+            f"commit lag {format_duration(cfg.cursor.commit_lag)}, NULL cursors: {cfg.cursor.null_policy.value}",
+        ]
+    lines += [
+        f"* **Write mode**: {cfg.effective_write_mode.value}" + (f" on key {cfg.primary_key}" if cfg.primary_key else ""),
+        f"* **Watermark mirror**: Variable `{cfg.variable_key}` (the table's snapshot summary is the truth)",
+    ]
+    if cfg.freshness_sla:
+        lines.append(f"* **Freshness SLA**: {format_duration(cfg.freshness_sla)}")
+    lines += [
+        "",
+        "Trigger with `window_start`/`window_end` to reload a window (a backfill: replaces that window in one",
+        "commit, never moves the watermark), `full_refresh` to rebuild, `dry_run` to plan only.",
+    ]
+    return "\n".join(lines)
+
+
+def _timetable(schedule: str | None) -> Any:
+    """Cron schedules get real data intervals, so a backfill run's interval is its window.
+
+    Airflow 3's default for a cron string is CronTriggerTimetable, whose data
+    interval is a single instant: a run created by the UI's Backfill dialog
+    (which sends no params) would have an empty window.
+    """
+    if schedule is None or schedule in ("@once", "@continuous"):
+        return schedule
+    return CronDataIntervalTimetable(schedule, timezone="UTC")
+
+
+def _default_args(cfg: TableConfig) -> dict[str, Any]:
+    args: dict[str, Any] = {"owner": cfg.owner, "retries": cfg.retries, "retry_delay": cfg.retry_delay}
+    notifiers = build_notifiers(cfg.alerts, table=cfg.name, dag_id=cfg.dag_id)
+    if notifiers:
+        # Task-level callbacks: they receive the exception, so the alert can
+        # say which check failed and what was observed.
+        args["on_failure_callback"] = notifiers
+    return args
+
+
+def _checks(cfg: TableConfig) -> list[Any]:
+    """Freshness and health tasks (metadata only); wired after loads and in the checks DAG."""
+    tasks: list[Any] = [
+        TableHealthOperator(task_id="table_health", table=cfg.target, catalog=cfg.catalog, thresholds=cfg.health,
+                            table_name=cfg.name),
+    ]
+    if cfg.freshness_sla is not None:
+        tasks.insert(0, SnapshotFreshnessOperator(task_id="check_freshness", table=cfg.target, catalog=cfg.catalog,
+                                                  freshness_sla=cfg.freshness_sla, table_name=cfg.name))
+    return tasks
+
+
+def build_checks_dag(cfg: TableConfig) -> DAG:
+    """Checks on their own schedule: a table that receives nothing at all still alerts."""
+    with DAG(
+        dag_id=f"{cfg.dag_id}__checks",
+        schedule=cfg.checks_schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["snowberg", "checks", *cfg.tags],
+        doc_md=f"## snowberg checks: {cfg.name}\n\nFreshness (SLA {format_duration(cfg.freshness_sla) if cfg.freshness_sla else 'none'}) "
+        f"and table health of Iceberg `{cfg.target}` from metadata only, on their own schedule, so a table that "
+        "stops receiving data alerts even when no load runs. See docs/checks-and-alerts.md.",
+        default_args=_default_args(cfg),
+    ) as dag:
+        checks = _checks(cfg)
+        if cfg.external_volume:
+            vol = VerifyExternalVolumeOperator(task_id="verify_external_volume", external_volume=cfg.external_volume,
+                                               snowflake_conn_id=cfg.snowflake_conn_id, catalog=cfg.catalog,
+                                               table=cfg.target, table_name=cfg.name)
+            vol >> checks
+    return dag
+
+
+def build_stream_dag(cfg: TableConfig) -> DAG:
+    """Change capture from a Snowflake Stream: consume → load → cleanup (docs/streams.md)."""
+    raw = cfg.model_dump(mode="json")
+    params = {k: Param(STREAM_PARAM_DEFAULTS[k], **s) for k, s in STREAM_PARAM_SCHEMAS.items()}
+    with DAG(
+        dag_id=cfg.dag_id,
+        schedule=cfg.schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["snowberg", "snowflake-stream-to-iceberg", *cfg.tags],
+        doc_md=_doc(cfg),
+        params=params,
+        default_args=_default_args(cfg),
+    ) as dag:
+        tasks = build_stream_tasks(raw, schedule=cfg.schedule, outlets=[table_asset(cfg)])
+        tasks["cleanup"] >> _checks(cfg)
+    return dag
+
+
+def build_dag(cfg: TableConfig) -> DAG:
+    if cfg.stream is not None:
+        return build_stream_dag(cfg)
+    raw = cfg.model_dump(mode="json")
+    params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
+    with DAG(
+        dag_id=cfg.dag_id,
+        schedule=_timetable(cfg.schedule),
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["snowberg", "snowflake-to-iceberg", *cfg.tags],
+        doc_md=_doc(cfg),
+        params=params,
+        default_args=_default_args(cfg),
+    ) as dag:
+        plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
+        if cfg.scale_out:
+            # Slices as mapped tasks (spread over Celery workers); one commit at the end.
+            load: Any = sliced_load(raw, plan, max_rows_per_slice=cfg.max_rows_per_slice, max_parallel=cfg.max_parallel_slices)
+        else:
+            load = SnowbergLoadOperator(task_id="load", table_config=raw, window=plan.output)
+            plan >> load
+        # Backfill runs do not count toward max_active_runs (Airflow 3 gives each
+        # backfill its own limit), so a backfill and a scheduled run of one table
+        # can be active together: one committing task of a table at a time, across
+        # all runs (docs/airflow-deployment.md).
+        load.max_active_tis_per_dag = 1
+        publish = SnowbergPublishOperator(task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)])
+        load >> publish >> _checks(cfg)
+    return dag
+
+
+def build_unload_dag(cfg: TableConfig) -> DAG:
+    """Push-down unload, triggered by hand: Snowflake writes Parquet to the lake, Iceberg registers it."""
+    assert cfg.unload is not None
+    raw = cfg.model_dump(mode="json")
+    params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
+    with DAG(
+        dag_id=f"{cfg.dag_id}__unload",
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["snowberg", "push-down-unload", *cfg.tags],
+        doc_md=f"## snowberg push-down unload: {cfg.name}\n\nSnowflake unloads the planned window as Parquet to "
+        f"stage `{cfg.unload.stage}`; the files are checked against the mapped types and registered in "
+        f"`{cfg.target}` with `add_files` in one commit. For big initial loads and full refreshes; see docs/performance.md.",
+        params=params,
+        default_args=_default_args(cfg),
+    ) as dag:
+        plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
+        unload = SnowbergUnloadOperator(task_id="unload", table_config=raw, window=plan.output, stage=cfg.unload.stage,
+                                        stage_url=cfg.unload.stage_url, prefix=cfg.unload.prefix,
+                                        max_file_size=cfg.unload.max_file_size)
+        publish = SnowbergPublishOperator(task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)])
+        plan >> unload >> publish
+    return dag
+
+
+def build_dags(config_path: str | Path) -> dict[str, Any]:
+    """All DAGs of a config file, keyed by DAG id (for ``globals().update``)."""
+    cfg = load_config(config_path)
+    dags: dict[str, Any] = {}
+    for t in cfg.tables:
+        dags[t.dag_id] = build_dag(t)
+        checks = build_checks_dag(t)
+        dags[checks.dag_id] = checks
+        if t.unload is not None and t.stream is None:
+            unload = build_unload_dag(t)
+            dags[unload.dag_id] = unload
+    return dags

@@ -1,0 +1,202 @@
+"""Operators for lake → Snowflake syncs: write, then check Snowflake sees the rows.
+
+Example (what ``dags/snowberg_syncs.py`` builds for each entry of
+``include/syncs.yaml``)::
+
+    # Into a Snowflake-managed Iceberg table through Horizon's Iceberg REST catalog
+    sync = IcebergToSnowflakeIcebergOperator(
+        task_id="sync",
+        source_catalog="lake", source_table="sales.orders",
+        target_catalog="snowflake_horizon",        # Airflow connection, conn_type snowflake (PAT as password)
+        target_table="SALES.ORDERS",
+    )
+    check = SnowflakeVisibilityCheckOperator(
+        task_id="check_visible", kind="iceberg", snowflake_conn_id="snowflake_horizon",
+        table="ANALYTICS.SALES.ORDERS", sync_result=sync.output,
+        target_catalog="snowflake_horizon", target_table="SALES.ORDERS",
+    )
+    sync >> check
+
+    # Into a native Snowflake table (INSERTs and the sync state in one transaction)
+    load = IcebergToSnowflakeNativeOperator(
+        task_id="sync", source_catalog="lake", source_table="sales.orders",
+        snowflake_conn_id="snowflake_default", target_table="ANALYTICS.SALES.ORDERS_NATIVE",
+    )
+    check = SnowflakeVisibilityCheckOperator(
+        task_id="check_visible", kind="native", snowflake_conn_id="snowflake_default",
+        table="ANALYTICS.SALES.ORDERS_NATIVE", sync_result=load.output,
+    )
+
+Catalogs, hooks and connections are opened in ``execute()`` only; module
+import costs nothing beyond Airflow's SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from airflow.sdk import BaseOperator
+
+from snowberg.core.identifiers import IcebergName, TableName
+
+
+def _source_table(catalog_ref: str, table: str) -> tuple[Any, str]:
+    from snowberg.iceberg.catalogs import open_catalog
+
+    name = IcebergName.parse(table)
+    catalog = open_catalog(catalog_ref)
+    return catalog.load_table((name.namespace, name.table)), f"{catalog_ref}:{name}"
+
+
+class IcebergToSnowflakeIcebergOperator(BaseOperator):
+    """Sync the source's new snapshots into a Snowflake-managed Iceberg table through a REST catalog.
+
+    Returns the ``IcebergSyncResult`` as a dict (XCom) for the visibility check.
+    ``on_rewrite``: ``fail`` (default) refuses overwrite/delete snapshots in the
+    source; ``full_reload`` replaces the target's rows with the source's.
+    """
+
+    template_fields: Sequence[str] = ("source_catalog", "source_table", "target_catalog", "target_table", "on_rewrite")
+    ui_color = "#e0f2ff"
+
+    def __init__(self, *, source_catalog: str, source_table: str, target_catalog: str, target_table: str,
+                 on_rewrite: Literal["fail", "full_reload"] = "fail", create_if_missing: bool = False,
+                 batch_rows: int = 250_000, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.source_catalog = source_catalog
+        self.source_table = source_table
+        self.target_catalog = target_catalog
+        self.target_table = target_table
+        self.on_rewrite = on_rewrite
+        self.create_if_missing = create_if_missing
+        self.batch_rows = batch_rows
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.sync.horizon import sync_iceberg
+
+        source, label = _source_table(self.source_catalog, self.source_table)
+        target = _target_name(self.target_table)
+        result = sync_iceberg(
+            source, open_catalog(self.target_catalog), target, source_label=label, run_id=context["run_id"],
+            on_rewrite=self.on_rewrite, create_if_missing=self.create_if_missing,  # type: ignore[arg-type]
+            batch_rows=self.batch_rows, logger=self.log,  # type: ignore[arg-type]
+        )
+        return result.to_dict()
+
+
+def _target_name(text: str) -> IcebergName:
+    """``SCHEMA.TABLE`` inside the REST catalog (Horizon: the Snowflake schema and table, any case, ``$`` allowed)."""
+    from snowberg.core.identifiers import validate_identifier
+
+    parts = text.split(".")
+    if len(parts) != 2:
+        raise ValueError(f"expected namespace.table, got {text!r}")
+    for p in parts:
+        validate_identifier(p, "target name part")
+    return IcebergName(parts[0], parts[1])
+
+
+class IcebergToSnowflakeNativeOperator(BaseOperator):
+    """Load the source's new snapshots into a native Snowflake table, exactly once.
+
+    Rows and the sync state (``state_table``, default
+    ``<db>.<schema>.SNOWBERG_SYNC_STATE``) commit in one Snowflake transaction.
+    Returns the ``NativeLoadResult`` as a dict (XCom).
+    """
+
+    template_fields: Sequence[str] = ("source_catalog", "source_table", "snowflake_conn_id", "target_table",
+                                      "state_table", "on_rewrite")
+    ui_color = "#d9f2e6"
+
+    def __init__(self, *, source_catalog: str, source_table: str, target_table: str,
+                 snowflake_conn_id: str = "snowflake_default", state_table: str | None = None,
+                 on_rewrite: Literal["fail", "full_reload"] = "fail",
+                 lineage_column: str | None = "_SNOWBERG_SOURCE_SNAPSHOT_ID", insert_batch_rows: int = 1000,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.source_catalog = source_catalog
+        self.source_table = source_table
+        self.snowflake_conn_id = snowflake_conn_id
+        self.target_table = target_table
+        self.state_table = state_table
+        self.on_rewrite = on_rewrite
+        self.lineage_column = lineage_column
+        self.insert_batch_rows = insert_batch_rows
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.sync.native import load_native
+
+        source, label = _source_table(self.source_catalog, self.source_table)
+        conn = snowflake_hook(self.snowflake_conn_id).get_conn()
+        try:
+            result = load_native(
+                source, conn, target=TableName.parse(self.target_table), source_label=label, run_id=context["run_id"],
+                state_table=TableName.parse(self.state_table) if self.state_table else None,
+                on_rewrite=self.on_rewrite,  # type: ignore[arg-type]
+                lineage_column=self.lineage_column, insert_batch_rows=self.insert_batch_rows,
+                logger=self.log,  # type: ignore[arg-type]
+            )
+        finally:
+            conn.close()
+        return result.to_dict()
+
+
+class SnowflakeVisibilityCheckOperator(BaseOperator):
+    """Fail unless Snowflake's SQL returns the rows the upstream sync committed.
+
+    ``kind="native"``: the state row and the per-snapshot lineage counts.
+    ``kind="iceberg"``: ``COUNT(*)`` equals the committed (or current) target
+    snapshot's live rows; give ``target_catalog``/``target_table`` so a later
+    commit by another writer is not mistaken for a failure.
+    """
+
+    template_fields: Sequence[str] = ("snowflake_conn_id", "table", "sync_result", "target_catalog", "target_table")
+    ui_color = "#fff3d6"
+
+    def __init__(self, *, kind: Literal["native", "iceberg"], snowflake_conn_id: str, table: str, sync_result: Any,
+                 target_catalog: str | None = None, target_table: str | None = None, timeout: float = 60.0,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if kind not in ("native", "iceberg"):
+            raise ValueError(f"kind must be 'native' or 'iceberg', not {kind!r}")
+        self.kind = kind
+        self.snowflake_conn_id = snowflake_conn_id
+        self.table = table
+        self.sync_result = sync_result
+        self.target_catalog = target_catalog
+        self.target_table = target_table
+        self.timeout = timeout
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.sync import visibility
+
+        result = self.sync_result
+        if not isinstance(result, dict):
+            raise TypeError(f"sync_result must be the upstream sync's XCom dict, got {type(result).__name__}")
+        conn = snowflake_hook(self.snowflake_conn_id).get_conn()
+        try:
+            if self.kind == "native":
+                return visibility.check_native(conn, result, logger=self.log)  # type: ignore[arg-type]
+            return visibility.check_iceberg(conn, TableName.parse(self.table), result,
+                                            current_rows=self._current_rows(), timeout=self.timeout,
+                                            logger=self.log)  # type: ignore[arg-type]
+        finally:
+            conn.close()
+
+    def _current_rows(self) -> Callable[[], int | None] | None:
+        """Re-reads the target's live row count from its catalog (None without catalog settings)."""
+        if not (self.target_catalog and self.target_table):
+            return None
+        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.sync.horizon import live_rows
+
+        catalog, ident = open_catalog(self.target_catalog), _target_name(self.target_table)
+
+        def current() -> int | None:
+            return live_rows(catalog.load_table((ident.namespace, ident.table)))
+
+        return current

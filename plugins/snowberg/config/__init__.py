@@ -1,0 +1,1 @@
+"""What users write: table configs, the YAML loader, run params."""

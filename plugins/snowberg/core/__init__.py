@@ -1,0 +1,1 @@
+"""Shared primitives every layer uses: durations, identifiers, failpoints."""

@@ -1,0 +1,1 @@
+"""The lake side: catalogs, tables, schema evolution, the watermark state."""

@@ -1,0 +1,167 @@
+"""Watermark state: committed in the Iceberg snapshot summary, mirrored to a Variable.
+
+The table is the source of truth. Every snowberg commit writes its state as
+snapshot summary properties (``snowberg.*``) in the same commit as the data,
+so state and rows can never disagree. The Airflow Variable is a convenience
+mirror for humans and dashboards: written only after the commit is read back,
+rebuilt from the table when it lags, and a loud failure when it is ahead of
+the table (the table lost commits: a restore or rollback someone must look at).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from snowberg.snowflake.source import parse_cursor_value
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
+
+PREFIX = "snowberg."
+WATERMARK = PREFIX + "watermark"
+CURSOR_KIND = PREFIX + "cursor-kind"
+RUN_ID = PREFIX + "run-id"
+MODE = PREFIX + "mode"
+WINDOW_LOW = PREFIX + "window-low"
+WINDOW_HIGH = PREFIX + "window-high"
+ROWS = PREFIX + "rows"
+VERSION = PREFIX + "version"
+
+
+class StateError(RuntimeError):
+    """Table state and its mirror disagree in a way that needs a human."""
+
+
+class ConcurrentCommitError(RuntimeError):
+    """Another run committed to the table since this run was planned."""
+
+
+@dataclass(frozen=True)
+class TableState:
+    watermark: str | None
+    cursor_kind: str | None
+    snapshot_id: int
+    run_id: str | None
+    mode: str | None
+    timestamp_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def ancestors(table: Table) -> Iterator[Snapshot]:
+    """The main branch's snapshots, newest first."""
+    snap = table.current_snapshot()
+    while snap is not None:
+        yield snap
+        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+
+
+def _props(snap: Snapshot) -> dict[str, str]:
+    summary = snap.summary
+    if summary is None:
+        return {}
+    return {k: v for k, v in summary.additional_properties.items() if k.startswith(PREFIX)}
+
+
+def read_state(table: Table | None) -> TableState | None:
+    """The newest snowberg state on the table's main branch (other writers' snapshots are skipped)."""
+    if table is None:
+        return None
+    for snap in ancestors(table):
+        props = _props(snap)
+        if WATERMARK in props:
+            return TableState(
+                watermark=props[WATERMARK] or None,
+                cursor_kind=props.get(CURSOR_KIND) or None,
+                snapshot_id=snap.snapshot_id,
+                run_id=props.get(RUN_ID),
+                mode=props.get(MODE),
+                timestamp_ms=snap.timestamp_ms,
+            )
+    return None
+
+
+def find_run_commit(table: Table | None, run_id: str, mode: str, window_high: str | None) -> Snapshot | None:
+    """The snapshot this run already committed for this window, if any (retries append nothing)."""
+    if table is None:
+        return None
+    for snap in ancestors(table):
+        p = _props(snap)
+        if p.get(RUN_ID) == run_id and p.get(MODE) == mode and (p.get(WINDOW_HIGH) or None) == window_high:
+            return snap
+    return None
+
+
+class VariableStore(Protocol):
+    def get(self, key: str) -> str | None: ...
+
+    def set(self, key: str, value: str) -> None: ...
+
+
+class AirflowVariables:
+    """``VariableStore`` on Airflow Variables (task-side SDK)."""
+
+    def get(self, key: str) -> str | None:
+        from airflow.sdk import Variable
+
+        return Variable.get(key, default=None)
+
+    def set(self, key: str, value: str) -> None:
+        from airflow.sdk import Variable
+
+        Variable.set(key, value)
+
+
+def mirror_value(state: TableState) -> str:
+    return json.dumps(
+        {"watermark": state.watermark, "cursor_kind": state.cursor_kind, "snapshot_id": state.snapshot_id, "run_id": state.run_id},
+        sort_keys=True,
+    )
+
+
+def reconcile(key: str, state: TableState | None, variables: VariableStore, table: Table | None) -> str:
+    """Bring the Variable in line with the table; return what was done.
+
+    * no Variable, or the table ahead of it (a crash after the commit) → adopt the table's
+    * the Variable ahead of the table → ``StateError``: the table lost commits
+    """
+    raw = variables.get(key)
+    if raw is None:
+        if state is not None:
+            variables.set(key, mirror_value(state))
+            return "adopted table state (Variable was missing)"
+        return "fresh table"
+    try:
+        mirror = json.loads(raw)
+        mirror_snapshot = int(mirror["snapshot_id"])
+        mirror_wm = mirror.get("watermark")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StateError(f"Variable {key!r} holds {raw!r}, not a snowberg watermark mirror; delete it to re-sync") from exc
+    if state is None:
+        raise StateError(
+            f"Variable {key!r} says watermark {mirror_wm!r} (snapshot {mirror_snapshot}) but the Iceberg table "
+            "has no snowberg commit: was it dropped or rolled back? Delete the Variable to start from the table."
+        )
+    if mirror_snapshot == state.snapshot_id:
+        return "in sync"
+    known = table is not None and table.snapshot_by_id(mirror_snapshot) is not None
+    kind = state.cursor_kind
+    ahead = False
+    if mirror_wm is not None and state.watermark is not None and kind:
+        ahead = parse_cursor_value(kind, mirror_wm) > parse_cursor_value(kind, state.watermark)
+    elif mirror_wm is not None and state.watermark is None:
+        ahead = True
+    if ahead or not known:
+        raise StateError(
+            f"Variable {key!r} is ahead of the table: it says watermark {mirror_wm!r} (snapshot {mirror_snapshot}), "
+            f"the table's last snowberg commit is snapshot {state.snapshot_id} with watermark {state.watermark!r}. "
+            "The table lost commits (restore, rollback or snapshot expiry?). Check the table, then delete the "
+            "Variable to re-sync from it."
+        )
+    variables.set(key, mirror_value(state))
+    return f"adopted table state (snapshot {state.snapshot_id}; Variable had {mirror_snapshot})"

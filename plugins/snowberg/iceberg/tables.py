@@ -1,0 +1,177 @@
+"""The Iceberg side: catalogs, table creation, schema evolution.
+
+Catalog settings never live in code. ``open_catalog(name)`` hands the name to
+pyiceberg's ``load_catalog``, which reads ``PYICEBERG_CATALOG__<NAME>__<KEY>``
+environment variables or ``~/.pyiceberg.yaml`` — the library's own, documented
+configuration — so a SQL catalog on SQLite, a REST catalog or Glue are all a
+matter of settings.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from snowberg.config.table_config import PartitionField, TableConfig
+from snowberg.mapping.types import MappedColumn, SchemaEvolutionError, arrow_type_for, can_hold, can_widen
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table, Transaction
+
+log = logging.getLogger(__name__)
+
+# pyiceberg 0.12 retries a conflicting commit by re-applying the append on top
+# of the new head. For snowberg that would let two runs commit the same
+# window, so tables snowberg creates turn it off: a conflict fails the run and
+# Airflow's retry re-plans from the table's new state.
+TABLE_PROPERTIES = {
+    "commit.retry.num-retries": "0",
+    "format-version": "2",
+    "write.parquet.compression-codec": "zstd",
+    "snowberg.managed": "true",
+}
+
+
+def open_catalog(name: str) -> Catalog:
+    """The catalog ``name`` refers to: an Airflow connection of that id, else pyiceberg's config.
+
+    See ``snowberg.iceberg.catalogs`` (SQL, REST/Horizon, Glue from connections; the
+    pyiceberg env/yaml config re-read on every call).
+    """
+    from snowberg.iceberg.catalogs import open_catalog as _open
+
+    return _open(name)
+
+
+def load_table_or_none(catalog: Catalog, cfg: TableConfig) -> Table | None:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    n = cfg.iceberg_name
+    try:
+        return catalog.load_table((n.namespace, n.table))
+    except NoSuchTableError:
+        return None
+
+
+def build_schema(columns: Sequence[MappedColumn]) -> Schema:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import ListType, NestedField
+
+    fields = []
+    next_id = 1
+    for c in columns:
+        t = c.iceberg_type
+        fid = next_id
+        next_id += 1
+        if isinstance(t, ListType):
+            t = ListType(element_id=next_id, element_type=t.element_type, element_required=t.element_required)
+            next_id += 1
+        fields.append(NestedField(field_id=fid, name=c.name, field_type=t, required=False))
+    return Schema(*fields)
+
+
+def _transform(text: str) -> Any:
+    from pyiceberg.transforms import parse_transform
+
+    return parse_transform(text)
+
+
+def build_partition_spec(schema: Schema, fields: Sequence[PartitionField], table_name: str) -> PartitionSpec:
+    from pyiceberg.partitioning import PartitionField as IcebergPartitionField
+    from pyiceberg.partitioning import PartitionSpec
+
+    out = []
+    for i, pf in enumerate(fields):
+        try:
+            src = schema.find_field(pf.column)
+        except ValueError:
+            raise SchemaEvolutionError(
+                f"table {table_name!r}: partition_by column {pf.column!r} is not a column of the source"
+            ) from None
+        transform = _transform(pf.transform)
+        if not transform.can_transform(src.field_type):
+            raise SchemaEvolutionError(
+                f"table {table_name!r}: partition transform {pf.transform} cannot apply to column "
+                f"{pf.column!r} of type {src.field_type}"
+            )
+        out.append(IcebergPartitionField(source_id=src.field_id, field_id=1000 + i, transform=transform, name=pf.name))
+    return PartitionSpec(*out)
+
+
+def create_table(catalog: Catalog, cfg: TableConfig, columns: Sequence[MappedColumn]) -> Table:
+    n = cfg.iceberg_name
+    catalog.create_namespace_if_not_exists(n.namespace)
+    schema = build_schema(columns)
+    spec = build_partition_spec(schema, cfg.partition_by, cfg.name)
+    props = dict(TABLE_PROPERTIES)
+    if cfg.primary_key:
+        props["snowberg.primary-key"] = ",".join(c.lower() for c in cfg.primary_key)
+    if cfg.cursor:
+        props["snowberg.cursor-column"] = cfg.cursor.column.lower()
+    log.info("creating Iceberg table %s (%d columns, partition %s)", n, len(columns), spec)
+    return catalog.create_table((n.namespace, n.table), schema=schema, partition_spec=spec, properties=props)
+
+
+def plan_schema_changes(table_schema: Schema, columns: Sequence[MappedColumn]) -> tuple[list[MappedColumn], list[tuple[MappedColumn, Any]]]:
+    """Columns to add, and columns to widen; raise when a change cannot be applied."""
+    add: list[MappedColumn] = []
+    widen: list[tuple[MappedColumn, Any]] = []
+    for c in columns:
+        try:
+            existing = table_schema.find_field(c.name)
+        except ValueError:
+            add.append(c)
+            continue
+        if can_hold(existing.field_type, c.iceberg_type):
+            continue
+        if can_widen(existing.field_type, c.iceberg_type):
+            widen.append((c, existing.field_type))
+            continue
+        raise SchemaEvolutionError(
+            f"column {c.source.name!r}: the Iceberg table has {existing.field_type}, the source is now "
+            f"{c.source.sql_type} (→ {c.iceberg_type}); Iceberg cannot change {existing.field_type} to "
+            f"{c.iceberg_type}. Nothing was written. Rebuild the table (full refresh into a new target) "
+            "or cast the column in a custom query."
+        )
+    return add, widen
+
+
+def apply_schema_changes(tx: Transaction, add: Sequence[MappedColumn], widen: Sequence[tuple[MappedColumn, Any]]) -> None:
+    if not add and not widen:
+        return
+    with tx.update_schema() as upd:
+        for c in add:
+            log.info("schema: adding column %s %s", c.name, c.iceberg_type)
+            upd.add_column(c.name, c.iceberg_type)
+        for c, old in widen:
+            log.info("schema: widening column %s %s → %s", c.name, old, c.iceberg_type)
+            upd.update_column(c.name, field_type=c.iceberg_type)
+
+
+def arrow_schema(schema: Schema) -> pa.Schema:
+    """The Arrow schema batches are cast to before they are written."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(f.name, arrow_type_for(f.field_type), nullable=not f.required) for f in schema.fields])
+
+
+def begin_write(catalog: Catalog, cfg: TableConfig, table: Table | None, columns: Sequence[MappedColumn]) -> tuple[Table, Transaction, pa.Schema, bool]:
+    """Create the table if missing, open a transaction with the schema changes applied.
+
+    Returns the table, the transaction, the Arrow schema batches must be cast
+    to, and whether the schema changed (a run with no rows still commits then).
+    Every snowberg write path starts here, so creation and evolution rules
+    are the same for watermark loads, streams and backfills.
+    """
+    if table is None:
+        table = create_table(catalog, cfg, columns)
+    tx = table.transaction()
+    add, widen = plan_schema_changes(tx.table_metadata.schema(), columns)
+    apply_schema_changes(tx, add, widen)
+    return table, tx, arrow_schema(tx.table_metadata.schema()), bool(add or widen)
+

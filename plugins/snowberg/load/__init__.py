@@ -1,0 +1,1 @@
+"""Snowflake to Iceberg watermark loads: plan, extract, slices, push-down unload, publish."""

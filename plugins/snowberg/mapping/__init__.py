@@ -1,0 +1,1 @@
+"""Snowflake types to Iceberg types, from Snowflake's own column metadata."""

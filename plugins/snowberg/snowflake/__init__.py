@@ -1,0 +1,1 @@
+"""Reading from Snowflake: the hook, session pinning, cursor values, queries."""

@@ -1,0 +1,330 @@
+"""Reading from Snowflake: connection, window planning and the extract query.
+
+All SQL built here follows two rules: identifiers are validated and quoted
+(``snowberg.core.identifiers``), values are bind parameters (pyformat, bound by the
+connector) and cast in SQL to the cursor's type.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from snowberg.config.table_config import TableConfig
+from snowberg.core.identifiers import TableName, quote_identifier
+from snowberg.mapping.types import SnowflakeColumn
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+# Session parameters snowberg pins on every connection, whatever the Airflow
+# connection says: results must not depend on a user's session defaults.
+PINNED_SESSION = {
+    "TIMEZONE": "UTC",
+    "TIMESTAMP_TYPE_MAPPING": "TIMESTAMP_NTZ",
+    "WEEK_START": 0,
+}
+
+
+def session_parameters(cfg: TableConfig | None, existing: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    params = dict(existing or {})
+    params.update(PINNED_SESSION)
+    fmt = "WKT" if cfg is not None and cfg.geo_format == "wkt" else "GeoJSON"
+    params["GEOGRAPHY_OUTPUT_FORMAT"] = fmt
+    params["GEOMETRY_OUTPUT_FORMAT"] = fmt
+    if cfg is not None:
+        params["QUERY_TAG"] = f"snowberg:{cfg.name}"
+    return params
+
+
+def _hook_class() -> type:
+    from airflow.providers.snowflake.hooks.snowflake import SnowflakeHook
+
+    class SnowbergSnowflakeHook(SnowflakeHook):
+        """The provider's hook, plus what snowberg needs from a connection.
+
+        * ``host``, ``port`` and ``protocol`` from the connection extras reach
+          the connector (the provider drops them; the local emulator speaks
+          plain http on its own port).
+        * The session TIMEZONE and output formats are pinned (``PINNED_SESSION``).
+        * NUMBER columns with a scale arrive as decimals, never floats.
+        """
+
+        def __init__(self, *args: Any, table_config: TableConfig | None = None, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._snowberg_cfg = table_config
+
+        @cached_property
+        def _get_conn_params(self) -> dict[str, Any]:  # type: ignore[override]
+            params: dict[str, Any] = dict(super()._get_conn_params)
+            extra = self.get_connection(self.snowflake_conn_id).extra_dejson
+            for key in ("host", "port", "protocol"):
+                if extra.get(key):
+                    params[key] = int(extra[key]) if key == "port" else extra[key]
+            params["session_parameters"] = session_parameters(self._snowberg_cfg, params.get("session_parameters"))
+            params["arrow_number_to_decimal"] = True
+            for empty in ("warehouse", "region", "role"):
+                if not params.get(empty):
+                    params.pop(empty, None)
+            return params
+
+    return SnowbergSnowflakeHook
+
+
+def snowflake_hook(conn_id: str, cfg: TableConfig | None = None) -> Any:
+    """Build the hook (from ``execute()`` only: it reads the connection)."""
+    return _hook_class()(snowflake_conn_id=conn_id, table_config=cfg)
+
+
+# ---------------------------------------------------------------------------
+# Cursor values
+
+
+CURSOR_KINDS = ("timestamp_ntz", "timestamp_tz", "date", "number")
+
+
+def cursor_kind(col: SnowflakeColumn) -> str:
+    if col.type == "TIMESTAMP_NTZ":
+        return "timestamp_ntz"
+    if col.type in ("TIMESTAMP_LTZ", "TIMESTAMP_TZ"):
+        return "timestamp_tz"
+    if col.type == "DATE":
+        return "date"
+    if col.type == "NUMBER":
+        return "number"
+    raise ValueError(
+        f"cursor column {col.name!r} is {col.sql_type}; a watermark cursor must be TIMESTAMP_*, DATE or NUMBER"
+    )
+
+
+_SQL_TYPE = {
+    "timestamp_ntz": "TIMESTAMP_NTZ(9)",
+    "timestamp_tz": "TIMESTAMP_TZ(9)",
+    "date": "DATE",
+    "number": "NUMBER(38,{scale})",
+}
+
+
+def format_cursor_value(kind: str, value: Any) -> str:
+    """Serialise a cursor value for the snapshot summary and bind parameters."""
+    if value is None:
+        raise ValueError("cursor value is NULL")
+    if kind == "timestamp_ntz":
+        if isinstance(value, datetime):
+            if value.tzinfo is not None:
+                value = value.astimezone(UTC).replace(tzinfo=None)
+            return value.isoformat(sep=" ", timespec="microseconds")
+        return str(datetime.fromisoformat(str(value)).isoformat(sep=" ", timespec="microseconds"))
+    if kind == "timestamp_tz":
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=UTC)
+            return value.astimezone(UTC).isoformat(sep=" ", timespec="microseconds")
+        return format_cursor_value(kind, parse_cursor_value(kind, str(value)))
+    if kind == "date":
+        if isinstance(value, datetime):
+            value = value.date()
+        if isinstance(value, date):
+            return value.isoformat()
+        return date.fromisoformat(str(value)).isoformat()
+    if kind == "number":
+        return str(Decimal(str(value)))
+    raise ValueError(f"unknown cursor kind {kind!r}")
+
+
+def parse_cursor_value(kind: str, text: str) -> Any:
+    """Inverse of ``format_cursor_value``: a comparable Python value."""
+    if kind == "timestamp_ntz":
+        v = datetime.fromisoformat(text)
+        return v.astimezone(UTC).replace(tzinfo=None) if v.tzinfo else v
+    if kind == "timestamp_tz":
+        v = datetime.fromisoformat(text)
+        return (v if v.tzinfo else v.replace(tzinfo=UTC)).astimezone(UTC)
+    if kind == "date":
+        return date.fromisoformat(text)
+    if kind == "number":
+        return Decimal(text)
+    raise ValueError(f"unknown cursor kind {kind!r}")
+
+
+def shift_cursor(kind: str, text: str, delta: timedelta) -> str:
+    """``text - delta`` for lookback (timestamps and dates only)."""
+    v = parse_cursor_value(kind, text)
+    if kind == "date":
+        days = -(-int(delta.total_seconds()) // 86400)
+        return format_cursor_value(kind, v - timedelta(days=days))
+    if kind == "number":
+        raise ValueError("lookback is a duration and does not apply to a NUMBER cursor")
+    return format_cursor_value(kind, v - delta)
+
+
+# ---------------------------------------------------------------------------
+# Windows
+
+
+@dataclass(frozen=True)
+class Window:
+    """The rows a run reads, fixed when the run is planned.
+
+    incremental: ``low < cursor <= high`` (``low`` None on the first run, or
+                 ``cursor >= initial_value`` when one is configured)
+    backfill:    ``low <= cursor < high`` (the run's data interval or params)
+    full_refresh: every row with ``cursor <= high`` (or every row, no cursor)
+    NULL cursor rows are added when the table's policy is ``include``.
+    """
+
+    mode: str  # incremental | backfill | full_refresh
+    cursor_column: str | None
+    cursor_kind: str | None
+    cursor_scale: int
+    low: str | None
+    low_inclusive: bool
+    high: str | None
+    high_inclusive: bool
+    include_nulls: bool
+    base_watermark: str | None  # the table's watermark when planned
+    base_snapshot_id: int | None
+    new_watermark: str | None  # what the commit records (backfills keep the base)
+    rows_in_window: int | None = None
+    null_rows: int = 0
+    planned_at: str = ""
+    run_id: str = ""
+    dry_run: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Window:
+        return cls(**dict(d))
+
+
+class SourceQuery:
+    """SQL text for one configured source."""
+
+    def __init__(self, cfg: TableConfig) -> None:
+        self.cfg = cfg
+        if cfg.source.table:
+            self.from_clause = TableName.parse(cfg.source.table).quoted()
+        else:
+            self.from_clause = f"({cfg.source.query}) AS snowberg_src"
+        self.cursor_sql = quote_identifier(cfg.cursor.column, "cursor column") if cfg.cursor else None
+
+    def describe_cursor_sql(self) -> str:
+        return f"SELECT {self.cursor_sql} FROM {self.from_clause} LIMIT 0"
+
+    def _typed(self, window_kind: str, scale: int, param: str) -> str:
+        return f"CAST(%({param})s AS {_SQL_TYPE[window_kind].format(scale=scale)})"
+
+    def high_expr(self, kind: str, lag: timedelta) -> str:
+        secs = int(lag.total_seconds())
+        if kind == "timestamp_ntz":
+            return f"DATEADD(second, {-secs}, CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ))"
+        if kind == "timestamp_tz":
+            return f"DATEADD(second, {-secs}, CURRENT_TIMESTAMP())"
+        if kind == "date":
+            days = -(-secs // 86400)
+            return f"DATEADD(day, {-days}, CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS DATE))"
+        if secs:
+            raise ValueError("commit_lag is a duration and does not apply to a NUMBER cursor; set it to 0")
+        return f"(SELECT MAX({self.cursor_sql}) FROM {self.from_clause})"
+
+    def predicate(self, w: Window) -> tuple[str, dict[str, Any]]:
+        """WHERE clause text and its bind parameters."""
+        if self.cursor_sql is None or w.cursor_kind is None:
+            return "TRUE", {}
+        parts: list[str] = []
+        params: dict[str, Any] = {}
+        c = self.cursor_sql
+        if w.low is not None:
+            parts.append(f"{c} {'>=' if w.low_inclusive else '>'} {self._typed(w.cursor_kind, w.cursor_scale, 'low')}")
+            params["low"] = w.low
+        if w.high is not None:
+            parts.append(f"{c} {'<=' if w.high_inclusive else '<'} {self._typed(w.cursor_kind, w.cursor_scale, 'high')}")
+            params["high"] = w.high
+        text = " AND ".join(parts) if parts else f"{c} IS NOT NULL"
+        if w.include_nulls:
+            text = f"({text}) OR {c} IS NULL"
+        return text, params
+
+    def extract_sql(self, w: Window) -> tuple[str, dict[str, Any]]:
+        where, params = self.predicate(w)
+        return f"SELECT * FROM {self.from_clause} WHERE {where}", params
+
+    def plan_sql(self, kind: str, scale: int, low: str | None, low_inclusive: bool, lag: timedelta, count_nulls: bool) -> tuple[str, dict[str, Any]]:
+        """One query: the window's upper bound from Snowflake's clock, and what lies in the window.
+
+        A run with nothing new costs exactly this query (plus a compile-only
+        ``LIMIT 0`` describe of the cursor column).
+        """
+        c = self.cursor_sql
+        params: dict[str, Any] = {}
+        cond = []
+        if low is not None:
+            cond.append(f"{c} {'>=' if low_inclusive else '>'} {self._typed(kind, scale, 'low')}")
+            params["low"] = low
+        inner_where = " AND ".join(cond) if cond else "TRUE"
+        if count_nulls:
+            inner_where = f"({inner_where}) OR {c} IS NULL"
+        sql = (
+            f"SELECT h.hi AS high, COUNT(s.c) AS rows_in_window, COUNT(s.one) - COUNT(s.c) AS null_rows, "
+            f"MIN(s.c) AS min_cursor, MAX(s.c) AS max_cursor "
+            f"FROM (SELECT {self.high_expr(kind, lag)} AS hi) h "
+            f"LEFT JOIN (SELECT {c} AS c, 1 AS one FROM {self.from_clause} WHERE {inner_where}) s "
+            f"ON (s.c <= h.hi OR s.c IS NULL) "
+            f"GROUP BY h.hi"
+        )
+        return sql, params
+
+
+def describe_cursor(cur: Any, sq: SourceQuery) -> SnowflakeColumn:
+    cur.execute(sq.describe_cursor_sql())
+    md = (getattr(cur, "_description", None) or cur.description)[0]
+    return SnowflakeColumn.from_metadata(md)
+
+
+def result_columns(cur: Any) -> list[SnowflakeColumn]:
+    """Snowflake's own column metadata for the current result."""
+    mds = getattr(cur, "_description", None) or cur.description
+    return [SnowflakeColumn.from_metadata(md) for md in mds]
+
+
+class Progress:
+    """Logs rows, bytes and rate at most every ``every`` seconds."""
+
+    def __init__(self, what: str, logger: logging.Logger, every: float = 10.0) -> None:
+        self.what, self.log, self.every = what, logger, every
+        self.rows = 0
+        self.bytes = 0
+        self.started = time.monotonic()
+        self._last = self.started
+
+    def add(self, rows: int, nbytes: int) -> None:
+        self.rows += rows
+        self.bytes += nbytes
+        now = time.monotonic()
+        if now - self._last >= self.every:
+            self._last = now
+            self.log.info("%s: %s", self.what, self.summary())
+
+    def summary(self) -> str:
+        secs = max(time.monotonic() - self.started, 1e-9)
+        return (
+            f"{self.rows:,} rows, {self.bytes / 1e6:,.1f} MB in {secs:,.1f} s "
+            f"({self.rows / secs:,.0f} rows/s, {self.bytes / 1e6 / secs:,.1f} MB/s)"
+        )
+
+
+def fetch_batches(cur: Any) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of the current result, as the connector streams them."""
+    for table in cur.fetch_arrow_batches():
+        yield from table.to_batches()

@@ -1,0 +1,123 @@
+"""A bad table config fails the DAG import with a message naming the table and the field."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snowberg.config.table_config import ConfigError, NullCursorPolicy, WriteMode, load_config, parse_config
+
+GOOD: dict[str, Any] = {
+    "tables": [
+        {
+            "name": "orders",
+            "source": {"table": "DB.SHOP.ORDERS"},
+            "target": "shop.orders",
+            "cursor": {"column": "updated_at", "lookback": "10m", "commit_lag": "PT30S", "null_policy": "exclude"},
+            "primary_key": ["order_id"],
+            "partition_by": ["day(updated_at)", "bucket[16](order_id)", "truncate[4](status)", "identity(region)", "region"],
+            "schedule": "@hourly",
+            "freshness_sla": "2h",
+        }
+    ]
+}
+
+
+def test_good_config_parses_every_field() -> None:
+    t = parse_config(GOOD).tables[0]
+    assert t.cursor is not None
+    assert t.cursor.lookback == timedelta(minutes=10)
+    assert t.cursor.commit_lag == timedelta(seconds=30)
+    assert t.cursor.null_policy is NullCursorPolicy.EXCLUDE
+    assert t.effective_write_mode is WriteMode.MERGE
+    assert [(p.column, p.transform) for p in t.partition_by] == [
+        ("updated_at", "day"), ("order_id", "bucket[16]"), ("status", "truncate[4]"), ("region", "identity"), ("region", "identity"),
+    ]
+    assert t.freshness_sla == timedelta(hours=2)
+    assert t.dag_id == "snowberg_orders"
+    assert t.variable_key == "snowberg__shop__orders__watermark"
+
+
+def _bad(mutate: Any) -> str:
+    cfg = copy.deepcopy(GOOD)
+    mutate(cfg["tables"][0])
+    with pytest.raises(ConfigError) as exc:
+        parse_config(cfg, source="tables.yaml")
+    return str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "words"),
+    [
+        (lambda t: t.update(colour="blue"), "colour", "unknown key"),
+        (lambda t: t["cursor"].update(colum="x"), "cursor.colum", "unknown key"),
+        (lambda t: t.update(target="shop.orders; drop table x"), "target", "invalid"),
+        (lambda t: t.update(target="orders"), "target", "namespace.table"),
+        (lambda t: t["source"].update(table="DB.SHOP.ORD ERS"), "source.table", "invalid"),
+        (lambda t: t["source"].update(table='DB.SHOP."X";--'), "source.table", "invalid"),
+        (lambda t: t["cursor"].update(column="updated_at OR 1=1"), "cursor.column", "invalid"),
+        (lambda t: t.update(primary_key=["id;"]), "primary_key", "invalid"),
+        (lambda t: t.update(partition_by=["week(updated_at)"]), "partition_by.0", "bad partition transform"),
+        (lambda t: t.update(partition_by=["bucket(order_id)"]), "partition_by.0", "bad partition transform"),
+        (lambda t: t.update(partition_by=["bucket[0](order_id)"]), "partition_by.0", "positive"),
+        (lambda t: t.pop("target"), "target", "Field required"),
+        (lambda t: t.pop("source"), "source", "Field required"),
+        (lambda t: t["cursor"].pop("column"), "cursor.column", "Field required"),
+        (lambda t: t["cursor"].update(lookback="soon"), "cursor.lookback", "not a duration"),
+        (lambda t: t["cursor"].update(null_policy="ignore"), "cursor.null_policy", "raise"),
+        (lambda t: t.update(freshness_sla="-"), "freshness_sla", "not a duration"),
+        (lambda t: t["source"].update(query="SELECT 1"), "source", "exactly one"),
+        (lambda t: t.update(source={"query": "DELETE FROM x"}), "source.query", "SELECT"),
+        (lambda t: t.update(source={"query": "SELECT 1; DROP TABLE x"}), "source.query", "single statement"),
+        (lambda t: t.update(primary_key=[]), "<entry>", "lookback needs primary_key"),
+        (lambda t: t.update(name="Orders-1"), "name", "lower-case"),
+    ],
+)
+def test_bad_config_names_table_and_field(mutate: Any, field: str, words: str) -> None:
+    msg = _bad(mutate)
+    assert "table 'orders'" in msg or "table 'Orders-1'" in msg
+    assert f"field '{field}'" in msg
+    assert words in msg
+
+
+def test_null_include_needs_primary_key() -> None:
+    msg = _bad(lambda t: (t.update(primary_key=[]), t["cursor"].update(lookback=0, null_policy="include")))
+    assert "null_policy 'include' needs primary_key" in msg
+
+
+def test_duplicate_targets_rejected() -> None:
+    cfg = copy.deepcopy(GOOD)
+    second = copy.deepcopy(cfg["tables"][0])
+    second["name"] = "orders2"
+    cfg["tables"].append(second)
+    with pytest.raises(ConfigError, match="table 'orders2'.*duplicate"):
+        parse_config(cfg)
+
+
+def test_defaults_apply_and_table_overrides(tmp_path: Path) -> None:
+    p = tmp_path / "t.yaml"
+    p.write_text(
+        "defaults: {owner: team-x, retries: 5, catalog: glue}\n"
+        "tables:\n"
+        "  - {name: a, source: {table: D.S.A}, target: n.a, cursor: {column: u}}\n"
+        "  - {name: b, source: {table: D.S.B}, target: n.b, cursor: {column: u}, retries: 1}\n"
+    )
+    a, b = load_config(p).tables
+    assert (a.owner, a.retries, a.catalog) == ("team-x", 5, "glue")
+    assert b.retries == 1
+
+
+def test_not_yaml_is_a_config_error(tmp_path: Path) -> None:
+    p = tmp_path / "t.yaml"
+    p.write_text("tables: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(p)
+
+
+def test_repo_config_is_valid() -> None:
+    cfg = load_config(Path(__file__).resolve().parents[3] / "include" / "tables.yaml")
+    assert {t.name for t in cfg.tables} >= {"demo_orders"}

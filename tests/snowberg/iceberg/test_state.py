@@ -1,0 +1,52 @@
+"""The Variable mirror follows the table, never the other way round."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from snowberg.iceberg import state
+
+
+def _table(catalog: Any, watermarks: list[str | None]) -> Any:
+    catalog.create_namespace_if_not_exists("n")
+    t = catalog.create_table("n.t", schema=pa.schema([("x", pa.int64())]))
+    for i, wm in enumerate(watermarks):
+        props = {"other": "writer"} if wm is None else {
+            state.WATERMARK: wm, state.CURSOR_KIND: "timestamp_ntz", state.RUN_ID: f"r{i}", state.MODE: "incremental"}
+        t.append(pa.table({"x": [i]}), snapshot_properties=props)
+    return catalog.load_table("n.t")
+
+
+def test_read_state_skips_other_writers(catalog: Any) -> None:
+    t = _table(catalog, ["2026-01-01 00:00:00.000000", None])  # e.g. a compaction after our commit
+    st = state.read_state(t)
+    assert st is not None and st.watermark == "2026-01-01 00:00:00.000000" and st.run_id == "r0"
+
+
+def test_reconcile_adopts_missing_or_behind(catalog: Any, variables: Any) -> None:
+    t = _table(catalog, ["2026-01-01 00:00:00.000000", "2026-01-02 00:00:00.000000"])
+    st = state.read_state(t)
+    assert state.reconcile("k", st, variables, t).startswith("adopted table state (Variable was missing)")
+    older = t.snapshots()[0]
+    variables["k"] = json.dumps({"watermark": "2026-01-01 00:00:00.000000", "snapshot_id": older.snapshot_id})
+    assert "adopted" in state.reconcile("k", st, variables, t)
+    assert json.loads(variables["k"])["snapshot_id"] == st.snapshot_id
+    assert state.reconcile("k", st, variables, t) == "in sync"
+
+
+def test_reconcile_refuses_a_mirror_ahead_or_unknown(catalog: Any, variables: Any) -> None:
+    t = _table(catalog, ["2026-01-01 00:00:00.000000"])
+    st = state.read_state(t)
+    variables["k"] = json.dumps({"watermark": "2026-02-01 00:00:00.000000", "snapshot_id": 1})
+    with pytest.raises(state.StateError, match="ahead of the table"):
+        state.reconcile("k", st, variables, t)
+    variables["k"] = "not json"
+    with pytest.raises(state.StateError, match="not a snowberg watermark mirror"):
+        state.reconcile("k", st, variables, t)
+    variables["k"] = json.dumps({"watermark": "x", "snapshot_id": 5})
+    with pytest.raises(state.StateError, match="no snowberg commit"):
+        state.reconcile("k", None, variables, None)
