@@ -106,12 +106,16 @@ def parse_once(n: int, *, sliced: bool = False, workdir: Path | None = None) -> 
         config.write_text(yaml.safe_dump(tables_config(n), sort_keys=False))
     run = subprocess.run(
         [sys.executable, "-c", PROBE, str(REPO / "dags" / "snowberg_tables.py"), "1" if sliced else "0"],
-        cwd=REPO, env=child_env(config), capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        env=child_env(config),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     line = next((ln for ln in run.stdout.splitlines() if ln.startswith("PARSE ")), None)
     if line is None:
         raise RuntimeError(f"parse probe failed:\n{run.stdout[-2000:]}\n{run.stderr[-4000:]}")
-    return dict(json.loads(line[len("PARSE "):]))
+    return dict(json.loads(line[len("PARSE ") :]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,8 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"import errors: {r0['errors']}")
             return 1
         label = "plan → load → publish (+ checks DAG)" if not sliced else "with mapped slices in every DAG"
-        print(f"| {label} | {args.tables} | {r0['dags']} | {r0['tasks']} | {statistics.median(secs):.2f} "
-              f"[{min(secs):.2f}–{max(secs):.2f}] | < 2 s | {r0['heavy'] or 'none'} |")
+        print(
+            f"| {label} | {args.tables} | {r0['dags']} | {r0['tasks']} | {statistics.median(secs):.2f} "
+            f"[{min(secs):.2f}–{max(secs):.2f}] | < 2 s | {r0['heavy'] or 'none'} |"
+        )
     return 0
 
 

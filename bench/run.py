@@ -39,13 +39,20 @@ REPO = Path(__file__).resolve().parent.parent
 def run_phase(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one phase in a fresh interpreter; add the parent's view of its wall time."""
     t = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "bench.worker", json.dumps(spec)], cwd=REPO, capture_output=True, text=True,
-                          env=child_env())
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.worker", json.dumps(spec)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=child_env(),
+    )
     wall = time.monotonic() - t
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
-        raise RuntimeError(f"phase {spec['phase']} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
-    out: dict[str, Any] = json.loads(line[len("RESULT "):])
+        raise RuntimeError(
+            f"phase {spec['phase']} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
+    out: dict[str, Any] = json.loads(line[len("RESULT ") :])
     out["wall"] = wall
     return out
 
@@ -65,8 +72,17 @@ def child_env() -> dict[str, str]:
 
 
 def warm_bytecode_cache() -> None:
-    subprocess.run([sys.executable, "-c", "import bench.worker, snowberg.load.run, snowberg.load.slices, pyiceberg.catalog.sql, "
-                    "pyarrow.parquet, snowflake.connector, pyiceberg.io.pyarrow"], cwd=REPO, env=child_env(), check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import bench.worker, snowberg.load.run, snowberg.load.slices, pyiceberg.catalog.sql, "
+            "pyarrow.parquet, snowflake.connector, pyiceberg.io.pyarrow",
+        ],
+        cwd=REPO,
+        env=child_env(),
+        check=True,
+    )
 
 
 def server_peak_mb(pid: int) -> float | None:
@@ -105,7 +121,7 @@ def summarise(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def table_lines(summaries: list[dict[str, Any]]) -> list[str]:
-    head = ("| phase | runs | rows | wall s (process) | in-process s | rows/s (process) | peak RSS MB | data files | commits | queries |")
+    head = "| phase | runs | rows | wall s (process) | in-process s | rows/s (process) | peak RSS MB | data files | commits | queries |"
     sep = "|---|---|---|---|---|---|---|---|---|---|"
     out = [head, sep]
     for s in summaries:
@@ -122,10 +138,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--slice-rows", type=int, default=250_000, help="max_rows_per_slice for snowberg runs (0: no slicing)")
-    ap.add_argument("--memory-rows", default=None, help="comma list of sizes for the memory check (default rows/5,rows)")
-    ap.add_argument("--memory-slice-rows", type=int, default=None,
-                    help="max_rows_per_slice for the memory check (default: the smaller size / 4, so both runs are sliced)")
+    ap.add_argument(
+        "--slice-rows", type=int, default=250_000, help="max_rows_per_slice for snowberg runs (0: no slicing)"
+    )
+    ap.add_argument(
+        "--memory-rows", default=None, help="comma list of sizes for the memory check (default rows/5,rows)"
+    )
+    ap.add_argument(
+        "--memory-slice-rows",
+        type=int,
+        default=None,
+        help="max_rows_per_slice for the memory check (default: the smaller size / 4, so both runs are sliced)",
+    )
     ap.add_argument("--workers", type=int, default=2, help="mapped slice processes at a time")
     ap.add_argument("--skip-mapped", action="store_true")
     ap.add_argument("--skip-memory", action="store_true")
@@ -139,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
 
     root = Path(args.root or tempfile.mkdtemp(prefix="snowberg-bench-"))
     root.mkdir(parents=True, exist_ok=True)
-    mem_sizes = [int(x) for x in args.memory_rows.split(",")] if args.memory_rows else [max(args.rows // 5, 1000), args.rows]
+    mem_sizes = (
+        [int(x) for x in args.memory_rows.split(",")] if args.memory_rows else [max(args.rows // 5, 1000), args.rows]
+    )
     if args.memory_slice_rows is None:
         args.memory_slice_rows = max(min(mem_sizes) // 4, 1000)
     results: dict[str, Any] = {"args": vars(args), "machine": machine()}
@@ -161,13 +187,15 @@ def main(argv: list[str] | None = None) -> int:
             seed(conn, orders=args.rows)
             print(f"# seeded in {time.monotonic() - t:.1f}s", flush=True)
             base = {"port": fs.port}
-            runs: dict[str, list[dict[str, Any]]] = {k: [] for k in ("raw_full", "sb_full", "sb_incr", "raw_incr", "sb_none")}
+            runs: dict[str, list[dict[str, Any]]] = {
+                k: [] for k in ("raw_full", "sb_full", "sb_incr", "raw_incr", "sb_none")
+            }
             for r in range(args.repeats):
                 lk = lake(f"lake-{r}")
                 sb = {**base, **lk, "phase": "snowberg", "slice_rows": args.slice_rows}
                 raw = {**base, **lk, "phase": "raw", "target": "bench.raw_orders"}
                 order = [("raw_full", raw), ("sb_full", {**sb, "run_id": f"full-{r}"})]
-                for name, spec in (order if r % 2 == 0 else order[::-1]):
+                for name, spec in order if r % 2 == 0 else order[::-1]:
                     runs[name].append(run_phase(spec))
                 cur = conn.cursor()
                 cur.execute("SELECT MAX(UPDATED_AT) FROM SNOWBERG_DEMO.SHOP.ORDERS")
@@ -175,11 +203,14 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.01)
                 touched = touch_orders(conn, args.rows // 100)
                 order = [("sb_incr", {**sb, "run_id": f"incr-{r}"}), ("raw_incr", {**raw, "since": since})]
-                for name, spec in (order if r % 2 == 0 else order[::-1]):
+                for name, spec in order if r % 2 == 0 else order[::-1]:
                     runs[name].append(run_phase(spec))
                 runs["sb_none"].append(run_phase({**sb, "run_id": f"none-{r}"}))
-                print(f"# repeat {r + 1}/{args.repeats}: touched {touched:,}; "
-                      + ", ".join(f"{k} {v[-1]['wall']:.1f}s" for k, v in runs.items()), flush=True)
+                print(
+                    f"# repeat {r + 1}/{args.repeats}: touched {touched:,}; "
+                    + ", ".join(f"{k} {v[-1]['wall']:.1f}s" for k, v in runs.items()),
+                    flush=True,
+                )
             results["main"] = {k: v for k, v in runs.items()}
 
             # ------------------------------------------------------------ mapped slices
@@ -187,8 +218,11 @@ def main(argv: list[str] | None = None) -> int:
                 mapped = []
                 for r in range(args.repeats):
                     mapped.append(run_mapped(base, lake(f"mapped-{r}"), args, r))
-                    print(f"# mapped {r + 1}/{args.repeats}: {mapped[-1]['wall']:.1f}s "
-                          f"({mapped[-1]['slices']} slices, {args.workers} at a time)", flush=True)
+                    print(
+                        f"# mapped {r + 1}/{args.repeats}: {mapped[-1]['wall']:.1f}s "
+                        f"({mapped[-1]['slices']} slices, {args.workers} at a time)",
+                        flush=True,
+                    )
                 results["mapped"] = mapped
             if args.rows in mem_sizes and not args.skip_memory:
                 results.setdefault("memory", {})[args.rows] = memory_runs(base, lake, args, args.rows)
@@ -223,16 +257,35 @@ def run_mapped(base: dict[str, Any], lk: dict[str, Any], args: argparse.Namespac
     d = Path(lk["lake"])
     common = {**base, **lk}
     t = time.monotonic()
-    prep = run_phase({**common, "phase": "prepare", "run_id": f"mapped-{r}", "slice_rows": args.slice_rows, "out": str(d / "plan.json")})
+    prep = run_phase(
+        {
+            **common,
+            "phase": "prepare",
+            "run_id": f"mapped-{r}",
+            "slice_rows": args.slice_rows,
+            "out": str(d / "plan.json"),
+        }
+    )
     tasks = json.loads((d / "plan.json").read_text())["tasks"]
     outs = [str(d / f"slice-{i}.json") for i in range(len(tasks))]
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
-        slices = list(pool.map(lambda it: run_phase({**common, "phase": "slice", "task": it[0], "out": it[1]}), zip(tasks, outs, strict=True)))
+        slices = list(
+            pool.map(
+                lambda it: run_phase({**common, "phase": "slice", "task": it[0], "out": it[1]}),
+                zip(tasks, outs, strict=True),
+            )
+        )
     commit = run_phase({**common, "phase": "commit", "plan": str(d / "plan.json"), "results": outs})
     return {
-        "wall": time.monotonic() - t, "slices": len(tasks), "rows": commit["rows"], "status": commit["status"],
-        "data_files": commit["data_files"], "prepare": prep["wall"], "slice_walls": [s["wall"] for s in slices],
-        "commit": commit["wall"], "slice_rss_mb": max((s["rss_mb"] for s in slices), default=0.0),
+        "wall": time.monotonic() - t,
+        "slices": len(tasks),
+        "rows": commit["rows"],
+        "status": commit["status"],
+        "data_files": commit["data_files"],
+        "prepare": prep["wall"],
+        "slice_walls": [s["wall"] for s in slices],
+        "commit": commit["wall"],
+        "slice_rss_mb": max((s["rss_mb"] for s in slices), default=0.0),
     }
 
 
@@ -264,8 +317,13 @@ def machine() -> dict[str, Any]:
 
 def render(results: dict[str, Any], args: argparse.Namespace, mem_sizes: list[int]) -> list[str]:
     m = results["main"]
-    names = {"raw_full": "raw limit: full", "sb_full": "snowberg: full load", "raw_incr": "raw limit: 1% changed (append)",
-             "sb_incr": "snowberg: incremental 1% (merge)", "sb_none": "snowberg: nothing new"}
+    names = {
+        "raw_full": "raw limit: full",
+        "sb_full": "snowberg: full load",
+        "raw_incr": "raw limit: 1% changed (append)",
+        "sb_incr": "snowberg: incremental 1% (merge)",
+        "sb_none": "snowberg: nothing new",
+    }
     sums = {k: summarise(names[k], v) for k, v in m.items()}
     lines = [
         "",
@@ -277,7 +335,10 @@ def render(results: dict[str, Any], args: argparse.Namespace, mem_sizes: list[in
     ]
     med = statistics.median
     full_ratio = [s / r for s, r in zip(sums["sb_full"]["rows_per_s"], sums["raw_full"]["rows_per_s"], strict=True)]
-    full_inner = [ (a["rows"] / a["seconds"]) / (b["rows"] / b["seconds"]) for a, b in zip(m["sb_full"], m["raw_full"], strict=True)]
+    full_inner = [
+        (a["rows"] / a["seconds"]) / (b["rows"] / b["seconds"])
+        for a, b in zip(m["sb_full"], m["raw_full"], strict=True)
+    ]
     incr_vs_full = [a / b for a, b in zip(sums["sb_incr"]["wall"], sums["raw_full"]["wall"], strict=True)]
     incr_vs_incr = [a / b for a, b in zip(sums["sb_incr"]["wall"], sums["raw_incr"]["wall"], strict=True)]
     none = m["sb_none"]
@@ -292,18 +353,23 @@ def render(results: dict[str, Any], args: argparse.Namespace, mem_sizes: list[in
     ]
     if "memory" in results:
         mem = results["memory"]
-        lines += ["", "| memory: full load peak RSS MB | " + " | ".join(f"{n:,} rows" for n in mem_sizes) + " | ratio |",
-                  "|---|" + "---|" * (len(mem_sizes) + 1)]
+        lines += [
+            "",
+            "| memory: full load peak RSS MB | " + " | ".join(f"{n:,} rows" for n in mem_sizes) + " | ratio |",
+            "|---|" + "---|" * (len(mem_sizes) + 1),
+        ]
         for kind in ("sliced", "unsliced"):
             vals = [mem.get(n, {}).get(kind, []) for n in mem_sizes]
             ratio = (med(vals[-1]) / med(vals[0])) if all(vals) else float("nan")
             label = f"sliced (≤{args.memory_slice_rows:,} rows/slice)" if kind == "sliced" else "unsliced (control)"
-            lines.append(f"| {label} | " + " | ".join(med_range(v, '{:,.0f}') for v in vals) + f" | {ratio:.2f}× |")
+            lines.append(f"| {label} | " + " | ".join(med_range(v, "{:,.0f}") for v in vals) + f" | {ratio:.2f}× |")
         sl = [mem.get(n, {}).get("sliced", []) for n in mem_sizes]
         if all(sl):
             ratio = med(sl[-1]) / med(sl[0])
-            lines.append(f"\nmemory target: sliced peak RSS at {mem_sizes[-1] // mem_sizes[0]}× the rows within 1.3× → "
-                         f"{ratio:.2f}× ({'met' if ratio <= 1.3 else 'NOT met'})")
+            lines.append(
+                f"\nmemory target: sliced peak RSS at {mem_sizes[-1] // mem_sizes[0]}× the rows within 1.3× → "
+                f"{ratio:.2f}× ({'met' if ratio <= 1.3 else 'NOT met'})"
+            )
     if "mapped" in results:
         mp = results["mapped"]
         lines += [
@@ -318,10 +384,12 @@ def render(results: dict[str, Any], args: argparse.Namespace, mem_sizes: list[in
             f"| rows/s overall | {med_range([x['rows'] / x['wall'] for x in mp], '{:,.0f}')} |",
             f"| peak RSS of a slice process MB | {med_range([x['slice_rss_mb'] for x in mp], '{:,.0f}')} |",
             f"| data files / commits | {mp[0]['data_files']} / 1 per run (status {sorted({x['status'] for x in mp})}) |",
-            f"| vs single-task full load wall | {med_range([x['wall'] for x in mp]) } vs {med_range(sums['sb_full']['wall'])} |",
+            f"| vs single-task full load wall | {med_range([x['wall'] for x in mp])} vs {med_range(sums['sb_full']['wall'])} |",
         ]
-    lines.append("\nemulator (fakesnow server) peak RSS MB by size: " + ", ".join(
-        f"{n:,}: {v:,.0f}" for n, v in results.get("server_peak_mb", {}).items() if v))
+    lines.append(
+        "\nemulator (fakesnow server) peak RSS MB by size: "
+        + ", ".join(f"{n:,}: {v:,.0f}" for n, v in results.get("server_peak_mb", {}).items() if v)
+    )
     return lines
 
 

@@ -85,8 +85,15 @@ def connect(spec: dict[str, Any]) -> Any:
     from snowberg.snowflake.source import session_parameters
 
     return snowflake.connector.connect(
-        user="fake", password="snow", account="fakesnow", host="127.0.0.1", port=spec["port"], protocol="http",
-        database="SNOWBERG_DEMO", session_parameters=session_parameters(None), arrow_number_to_decimal=True,
+        user="fake",
+        password="snow",
+        account="fakesnow",
+        host="127.0.0.1",
+        port=spec["port"],
+        protocol="http",
+        database="SNOWBERG_DEMO",
+        session_parameters=session_parameters(None),
+        arrow_number_to_decimal=True,
         network_timeout=600,
     )
 
@@ -144,7 +151,10 @@ def phase_raw(spec: dict[str, Any]) -> dict[str, Any]:
     conn = connect(spec)
     cur = conn.cursor()
     if spec.get("since") is not None:
-        cur.execute("SELECT * FROM SNOWBERG_DEMO.SHOP.ORDERS WHERE UPDATED_AT > CAST(%(w)s AS TIMESTAMP_NTZ(9))", {"w": spec["since"]})
+        cur.execute(
+            "SELECT * FROM SNOWBERG_DEMO.SHOP.ORDERS WHERE UPDATED_AT > CAST(%(w)s AS TIMESTAMP_NTZ(9))",
+            {"w": spec["since"]},
+        )
     else:
         cur.execute("SELECT * FROM SNOWBERG_DEMO.SHOP.ORDERS")
     it = iter(cur.fetch_arrow_batches())
@@ -168,8 +178,11 @@ def phase_raw(spec: dict[str, Any]) -> dict[str, Any]:
     conn.close()
     seconds = time.monotonic() - t_start
     return {
-        "rows": rows, "seconds": seconds, "rss_mb": _rss_mb(),
-        "data_files": count_files(spec) - files_before, "commits": catalog_commits(cat, ident) - commits_before,
+        "rows": rows,
+        "seconds": seconds,
+        "rss_mb": _rss_mb(),
+        "data_files": count_files(spec) - files_before,
+        "commits": catalog_commits(cat, ident) - commits_before,
         "queries": 1,
     }
 
@@ -195,9 +208,14 @@ def phase_snowberg(spec: dict[str, Any]) -> dict[str, Any]:
     seconds = time.monotonic() - t_start
     real = [q for q in conn.queries if not q.rstrip().endswith("LIMIT 0")]
     return {
-        "rows": r.rows, "seconds": seconds, "rss_mb": _rss_mb(), "status": r.status,
-        "data_files": count_files(spec) - files_before, "commits": catalog_commits(cat, ident) - commits_before,
-        "queries": len(real), "slices": len(w.extra.get("slice_bounds") or []) + 1,
+        "rows": r.rows,
+        "seconds": seconds,
+        "rss_mb": _rss_mb(),
+        "status": r.status,
+        "data_files": count_files(spec) - files_before,
+        "commits": catalog_commits(cat, ident) - commits_before,
+        "queries": len(real),
+        "slices": len(w.extra.get("slice_bounds") or []) + 1,
     }
 
 
@@ -243,11 +261,22 @@ def phase_commit(spec: dict[str, Any]) -> dict[str, Any]:
     results = [json.loads(Path(p).read_text()) for p in spec["results"]]
     r = commit_slices(cfg, cat, w, results)
     publish(cfg, cat, w, FileVariables(spec["variables"]))
-    return {"seconds": time.monotonic() - t_start, "rss_mb": _rss_mb(), "rows": r["rows"], "status": r["status"],
-            "data_files": r["data_files"]}
+    return {
+        "seconds": time.monotonic() - t_start,
+        "rss_mb": _rss_mb(),
+        "rows": r["rows"],
+        "status": r["status"],
+        "data_files": r["data_files"],
+    }
 
 
-PHASES = {"raw": phase_raw, "snowberg": phase_snowberg, "prepare": phase_prepare, "slice": phase_slice, "commit": phase_commit}
+PHASES = {
+    "raw": phase_raw,
+    "snowberg": phase_snowberg,
+    "prepare": phase_prepare,
+    "slice": phase_slice,
+    "commit": phase_commit,
+}
 
 
 def main() -> None:

@@ -26,7 +26,9 @@ from snowberg.airflow.operators.lake_to_snowflake import (
 from snowberg.core.identifiers import IcebergName
 from snowberg.sync.config import IcebergTarget, SyncConfig, load_syncs
 
-CONFIG = os.environ.get("SNOWBERG_SYNCS_CONFIG") or str(Path(__file__).resolve().parent.parent / "include" / "syncs.yaml")
+CONFIG = os.environ.get("SNOWBERG_SYNCS_CONFIG") or str(
+    Path(__file__).resolve().parent.parent / "include" / "syncs.yaml"
+)
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
 ON_SOURCE_CHANGE = "on_source_change"
 
@@ -40,7 +42,9 @@ def source_asset(cfg: SyncConfig) -> Asset:
 
 def target_asset(cfg: SyncConfig) -> Asset:
     table = cfg.check_table if cfg.check_enabled else cfg.target.table
-    return Asset(uri=f"snowflake://{table.replace('.', '/').lower()}", name=f"snowflake_{table.replace('.', '_').lower()}")
+    return Asset(
+        uri=f"snowflake://{table.replace('.', '/').lower()}", name=f"snowflake_{table.replace('.', '_').lower()}"
+    )
 
 
 def _doc(cfg: SyncConfig) -> str:
@@ -60,7 +64,8 @@ def _doc(cfg: SyncConfig) -> str:
         f"* **Target**: {into}",
         f"* **Progress**: the last synced source snapshot id, recorded in {state}",
         f"* **Overwrite/delete snapshots in the source**: {'full reload of the target' if cfg.on_rewrite == 'full_reload' else 'the run fails (on_rewrite: fail)'}",
-        "* **Check**: " + (f"Snowflake is queried for the rows (`{cfg.check_table}`)" if cfg.check_enabled else "disabled"),
+        "* **Check**: "
+        + (f"Snowflake is queried for the rows (`{cfg.check_table}`)" if cfg.check_enabled else "disabled"),
         "",
         "See docs/lake-to-snowflake.md.",
     ]
@@ -84,20 +89,35 @@ def build_sync_dag(cfg: SyncConfig) -> DAG:
         sync: Any
         if isinstance(t, IcebergTarget):
             sync = IcebergToSnowflakeIcebergOperator(
-                task_id="sync", source_catalog=cfg.source.catalog, source_table=cfg.source.table,
-                target_catalog=t.catalog, target_table=t.table, on_rewrite=cfg.on_rewrite,
-                create_if_missing=t.create_if_missing, batch_rows=t.batch_rows, outlets=outlets,
+                task_id="sync",
+                source_catalog=cfg.source.catalog,
+                source_table=cfg.source.table,
+                target_catalog=t.catalog,
+                target_table=t.table,
+                on_rewrite=cfg.on_rewrite,
+                create_if_missing=t.create_if_missing,
+                batch_rows=t.batch_rows,
+                outlets=outlets,
             )
         else:
             sync = IcebergToSnowflakeNativeOperator(
-                task_id="sync", source_catalog=cfg.source.catalog, source_table=cfg.source.table,
-                snowflake_conn_id=t.snowflake_conn_id, target_table=t.table, state_table=t.state_table,
-                on_rewrite=cfg.on_rewrite, lineage_column=t.lineage_column, insert_batch_rows=t.insert_batch_rows,
+                task_id="sync",
+                source_catalog=cfg.source.catalog,
+                source_table=cfg.source.table,
+                snowflake_conn_id=t.snowflake_conn_id,
+                target_table=t.table,
+                state_table=t.state_table,
+                on_rewrite=cfg.on_rewrite,
+                lineage_column=t.lineage_column,
+                insert_batch_rows=t.insert_batch_rows,
                 outlets=outlets,
             )
         if cfg.check_enabled:
             check = SnowflakeVisibilityCheckOperator(
-                task_id="check_visible", kind=t.kind, snowflake_conn_id=cfg.check_conn_id, table=cfg.check_table,
+                task_id="check_visible",
+                kind=t.kind,
+                snowflake_conn_id=cfg.check_conn_id,
+                table=cfg.check_table,
                 sync_result=sync.output,
                 target_catalog=t.catalog if isinstance(t, IcebergTarget) else None,
                 target_table=t.table if isinstance(t, IcebergTarget) else None,

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from snowberg.airflow.dag_factory import build_dags
 
-CONFIG = os.environ.get("SNOWBERG_TABLES_CONFIG") or str(Path(__file__).resolve().parent.parent / "include" / "tables.yaml")
+CONFIG = os.environ.get("SNOWBERG_TABLES_CONFIG") or str(
+    Path(__file__).resolve().parent.parent / "include" / "tables.yaml"
+)
 
 globals().update(build_dags(CONFIG))

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 if [ -f scripts/install-browser.sh ]; then bash scripts/install-browser.sh; fi
 export PATH="$PWD/.venv/bin:$PATH"
-echo "== ruff"; ruff check .
+echo "== ruff"; ruff check . && ruff format --check .
 echo "== mypy"; mypy
 echo "== docs"; snowberg docs --check
 echo "== pytest"

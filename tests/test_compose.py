@@ -81,7 +81,7 @@ def test_airflow_image_is_built_from_the_dockerfile_on_a_pinned_base(services: d
     assert re.search(r"^ARG AIRFLOW_VERSION=3\.3\.2$", text, re.M)
     assert re.search(r"^FROM apache/airflow:\$\{AIRFLOW_VERSION\}-python\$\{PYTHON_VERSION\}$", text, re.M)
     assert '"apache-airflow==${AIRFLOW_VERSION}"' in text  # installing snowberg never moves Airflow
-    assert "-e \"/opt/snowberg[local]\"" in text
+    assert '-e "/opt/snowberg[local]"' in text
 
 
 def test_airflow_services_run_the_right_commands(services: dict[str, dict[str, Any]]) -> None:
@@ -140,8 +140,10 @@ def test_airflow_runs_celery_on_redis_and_postgres(services: dict[str, dict[str,
     for name in AIRFLOW_SERVICES:
         env = services[name]["environment"]
         assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
-        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://") and "@postgres/" in env[
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+        assert (
+            env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
+            and "@postgres/" in env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+        )
         assert env["AIRFLOW__CELERY__BROKER_URL"].startswith("redis://redis:6379")
         assert env["AIRFLOW__CELERY__RESULT_BACKEND"].startswith("db+postgresql://")
         assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == "http://airflow-apiserver:8080/execution/"
@@ -150,8 +152,9 @@ def test_airflow_runs_celery_on_redis_and_postgres(services: dict[str, dict[str,
         assert services[name]["env_file"] == [{"path": ".env", "required": False}]
 
 
-def test_the_env_file_points_at_the_local_stack_and_documents_the_real_one(env_example: dict[str, str],
-                                                                           compose: dict[str, Any]) -> None:
+def test_the_env_file_points_at_the_local_stack_and_documents_the_real_one(
+    env_example: dict[str, str], compose: dict[str, Any]
+) -> None:
     import json
 
     conn = json.loads(env_example["AIRFLOW_CONN_SNOWFLAKE_DEFAULT"])

@@ -1,9 +1,9 @@
 """``snowberg`` command line: the local stack, the demo, generated docs.
 
-    snowberg stack up      start the emulator + lake, seed demo data, write .snowberg/stack.env
-    snowberg stack down    stop the emulator
-    snowberg demo          quick start: stack up, then two DAG runs through Airflow
-    snowberg docs          regenerate docs/type-mapping.md from the mapping table
+snowberg stack up      start the emulator + lake, seed demo data, write .snowberg/stack.env
+snowberg stack down    stop the emulator
+snowberg demo          quick start: stack up, then two DAG runs through Airflow
+snowberg docs          regenerate docs/type-mapping.md from the mapping table
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def cmd_stack(args: argparse.Namespace) -> int:
     if args.action == "up":
         counts = _seed(env, args.rows)
         print(f"local Snowflake (fakesnow) on 127.0.0.1:{env['SNOWBERG_FAKESNOW_PORT']}, data in {d / 'fakesnow'}")
-        print(f"Iceberg lake: SQL catalog {env['PYICEBERG_CATALOG__LAKE__URI']}, warehouse {env['PYICEBERG_CATALOG__LAKE__WAREHOUSE']}")
+        print(
+            f"Iceberg lake: SQL catalog {env['PYICEBERG_CATALOG__LAKE__URI']}, warehouse {env['PYICEBERG_CATALOG__LAKE__WAREHOUSE']}"
+        )
         print(f"demo data: {counts['orders']:,} orders, {counts['menu']} menu items")
         print(f"settings: source {d / 'stack.env'}")
     else:
@@ -49,8 +51,14 @@ def _connect(env: dict[str, str]) -> object:
     conn = json.loads(env["AIRFLOW_CONN_SNOWFLAKE_DEFAULT"])
     extra = conn["extra"]
     return snowflake.connector.connect(
-        user=conn["login"], password=conn["password"], account=extra["account"], host=extra["host"], port=extra["port"],
-        protocol=extra["protocol"], database=extra.get("database"), session_parameters={"TIMEZONE": "UTC"},
+        user=conn["login"],
+        password=conn["password"],
+        account=extra["account"],
+        host=extra["host"],
+        port=extra["port"],
+        protocol=extra["protocol"],
+        database=extra.get("database"),
+        session_parameters={"TIMEZONE": "UTC"},
     )
 
 
@@ -123,8 +131,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     senv = stack.up(d, port=args.port)
     counts = _seed(senv, args.rows)
-    print(f"[1/5] local stack up: Snowflake emulator on :{senv['SNOWBERG_FAKESNOW_PORT']}, "
-          f"{counts['orders']:,} demo orders seeded")
+    print(
+        f"[1/5] local stack up: Snowflake emulator on :{senv['SNOWBERG_FAKESNOW_PORT']}, "
+        f"{counts['orders']:,} demo orders seeded"
+    )
     env = airflow_env(d, senv)
     _airflow(env, "db", "migrate")
     print(f"[2/5] Airflow metadata database ready ({env['AIRFLOW_HOME']})")
@@ -132,8 +142,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     t = time.monotonic()
     _airflow(env, "dags", "test", dag_id)
     r1 = _report(env, dag_id, target)
-    print(f"[3/5] run 1 ({time.monotonic() - t:.1f} s): rows loaded {r1['rows_loaded']:,}, snapshot id "
-          f"{r1['snapshot_id']}, watermark {r1['watermark']}, table rows {r1['table_rows']:,}")
+    print(
+        f"[3/5] run 1 ({time.monotonic() - t:.1f} s): rows loaded {r1['rows_loaded']:,}, snapshot id "
+        f"{r1['snapshot_id']}, watermark {r1['watermark']}, table rows {r1['table_rows']:,}"
+    )
     conn = _connect(senv)
     changed = touch_orders(conn, args.changes)
     conn.close()  # type: ignore[attr-defined]
@@ -142,12 +154,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     t = time.monotonic()
     _airflow(env, "dags", "test", dag_id)
     r2 = _report(env, dag_id, target)
-    print(f"[5/5] run 2 ({time.monotonic() - t:.1f} s): rows loaded {r2['rows_loaded']:,}, snapshot id "
-          f"{r2['snapshot_id']}, watermark {r2['watermark']}, table rows {r2['table_rows']:,}")
+    print(
+        f"[5/5] run 2 ({time.monotonic() - t:.1f} s): rows loaded {r2['rows_loaded']:,}, snapshot id "
+        f"{r2['snapshot_id']}, watermark {r2['watermark']}, table rows {r2['table_rows']:,}"
+    )
     var = _airflow(env, "variables", "get", "snowberg__shop__orders__watermark").stdout.strip().splitlines()[-1]
     print(f"Variable snowberg__shop__orders__watermark = {var}")
     ok = r2["rows_loaded"] == changed and r1["table_rows"] == r2["table_rows"]
-    print(f"demo {'OK' if ok else 'FAILED'} in {time.monotonic() - t0:.0f} s; stop the emulator with: snowberg stack down")
+    print(
+        f"demo {'OK' if ok else 'FAILED'} in {time.monotonic() - t0:.0f} s; stop the emulator with: snowberg stack down"
+    )
     return 0 if ok else 1
 
 

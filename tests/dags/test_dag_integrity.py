@@ -85,7 +85,9 @@ def test_bad_config_fails_the_dag_import(tmp_path: Path, monkeypatch: pytest.Mon
     from airflow.dag_processing.dagbag import DagBag
 
     bad = tmp_path / "tables.yaml"
-    bad.write_text("tables:\n  - {name: broken, source: {table: D.S.T}, target: n.t, cursor: {column: u}, partition_by: ['week(u)']}\n")
+    bad.write_text(
+        "tables:\n  - {name: broken, source: {table: D.S.T}, target: n.t, cursor: {column: u}, partition_by: ['week(u)']}\n"
+    )
     monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(bad))
     bag = DagBag(dag_folder=str(DAGS / "snowberg_tables.py"))
     (err,) = bag.import_errors.values()

@@ -34,4 +34,3 @@ def test_200_tables_parse_within_bound_without_heavy_imports(tmp_path: Path) -> 
     assert {f"snowberg_t{i:04d}" for i in range(200)} <= set(r["ids"])
     assert r["heavy"] == []
     assert r["parse_s"] < BOUND_S
-

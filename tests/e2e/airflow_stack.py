@@ -96,7 +96,12 @@ class Service:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(
-            self.cmd, env=self.env, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            self.cmd,
+            env=self.env,
+            cwd=self.cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         log.close()
@@ -229,9 +234,19 @@ def _write_passwords(home: Path) -> Path:
 class AirflowStack:
     """Airflow 3 as separate processes (api-server, scheduler, dag-processor, triggerer[, celery worker])."""
 
-    def __init__(self, name: str, *, home: Path, database: str, sql_alchemy_conn: str, api_port: int,
-                 extra_env: dict[str, str], executor: str = "LocalExecutor", redis_db: int = 0,
-                 celery_queue: str = "default") -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        home: Path,
+        database: str,
+        sql_alchemy_conn: str,
+        api_port: int,
+        extra_env: dict[str, str],
+        executor: str = "LocalExecutor",
+        redis_db: int = 0,
+        celery_queue: str = "default",
+    ) -> None:
         self.name = name
         self.home = home
         self.database = database
@@ -292,8 +307,9 @@ class AirflowStack:
     # -- lifecycle
 
     def airflow(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([AIRFLOW, *args], env=self.env, cwd=self.home, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        return subprocess.run(
+            [AIRFLOW, *args], env=self.env, cwd=self.home, capture_output=True, text=True, timeout=timeout, check=False
+        )
 
     def _service(self, name: str, *args: str) -> Service:
         svc = Service(name, [AIRFLOW, *args], self.env, self.log_dir / f"{name}.log", self.home)
@@ -307,9 +323,19 @@ class AirflowStack:
         self._service("dag-processor", "dag-processor").start()
         self._service("triggerer", "triggerer").start()
         if celery_worker:
-            self._service("celery-worker", "celery", "worker", "--concurrency", "2", "--queues", self.celery_queue,
-                          "--celery-hostname", f"snowberg-e2e-{self.celery_queue}@%h", "--without-mingle",
-                          "--without-gossip").start()
+            self._service(
+                "celery-worker",
+                "celery",
+                "worker",
+                "--concurrency",
+                "2",
+                "--queues",
+                self.celery_queue,
+                "--celery-hostname",
+                f"snowberg-e2e-{self.celery_queue}@%h",
+                "--without-mingle",
+                "--without-gossip",
+            ).start()
         return self
 
     def processes(self) -> list[psutil.Process]:
@@ -377,7 +403,9 @@ class ApiError(RuntimeError):
     def __init__(self, response: httpx.Response) -> None:
         self.status_code = response.status_code
         self.text = response.text
-        super().__init__(f"{response.request.method} {response.request.url} -> {response.status_code}: {response.text[:2000]}")
+        super().__init__(
+            f"{response.request.method} {response.request.url} -> {response.status_code}: {response.text[:2000]}"
+        )
 
 
 class ApiClient:
@@ -386,8 +414,9 @@ class ApiClient:
         r = httpx.post(f"{base_url}/auth/token", json={"username": user, "password": password}, timeout=30)
         if r.status_code not in (200, 201):
             raise ApiError(r)
-        self.http = httpx.Client(base_url=f"{base_url}/api/v2", timeout=60,
-                                 headers={"Authorization": f"Bearer {r.json()['access_token']}"})
+        self.http = httpx.Client(
+            base_url=f"{base_url}/api/v2", timeout=60, headers={"Authorization": f"Bearer {r.json()['access_token']}"}
+        )
 
     def request(self, method: str, path: str, *, ok: tuple[int, ...] = (200, 201, 204), **kw: Any) -> httpx.Response:
         r = self.http.request(method, path, **kw)
@@ -426,7 +455,9 @@ class ApiClient:
     def run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return dict(self.get(f"/dags/{dag_id}/dagRuns/{run_id}"))
 
-    def wait_run(self, dag_id: str, run_id: str, timeout: float = 180, stack: AirflowStack | None = None) -> dict[str, Any]:
+    def wait_run(
+        self, dag_id: str, run_id: str, timeout: float = 180, stack: AirflowStack | None = None
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         run: dict[str, Any] = {}
         while time.monotonic() < deadline:
@@ -436,11 +467,19 @@ class ApiClient:
             if stack is not None:
                 stack.check_alive()
             time.sleep(1)
-        raise TimeoutError(f"run {dag_id}/{run_id} not finished after {timeout}s: {run.get('state')}; "
-                           f"tasks: {self.task_states(dag_id, run_id)}")
+        raise TimeoutError(
+            f"run {dag_id}/{run_id} not finished after {timeout}s: {run.get('state')}; "
+            f"tasks: {self.task_states(dag_id, run_id)}"
+        )
 
-    def wait_for(self, what: str, predicate: Callable[[], Any], timeout: float = 180, every: float = 1.0,
-                 stack: AirflowStack | None = None) -> Any:
+    def wait_for(
+        self,
+        what: str,
+        predicate: Callable[[], Any],
+        timeout: float = 180,
+        every: float = 1.0,
+        stack: AirflowStack | None = None,
+    ) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = predicate()
@@ -458,17 +497,26 @@ class ApiClient:
         return {t["task_id"]: t["state"] for t in self.task_instances(dag_id, run_id)}
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
-        r = self.request("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
-                         params={"full_content": True}, headers={"Accept": "application/json"})
+        r = self.request(
+            "GET",
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+            params={"full_content": True},
+            headers={"Accept": "application/json"},
+        )
         content = r.json().get("content")
         if isinstance(content, list):
-            return "\n".join(c.get("event", "") + " " + json.dumps({k: v for k, v in c.items() if k != "event"})
-                             if isinstance(c, dict) else str(c) for c in content)
+            return "\n".join(
+                c.get("event", "") + " " + json.dumps({k: v for k, v in c.items() if k != "event"})
+                if isinstance(c, dict)
+                else str(c)
+                for c in content
+            )
         return str(content)
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
-        return self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}",
-                        deserialize=True)["value"]
+        return self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}", deserialize=True)[
+            "value"
+        ]
 
     def variable(self, key: str) -> str | None:
         r = self.http.get(f"/variables/{key}")
@@ -480,10 +528,17 @@ class ApiClient:
 
     # -- backfills
 
-    def create_backfill(self, dag_id: str, from_date: str, to_date: str, *, ok: tuple[int, ...] = (200, 201),
-                        **extra: Any) -> httpx.Response:
-        body = {"dag_id": dag_id, "from_date": from_date, "to_date": to_date, "reprocess_behavior": "none",
-                "max_active_runs": 1, **extra}
+    def create_backfill(
+        self, dag_id: str, from_date: str, to_date: str, *, ok: tuple[int, ...] = (200, 201), **extra: Any
+    ) -> httpx.Response:
+        body = {
+            "dag_id": dag_id,
+            "from_date": from_date,
+            "to_date": to_date,
+            "reprocess_behavior": "none",
+            "max_active_runs": 1,
+            **extra,
+        }
         return self.request("POST", "/backfills", json=body, ok=ok)
 
     def backfill(self, backfill_id: int) -> dict[str, Any]:
@@ -513,8 +568,16 @@ def parse_ts(text: str | None) -> Any:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def wait_runs_done(api: ApiClient, dag_id: str, *, count: int, timeout: float = 240, stack: AirflowStack | None = None,
-                   started_after: str | None = None, **filters: Any) -> list[dict[str, Any]]:
+def wait_runs_done(
+    api: ApiClient,
+    dag_id: str,
+    *,
+    count: int,
+    timeout: float = 240,
+    stack: AirflowStack | None = None,
+    started_after: str | None = None,
+    **filters: Any,
+) -> list[dict[str, Any]]:
     """Wait until ``count`` runs matching ``filters`` (and started after ``started_after``) have all finished."""
 
     def done() -> list[dict[str, Any]] | None:
@@ -529,5 +592,10 @@ def wait_runs_done(api: ApiClient, dag_id: str, *, count: int, timeout: float = 
 
 def overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether two runs or task instances were running at the same time (start/end dates)."""
-    a0, a1, b0, b1 = (parse_ts(a["start_date"]), parse_ts(a["end_date"]), parse_ts(b["start_date"]), parse_ts(b["end_date"]))
+    a0, a1, b0, b1 = (
+        parse_ts(a["start_date"]),
+        parse_ts(a["end_date"]),
+        parse_ts(b["start_date"]),
+        parse_ts(b["end_date"]),
+    )
     return bool(a0 < b1 and b0 < a1)

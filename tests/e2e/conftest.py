@@ -54,8 +54,12 @@ def monitor() -> Iterator[ResourceMonitor]:
     rm.sample()
     out = ARTIFACTS / "e2e" / "resources.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    report = {"wall_seconds": round(time.monotonic() - started, 1), "peak_pss_mb": round(rm.peak_pss / 2**20),
-              "peak_rss_sum_mb": round(rm.peak_rss / 2**20), "peak_processes": rm.peak_procs}
+    report = {
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "peak_pss_mb": round(rm.peak_pss / 2**20),
+        "peak_rss_sum_mb": round(rm.peak_rss / 2**20),
+        "peak_processes": rm.peak_procs,
+    }
     out.write_text(json.dumps(report, indent=2))
     print(f"\ne2e resources: {report}")
 
@@ -117,8 +121,14 @@ class Stacks:
             name = f"snowberg_e2e_{self.token}_tpl"
             url = create_database(name)
             self.databases.append(name)
-            probe = AirflowStack("migrate", home=self.root / "migrate", database=name, sql_alchemy_conn=url,
-                                 api_port=free_port(), extra_env=self.env)
+            probe = AirflowStack(
+                "migrate",
+                home=self.root / "migrate",
+                database=name,
+                sql_alchemy_conn=url,
+                api_port=free_port(),
+                extra_env=self.env,
+            )
             t = time.monotonic()
             res = probe.airflow("db", "migrate", timeout=600)
             self.timings["db_migrate_s"] = round(time.monotonic() - t, 1)
@@ -127,8 +137,9 @@ class Stacks:
             self.template = name
         return self.template
 
-    def get(self, name: str, *, executor: str = "LocalExecutor", celery_worker: bool = False,
-            unpause: tuple[str, ...] = ()) -> AirflowStack:
+    def get(
+        self, name: str, *, executor: str = "LocalExecutor", celery_worker: bool = False, unpause: tuple[str, ...] = ()
+    ) -> AirflowStack:
         if self.current is not None and self.current.name == name:
             self.current.check_alive()
             return self.current
@@ -139,9 +150,17 @@ class Stacks:
         db = f"snowberg_e2e_{self.token}_{name.replace('-', '_')}"
         url = create_database(db, template=template)
         self.databases.append(db)
-        stack = AirflowStack(name, home=self.root / name, database=db, sql_alchemy_conn=url, api_port=free_port(),
-                             extra_env=self.env, executor=executor, redis_db=REDIS_DB,
-                             celery_queue=f"snowberg_e2e_{self.token}")
+        stack = AirflowStack(
+            name,
+            home=self.root / name,
+            database=db,
+            sql_alchemy_conn=url,
+            api_port=free_port(),
+            extra_env=self.env,
+            executor=executor,
+            redis_db=REDIS_DB,
+            celery_queue=f"snowberg_e2e_{self.token}",
+        )
         self.started.append(stack)
         self.current = stack
         self.monitor.add(stack.processes)

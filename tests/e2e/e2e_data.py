@@ -45,8 +45,16 @@ def create_source(conn: Any, table: str, rows: int = ROWS) -> int:
         cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
         cur.execute(f"CREATE SCHEMA IF NOT EXISTS {DATABASE}.{SCHEMA}")
         cur.execute(DDL.format(db=DATABASE, schema=SCHEMA, table=table))
-        cur.execute(FILL.format(db=DATABASE, schema=SCHEMA, table=table, rows=rows, minutes=DAYS * 1440,
-                                first=FIRST_DAY.strftime("%Y-%m-%d %H:%M:%S")))
+        cur.execute(
+            FILL.format(
+                db=DATABASE,
+                schema=SCHEMA,
+                table=table,
+                rows=rows,
+                minutes=DAYS * 1440,
+                first=FIRST_DAY.strftime("%Y-%m-%d %H:%M:%S"),
+            )
+        )
         cur.execute(f"SELECT COUNT(*) FROM {DATABASE}.{SCHEMA}.{table}")
         return int(cur.fetchone()[0])
     finally:
@@ -67,8 +75,9 @@ def ntz(dt: datetime) -> str:
     return dt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def source_ids(conn: Any, table: str, start: datetime | None = None, end: datetime | None = None,
-               where: str = "TRUE") -> set[int]:
+def source_ids(
+    conn: Any, table: str, start: datetime | None = None, end: datetime | None = None, where: str = "TRUE"
+) -> set[int]:
     sql = f"SELECT ORDER_ID FROM {DATABASE}.{SCHEMA}.{table} WHERE {where}"
     params: dict[str, Any] = {}
     if start is not None:
@@ -122,8 +131,13 @@ def dag_id(table: str) -> str:
 
 def write_tables_config(path: Path, entries: Iterable[dict[str, Any]]) -> Path:
     doc = {
-        "defaults": {"snowflake_conn_id": "snowflake_default", "catalog": "lake", "owner": "e2e", "retries": 0,
-                     "retry_delay": "5s"},
+        "defaults": {
+            "snowflake_conn_id": "snowflake_default",
+            "catalog": "lake",
+            "owner": "e2e",
+            "retries": 0,
+            "retry_delay": "5s",
+        },
         "tables": list(entries),
     }
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

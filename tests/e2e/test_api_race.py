@@ -45,14 +45,26 @@ def test_backfill_and_scheduled_run_of_one_table_do_not_race(
     # As soon as the scheduled run is running, start a 2-day backfill (2 runs
     # at once). Once the scheduled run has planned, rows change in the source
     # and a manual incremental run is queued behind it: it must load them.
-    sched = api.wait_for("the scheduled run to start",
-                         lambda: [r for r in api.runs(dag, run_type="scheduled") if r["state"] == "running"],
-                         timeout=120, every=0.5, stack=local_stack)[0]
+    sched = api.wait_for(
+        "the scheduled run to start",
+        lambda: [r for r in api.runs(dag, run_type="scheduled") if r["state"] == "running"],
+        timeout=120,
+        every=0.5,
+        stack=local_stack,
+    )[0]
     api.create_backfill(dag, day(0).isoformat(), day(1).isoformat(), max_active_runs=2)
-    api.wait_for("the scheduled run's plan", lambda: api.task_states(dag, sched["dag_run_id"]).get("plan") == "success",
-                 timeout=120, every=0.5, stack=local_stack)
-    query(snow, f"UPDATE {src} SET NOTE = 'late', UPDATED_AT = %(now)s::TIMESTAMP_NTZ WHERE MOD(ORDER_ID, 50) = 0",
-          {"now": ntz(datetime.now(UTC))})
+    api.wait_for(
+        "the scheduled run's plan",
+        lambda: api.task_states(dag, sched["dag_run_id"]).get("plan") == "success",
+        timeout=120,
+        every=0.5,
+        stack=local_stack,
+    )
+    query(
+        snow,
+        f"UPDATE {src} SET NOTE = 'late', UPDATED_AT = %(now)s::TIMESTAMP_NTZ WHERE MOD(ORDER_ID, 50) = 0",
+        {"now": ntz(datetime.now(UTC))},
+    )
     manual = api.trigger(dag)
 
     runs = wait_runs_done(api, dag, count=4, stack=local_stack, timeout=300)

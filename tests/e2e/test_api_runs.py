@@ -70,13 +70,22 @@ def test_scheduled_runs_load_new_rows(local_stack: AirflowStack, api: ApiClient,
     touched = {int(r[0]) for r in query(snow, f"SELECT ORDER_ID FROM {fqn(table)} WHERE MOD(ORDER_ID, 80) = 0")}
     assert len(touched) == 5
     now = ntz(datetime.now(UTC))
-    query(snow, f"UPDATE {fqn(table)} SET NOTE = 'touched', UPDATED_AT = %(now)s::TIMESTAMP_NTZ "
-                f"WHERE MOD(ORDER_ID, 80) = 0", {"now": now})
-    query(snow, f"INSERT INTO {fqn(table)} SELECT 100000 + seq4(), 1.50, 'new', TRUE, CURRENT_DATE(), "
-                f"%(now)s::TIMESTAMP_NTZ FROM TABLE(GENERATOR(ROWCOUNT => 7))", {"now": now})
+    query(
+        snow,
+        f"UPDATE {fqn(table)} SET NOTE = 'touched', UPDATED_AT = %(now)s::TIMESTAMP_NTZ WHERE MOD(ORDER_ID, 80) = 0",
+        {"now": now},
+    )
+    query(
+        snow,
+        f"INSERT INTO {fqn(table)} SELECT 100000 + seq4(), 1.50, 'new', TRUE, CURRENT_DATE(), "
+        f"%(now)s::TIMESTAMP_NTZ FROM TABLE(GENERATOR(ROWCOUNT => 7))",
+        {"now": now},
+    )
     changed_at = datetime.now(UTC).isoformat()
 
-    runs = wait_runs_done(api, dag, count=1, run_type="scheduled", started_after=changed_at, stack=local_stack, timeout=200)
+    runs = wait_runs_done(
+        api, dag, count=1, run_type="scheduled", started_after=changed_at, stack=local_stack, timeout=200
+    )
     only_success(runs, api, dag)
     rows = lake.rows(table)
     ids = [int(r["order_id"]) for r in rows]
@@ -113,8 +122,12 @@ def test_backfill_reloads_exactly_its_window_once_and_keeps_the_watermark(
 
     # Rows of days 1..5 change in the source without moving their cursor: an
     # incremental run cannot see that; only a reload of their window can.
-    query(snow, f"UPDATE {fqn(table)} SET NOTE = 'v2' WHERE UPDATED_AT >= %(a)s::TIMESTAMP_NTZ "
-                f"AND UPDATED_AT < %(b)s::TIMESTAMP_NTZ", {"a": ntz(day(1)), "b": ntz(day(6))})
+    query(
+        snow,
+        f"UPDATE {fqn(table)} SET NOTE = 'v2' WHERE UPDATED_AT >= %(a)s::TIMESTAMP_NTZ "
+        f"AND UPDATED_AT < %(b)s::TIMESTAMP_NTZ",
+        {"a": ntz(day(1)), "b": ntz(day(6))},
+    )
     commits_before = metadata_commits(lake, table)
 
     # Logical dates day 2..day 3 (inclusive, as in the UI's dialog): two daily runs.
@@ -146,12 +159,17 @@ def test_backfill_reloads_exactly_its_window_once_and_keeps_the_watermark(
 
     # The same backfill again ("reprocess completed runs"): Airflow clears the
     # same two runs; each re-plans and reloads its window — one copy per row.
-    query(snow, f"UPDATE {fqn(table)} SET NOTE = 'v3' WHERE UPDATED_AT >= %(a)s::TIMESTAMP_NTZ "
-                f"AND UPDATED_AT < %(b)s::TIMESTAMP_NTZ", {"a": ntz(day(1)), "b": ntz(day(6))})
+    query(
+        snow,
+        f"UPDATE {fqn(table)} SET NOTE = 'v3' WHERE UPDATED_AT >= %(a)s::TIMESTAMP_NTZ "
+        f"AND UPDATED_AT < %(b)s::TIMESTAMP_NTZ",
+        {"a": ntz(day(1)), "b": ntz(day(6))},
+    )
     api.finish_backfill(backfill["id"])
     assert api.backfill(backfill["id"])["completed_at"] is not None
-    again = api.create_backfill(dag, day(2).isoformat(), day(3).isoformat(), max_active_runs=2,
-                                reprocess_behavior="completed").json()
+    again = api.create_backfill(
+        dag, day(2).isoformat(), day(3).isoformat(), max_active_runs=2, reprocess_behavior="completed"
+    ).json()
     runs2 = wait_runs_done(api, dag, count=2, run_type="backfill", started_after=again["created_at"], stack=local_stack)
     only_success(runs2, api, dag)
     assert {r["dag_run_id"] for r in runs2} == {r["dag_run_id"] for r in runs}
@@ -171,7 +189,9 @@ def test_backfill_reloads_exactly_its_window_once_and_keeps_the_watermark(
 
 
 @pytest.mark.timeout(420)
-def test_manual_trigger_params_do_what_they_say(local_stack: AirflowStack, api: ApiClient, snow: Any, lake: Lake) -> None:
+def test_manual_trigger_params_do_what_they_say(
+    local_stack: AirflowStack, api: ApiClient, snow: Any, lake: Lake
+) -> None:
     table, dag = "e2e_params", dag_id("e2e_params")
     api.set_paused(dag, False)
     src = SOURCES[table]
@@ -222,8 +242,15 @@ def test_bad_params_are_refused_by_the_api(api: ApiClient, conf: dict[str, Any],
     assert message in r.text
     assert len(api.runs(dag)) == before  # no run was created
     # The backfill dialog's "Override parameters" goes through the same schema.
-    r = api.http.post("/backfills", json={"dag_id": dag_id("e2e_backfill"), "from_date": "2026-09-01T00:00:00Z",
-                                          "to_date": "2026-09-01T00:00:00Z", "dag_run_conf": conf})
+    r = api.http.post(
+        "/backfills",
+        json={
+            "dag_id": dag_id("e2e_backfill"),
+            "from_date": "2026-09-01T00:00:00Z",
+            "to_date": "2026-09-01T00:00:00Z",
+            "dag_run_conf": conf,
+        },
+    )
     assert r.status_code in (400, 422), r.text
     assert message in r.text
 
@@ -253,7 +280,13 @@ def test_inconsistent_windows_fail_before_any_sql(local_stack: AirflowStack, api
         assert "watermark mirror" not in log and "Snowflake Connector" not in log
     assert len(lake.snapshots(table)) == snaps_before
     # A backfill in the future is refused by Airflow itself.
-    r = api.http.post("/backfills", json={"dag_id": dag_id("e2e_backfill"), "from_date": future.isoformat(),
-                                          "to_date": (future + timedelta(days=1)).isoformat()})
+    r = api.http.post(
+        "/backfills",
+        json={
+            "dag_id": dag_id("e2e_backfill"),
+            "from_date": future.isoformat(),
+            "to_date": (future + timedelta(days=1)).isoformat(),
+        },
+    )
     assert r.status_code in (400, 422) and "future" in r.text, r.text
     api.set_paused(dag, True)

@@ -29,8 +29,15 @@ from e2e_data import SOURCES, Lake, dag_id, day, source_ids
 pytestmark = pytest.mark.slow
 
 CHROMIUM = os.environ.get("SNOWBERG_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 SHOTS = ARTIFACTS / "e2e" / "browser"
 
 
@@ -47,9 +54,15 @@ class Ui:
     def _record(self, request: Any) -> None:
         if "/api/v2/" in request.url and request.method in ("POST", "PATCH"):
             resp = request.response()
-            self.sent.append({"method": request.method, "url": request.url, "body": request.post_data,
-                              "status": resp.status if resp else None,
-                              "response": resp.text() if resp is not None else None})
+            self.sent.append(
+                {
+                    "method": request.method,
+                    "url": request.url,
+                    "body": request.post_data,
+                    "status": resp.status if resp else None,
+                    "response": resp.text() if resp is not None else None,
+                }
+            )
 
     def shot(self, name: str) -> Path:
         self.step += 1
@@ -157,7 +170,9 @@ def test_trigger_form_with_params_and_backfill_dialog(
     badge.wait_for(timeout=60_000)
     _wait_success(api, local_stack, dag, run_id)
     ui.page.reload()
-    ui.page.locator('[data-testid="header-card"] [data-testid="state-badge"]', has_text=re.compile("success", re.I)).first.wait_for(timeout=60_000)
+    ui.page.locator(
+        '[data-testid="header-card"] [data-testid="state-badge"]', has_text=re.compile("success", re.I)
+    ).first.wait_for(timeout=60_000)
     ui.shot("trigger-run-success")
     window = source_ids(snow, src, day(2), day(4))
     ids = [int(r["order_id"]) for r in lake.rows(table)]
@@ -187,9 +202,15 @@ def test_trigger_form_with_params_and_backfill_dialog(
     backfill = json.loads(sent["response"])
     assert backfill["dag_run_conf"] is None
 
-    runs = [r for r in wait_runs_done(api, dag, count=1, run_type="backfill", stack=local_stack,
-                                      started_after=backfill["created_at"])]
-    assert all(r["state"] == "success" for r in runs), {r["dag_run_id"]: api.task_states(dag, r["dag_run_id"]) for r in runs}
+    runs = [
+        r
+        for r in wait_runs_done(
+            api, dag, count=1, run_type="backfill", stack=local_stack, started_after=backfill["created_at"]
+        )
+    ]
+    assert all(r["state"] == "success" for r in runs), {
+        r["dag_run_id"]: api.task_states(dag, r["dag_run_id"]) for r in runs
+    }
     assert [(parse_ts(r["data_interval_start"]), parse_ts(r["data_interval_end"])) for r in runs] == [(day(6), day(7))]
     assert runs[0]["conf"] in (None, {})
     snaps = lake.snapshots(table)

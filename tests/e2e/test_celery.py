@@ -52,10 +52,16 @@ def test_a_load_runs_through_a_celery_worker(celery_stack: AirflowStack, snow: A
 
     def succeeded() -> set[str]:
         # The worker logs "succeeded" just after the task reported its state: give it a moment.
-        return set(re.findall(r"Task execute_workload\[([0-9a-f-]+)\] succeeded", worker.log_path.read_text(errors="replace")))
+        return set(
+            re.findall(r"Task execute_workload\[([0-9a-f-]+)\] succeeded", worker.log_path.read_text(errors="replace"))
+        )
 
-    done = api.wait_for("the worker to log every task", lambda: len(succeeded()) >= len(ran) and succeeded(),
-                        timeout=60, stack=celery_stack)
+    done = api.wait_for(
+        "the worker to log every task",
+        lambda: len(succeeded()) >= len(ran) and succeeded(),
+        timeout=60,
+        stack=celery_stack,
+    )
     results = dict(_celery_results(celery_stack.database))
     assert done <= set(results) and {results[k] for k in done} == {"SUCCESS"}, results
 

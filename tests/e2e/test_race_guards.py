@@ -27,7 +27,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def guard(fakesnow_server: FakesnowServer, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[TableConfig, Any, Any]]:
+def guard(
+    fakesnow_server: FakesnowServer, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[TableConfig, Any, Any]]:
     import snowflake.connector
     from pyiceberg.catalog.sql import SqlCatalog
 
@@ -39,17 +41,27 @@ def guard(fakesnow_server: FakesnowServer, tmp_path: Path, request: pytest.Fixtu
     conn = snowflake.connector.connect(**kwargs, arrow_number_to_decimal=True)
     create_source(conn, source, rows=200)
     (tmp_path / "warehouse").mkdir()
-    catalog = SqlCatalog("lake", uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse=f"file://{tmp_path / 'warehouse'}")
+    catalog = SqlCatalog(
+        "lake", uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse=f"file://{tmp_path / 'warehouse'}"
+    )
     catalog.create_namespace("e2e")
     yield cfg, conn, catalog
     conn.close()
 
 
-def _plan(cfg: TableConfig, conn: Any, catalog: Any, run_id: str, mode: str = INCREMENTAL,
-          start: Any = None, end: Any = None) -> Any:
+def _plan(
+    cfg: TableConfig, conn: Any, catalog: Any, run_id: str, mode: str = INCREMENTAL, start: Any = None, end: Any = None
+) -> Any:
     table = load_table_or_none(catalog, cfg)
-    return plan_run(cfg, conn, table, run_id=run_id, mode=mode,
-                    start=start.isoformat() if start else None, end=end.isoformat() if end else None)
+    return plan_run(
+        cfg,
+        conn,
+        table,
+        run_id=run_id,
+        mode=mode,
+        start=start.isoformat() if start else None,
+        end=end.isoformat() if end else None,
+    )
 
 
 def _ids(catalog: Any, cfg: TableConfig) -> list[int]:
@@ -57,7 +69,9 @@ def _ids(catalog: Any, cfg: TableConfig) -> list[int]:
     return [] if t is None else [int(x) for x in t.scan().to_arrow().column("order_id").to_pylist()]
 
 
-def test_backfill_planned_before_an_incremental_commit_keeps_the_new_watermark(guard: tuple[TableConfig, Any, Any]) -> None:
+def test_backfill_planned_before_an_incremental_commit_keeps_the_new_watermark(
+    guard: tuple[TableConfig, Any, Any],
+) -> None:
     cfg, conn, catalog = guard
     incremental = _plan(cfg, conn, catalog, "scheduled__1")
     backfill = _plan(cfg, conn, catalog, "backfill__1", BACKFILL, day(2), day(3))
@@ -126,8 +140,9 @@ def test_a_commit_landing_between_read_and_commit_fails_without_retry(
     assert f"{DATABASE}.{SCHEMA}." in (cfg.source.table or "")
 
 
-@pytest.mark.parametrize(("extra", "committer"), [({}, "load"), ({"scale_out": True}, "commit")],
-                         ids=["load", "sliced-commit"])
+@pytest.mark.parametrize(
+    ("extra", "committer"), [({}, "load"), ({"scale_out": True}, "commit")], ids=["load", "sliced-commit"]
+)
 def test_the_committing_task_runs_one_at_a_time_across_all_runs(extra: dict[str, Any], committer: str) -> None:
     """What keeps a backfill's load away from the scheduled run's load, as the scheduler reads it."""
     from airflow.serialization.serialized_objects import DagSerialization

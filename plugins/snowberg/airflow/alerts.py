@@ -105,7 +105,12 @@ class Alert:
         return f"[snowberg] {self.table}: {self.title}"[:100]  # SNS subjects stop at 100 characters
 
     def rows(self) -> list[tuple[str, str]]:
-        rows = [("table", self.table + (f" ({self.lake_table})" if self.lake_table and self.lake_table != self.table else ""))]
+        rows = [
+            (
+                "table",
+                self.table + (f" ({self.lake_table})" if self.lake_table and self.lake_table != self.table else ""),
+            )
+        ]
         rows.append(("event", self.event))
         if self.event == CHECK_FAILURE:
             rows += [("check", self.check or "-"), ("observed", _fmt(self.observed)), ("expected", _fmt(self.expected))]
@@ -132,8 +137,13 @@ class Alert:
     def html(self) -> str:
         cells = "".join(
             f"<tr><th align='left' valign='top'>{html.escape(k)}</th><td>"
-            + (f"<a href=\"{html.escape(v)}\">{html.escape(v)}</a>" if k in ("run link", "task log") and v != "-" else
-               f"<pre style='margin:0;white-space:pre-wrap'>{html.escape(v)}</pre>" if k == "error" else html.escape(v))
+            + (
+                f'<a href="{html.escape(v)}">{html.escape(v)}</a>'
+                if k in ("run link", "task log") and v != "-"
+                else f"<pre style='margin:0;white-space:pre-wrap'>{html.escape(v)}</pre>"
+                if k == "error"
+                else html.escape(v)
+            )
             + "</td></tr>"
             for k, v in self.rows()
         )
@@ -235,7 +245,9 @@ class SnowbergNotifier(BaseNotifier):
     template_fields = ()
     channel = "?"
 
-    def __init__(self, *, table: str, dag_id: str | None = None, events: Iterable[str] = ALERT_EVENTS, **kwargs: Any) -> None:
+    def __init__(
+        self, *, table: str, dag_id: str | None = None, events: Iterable[str] = ALERT_EVENTS, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.dag_id = dag_id
@@ -247,7 +259,13 @@ class SnowbergNotifier(BaseNotifier):
     def notify(self, context: Any) -> None:
         alert = build_alert(context, table=self.table, dag_id=self.dag_id)
         if alert.event not in self.events:
-            self.log.info("snowberg: %s alert for %s not sent: %s is not among %s", self.channel, self.table, alert.event, self.events)
+            self.log.info(
+                "snowberg: %s alert for %s not sent: %s is not among %s",
+                self.channel,
+                self.table,
+                alert.event,
+                self.events,
+            )
             return
         self.deliver(alert, context)
         self.log.info("snowberg: %s alert sent for %s (%s)", self.channel, self.table, alert.title)
@@ -261,7 +279,9 @@ class EmailAlertNotifier(SnowbergNotifier):
 
     channel = "email"
 
-    def __init__(self, *, to: list[str] | str, from_email: str | None = None, smtp_conn_id: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *, to: list[str] | str, from_email: str | None = None, smtp_conn_id: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.to = [to] if isinstance(to, str) else list(to)
         self.from_email = from_email
@@ -300,7 +320,9 @@ class SnsAlertNotifier(SnowbergNotifier):
 
     channel = "sns"
 
-    def __init__(self, *, target_arn: str, aws_conn_id: str | None = "aws_default", region_name: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *, target_arn: str, aws_conn_id: str | None = "aws_default", region_name: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.target_arn = target_arn
         self.aws_conn_id = aws_conn_id
@@ -366,7 +388,10 @@ class WebhookNotifier(SnowbergNotifier):
             from airflow.providers.http.hooks.http import HttpHook
 
             HttpHook(method="POST", http_conn_id=self.http_conn_id).run(
-                endpoint=self.endpoint, json=payload, headers=headers, extra_options={"timeout": self.timeout, "check_response": True}
+                endpoint=self.endpoint,
+                json=payload,
+                headers=headers,
+                extra_options={"timeout": self.timeout, "check_response": True},
             )
             return
         import requests
@@ -375,7 +400,9 @@ class WebhookNotifier(SnowbergNotifier):
         resp.raise_for_status()
 
 
-def build_notifiers(alerts_config: AlertsConfig | Mapping[str, Any] | None, *, table: str, dag_id: str) -> list[SnowbergNotifier]:
+def build_notifiers(
+    alerts_config: AlertsConfig | Mapping[str, Any] | None, *, table: str, dag_id: str
+) -> list[SnowbergNotifier]:
     """Notifier instances for one table, to use as ``on_failure_callback``.
 
     ``alerts_config`` is the table's ``AlertsConfig`` (or its dict form, or
@@ -388,13 +415,23 @@ def build_notifiers(alerts_config: AlertsConfig | Mapping[str, Any] | None, *, t
     common: dict[str, Any] = {"table": table, "dag_id": dag_id, "events": tuple(cfg.events)}
     out: list[SnowbergNotifier] = []
     if cfg.email:
-        out.append(EmailAlertNotifier(to=list(cfg.email), from_email=cfg.email_from, smtp_conn_id=cfg.email_conn_id, **common))
+        out.append(
+            EmailAlertNotifier(to=list(cfg.email), from_email=cfg.email_from, smtp_conn_id=cfg.email_conn_id, **common)
+        )
     if cfg.slack_webhook_conn_id:
         out.append(SlackAlertNotifier(slack_webhook_conn_id=cfg.slack_webhook_conn_id, **common))
     if cfg.sns_topic_arn:
-        out.append(SnsAlertNotifier(target_arn=cfg.sns_topic_arn, aws_conn_id=cfg.aws_conn_id, region_name=cfg.sns_region, **common))
+        out.append(
+            SnsAlertNotifier(
+                target_arn=cfg.sns_topic_arn, aws_conn_id=cfg.aws_conn_id, region_name=cfg.sns_region, **common
+            )
+        )
     if cfg.webhook_url or cfg.webhook_conn_id:
-        out.append(WebhookNotifier(url=cfg.webhook_url, http_conn_id=cfg.webhook_conn_id, endpoint=cfg.webhook_endpoint, **common))
+        out.append(
+            WebhookNotifier(
+                url=cfg.webhook_url, http_conn_id=cfg.webhook_conn_id, endpoint=cfg.webhook_endpoint, **common
+            )
+        )
     return out
 
 

@@ -32,7 +32,9 @@ START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
 def table_asset(cfg: TableConfig) -> Asset:
     """The Asset downstream DAGs schedule on: it changes when a load commits."""
     n = cfg.iceberg_name
-    return Asset(uri=f"iceberg://{cfg.catalog}/{n.namespace}/{n.table}", name=f"iceberg_{cfg.catalog}_{n.namespace}_{n.table}")
+    return Asset(
+        uri=f"iceberg://{cfg.catalog}/{n.namespace}/{n.table}", name=f"iceberg_{cfg.catalog}_{n.namespace}_{n.table}"
+    )
 
 
 def _doc(cfg: TableConfig) -> str:
@@ -46,14 +48,17 @@ def _doc(cfg: TableConfig) -> str:
         f"* **Target**: Iceberg `{cfg.target}` in catalog `{cfg.catalog}`",
     ]
     if cfg.stream:
-        lines.append(f"* **Stream**: `{cfg.stream.model_dump(exclude_none=True)}` (change capture, exactly once by batch id)")
+        lines.append(
+            f"* **Stream**: `{cfg.stream.model_dump(exclude_none=True)}` (change capture, exactly once by batch id)"
+        )
     if cfg.cursor:
         lines += [
             f"* **Cursor**: `{cfg.cursor.column}`, lookback {format_duration(cfg.cursor.lookback)}, "
             f"commit lag {format_duration(cfg.cursor.commit_lag)}, NULL cursors: {cfg.cursor.null_policy.value}",
         ]
     lines += [
-        f"* **Write mode**: {cfg.effective_write_mode.value}" + (f" on key {cfg.primary_key}" if cfg.primary_key else ""),
+        f"* **Write mode**: {cfg.effective_write_mode.value}"
+        + (f" on key {cfg.primary_key}" if cfg.primary_key else ""),
         f"* **Watermark mirror**: Variable `{cfg.variable_key}` (the table's snapshot summary is the truth)",
     ]
     if cfg.freshness_sla:
@@ -91,12 +96,21 @@ def _default_args(cfg: TableConfig) -> dict[str, Any]:
 def _checks(cfg: TableConfig) -> list[Any]:
     """Freshness and health tasks (metadata only); wired after loads and in the checks DAG."""
     tasks: list[Any] = [
-        TableHealthOperator(task_id="table_health", table=cfg.target, catalog=cfg.catalog, thresholds=cfg.health,
-                            table_name=cfg.name),
+        TableHealthOperator(
+            task_id="table_health", table=cfg.target, catalog=cfg.catalog, thresholds=cfg.health, table_name=cfg.name
+        ),
     ]
     if cfg.freshness_sla is not None:
-        tasks.insert(0, SnapshotFreshnessOperator(task_id="check_freshness", table=cfg.target, catalog=cfg.catalog,
-                                                  freshness_sla=cfg.freshness_sla, table_name=cfg.name))
+        tasks.insert(
+            0,
+            SnapshotFreshnessOperator(
+                task_id="check_freshness",
+                table=cfg.target,
+                catalog=cfg.catalog,
+                freshness_sla=cfg.freshness_sla,
+                table_name=cfg.name,
+            ),
+        )
     return tasks
 
 
@@ -116,9 +130,14 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
     ) as dag:
         checks = _checks(cfg)
         if cfg.external_volume:
-            vol = VerifyExternalVolumeOperator(task_id="verify_external_volume", external_volume=cfg.external_volume,
-                                               snowflake_conn_id=cfg.snowflake_conn_id, catalog=cfg.catalog,
-                                               table=cfg.target, table_name=cfg.name)
+            vol = VerifyExternalVolumeOperator(
+                task_id="verify_external_volume",
+                external_volume=cfg.external_volume,
+                snowflake_conn_id=cfg.snowflake_conn_id,
+                catalog=cfg.catalog,
+                table=cfg.target,
+                table_name=cfg.name,
+            )
             vol >> checks
     return dag
 
@@ -162,7 +181,9 @@ def build_dag(cfg: TableConfig) -> DAG:
         plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
         if cfg.scale_out:
             # Slices as mapped tasks (spread over Celery workers); one commit at the end.
-            load: Any = sliced_load(raw, plan, max_rows_per_slice=cfg.max_rows_per_slice, max_parallel=cfg.max_parallel_slices)
+            load: Any = sliced_load(
+                raw, plan, max_rows_per_slice=cfg.max_rows_per_slice, max_parallel=cfg.max_parallel_slices
+            )
         else:
             load = SnowbergLoadOperator(task_id="load", table_config=raw, window=plan.output)
             plan >> load
@@ -171,7 +192,9 @@ def build_dag(cfg: TableConfig) -> DAG:
         # can be active together: one committing task of a table at a time, across
         # all runs (docs/airflow-deployment.md).
         load.max_active_tis_per_dag = 1
-        publish = SnowbergPublishOperator(task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)])
+        publish = SnowbergPublishOperator(
+            task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)]
+        )
         load >> publish >> _checks(cfg)
     return dag
 
@@ -195,10 +218,18 @@ def build_unload_dag(cfg: TableConfig) -> DAG:
         default_args=_default_args(cfg),
     ) as dag:
         plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
-        unload = SnowbergUnloadOperator(task_id="unload", table_config=raw, window=plan.output, stage=cfg.unload.stage,
-                                        stage_url=cfg.unload.stage_url, prefix=cfg.unload.prefix,
-                                        max_file_size=cfg.unload.max_file_size)
-        publish = SnowbergPublishOperator(task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)])
+        unload = SnowbergUnloadOperator(
+            task_id="unload",
+            table_config=raw,
+            window=plan.output,
+            stage=cfg.unload.stage,
+            stage_url=cfg.unload.stage_url,
+            prefix=cfg.unload.prefix,
+            max_file_size=cfg.unload.max_file_size,
+        )
+        publish = SnowbergPublishOperator(
+            task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)]
+        )
         plan >> unload >> publish
     return dag
 

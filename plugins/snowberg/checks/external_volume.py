@@ -283,8 +283,8 @@ def _cause(step: Step, v: VolumeVerification, desc: VolumeDescription | None) ->
         role = role_arn or _first_match(r"on resource:\s*(arn:aws[\w-]*:iam::\d+:role/[^\s\"\\(]+)", msg)
         return (
             f"Snowflake cannot assume the IAM role{(' ' + role) if role else ''}: its trust policy must allow "
-            f"sts:AssumeRole for Principal {{\"AWS\": \"{user_arn or '<STORAGE_AWS_IAM_USER_ARN>'}\"}} with "
-            f"Condition StringEquals sts:ExternalId = \"{ext_id or '<STORAGE_AWS_EXTERNAL_ID>'}\" "
+            f'sts:AssumeRole for Principal {{"AWS": "{user_arn or "<STORAGE_AWS_IAM_USER_ARN>"}"}} with '
+            f'Condition StringEquals sts:ExternalId = "{ext_id or "<STORAGE_AWS_EXTERNAL_ID>"}" '
             f"(both from DESC EXTERNAL VOLUME {vol}; they change when the volume is re-created)."
         )
     if "kms" in low:
@@ -353,11 +353,11 @@ class Diagnosis:
         return d
 
 
-def diagnose(
-    v: VolumeVerification, desc: VolumeDescription | None = None, *, require_writes: bool = True
-) -> Diagnosis:
+def diagnose(v: VolumeVerification, desc: VolumeDescription | None = None, *, require_writes: bool = True) -> Diagnosis:
     """Name each failing step and its likely cause."""
-    steps = [Step(s.key, s.label, s.status, s.message, _cause(s, v, desc)) if s.status == FAILED else s for s in v.steps]
+    steps = [
+        Step(s.key, s.label, s.status, s.message, _cause(s, v, desc)) if s.status == FAILED else s for s in v.steps
+    ]
     problems: list[str] = []
     for s in steps:
         if s.status == FAILED:
@@ -369,7 +369,11 @@ def diagnose(
         read_only = desc is not None and desc.allow_writes is False
         problems.append(
             "write step (writeResult) was SKIPPED: "
-            + ("the volume is read-only (DESC shows ALLOW_WRITES = FALSE)" if read_only else "the volume is probably read-only (ALLOW_WRITES = FALSE)")
+            + (
+                "the volume is read-only (DESC shows ALLOW_WRITES = FALSE)"
+                if read_only
+                else "the volume is probably read-only (ALLOW_WRITES = FALSE)"
+            )
             + f". Writers need it: ALTER EXTERNAL VOLUME {quote_identifier(v.volume) if _valid(v.volume) else v.volume} "
             "SET ALLOW_WRITES = TRUE"
         )
@@ -409,7 +413,9 @@ def render(d: Diagnosis) -> str:
     return "\n".join(lines)
 
 
-def verify_external_volume(conn: Any, volume: str, *, describe: bool = True) -> tuple[VolumeVerification, VolumeDescription | None]:
+def verify_external_volume(
+    conn: Any, volume: str, *, describe: bool = True
+) -> tuple[VolumeVerification, VolumeDescription | None]:
     """Run the function (the name is a bound value) and, if asked, DESC the volume.
 
     ``DESC EXTERNAL VOLUME`` needs OWNERSHIP or USAGE; when it fails the

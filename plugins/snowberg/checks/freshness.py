@@ -184,7 +184,9 @@ def evaluate(
                     f"{format_duration(max_watermark_lag)}"
                 )
     elif max_watermark_lag is not None:
-        reasons.append(f"table {name} has no snowberg watermark, so its lag cannot be within {format_duration(max_watermark_lag)}")
+        reasons.append(
+            f"table {name} has no snowberg watermark, so its lag cannot be within {format_duration(max_watermark_lag)}"
+        )
 
     return Freshness(name, checked_at, True, fresh=not reasons, reasons=reasons, **out, **limits)
 
@@ -194,11 +196,21 @@ def render(f: Freshness) -> str:
         ("table", f.table),
         ("status", "FRESH" if f.fresh else "STALE"),
         ("current snapshot", f.current_snapshot_id),
-        ("last write", f"{f.last_write_at} ({f.last_write_operation}, snapshot {f.last_write_snapshot_id})" if f.last_write_at else "-"),
+        (
+            "last write",
+            f"{f.last_write_at} ({f.last_write_operation}, snapshot {f.last_write_snapshot_id})"
+            if f.last_write_at
+            else "-",
+        ),
         ("hours since last write", f"{f.hours_since_last_write:.2f}" if f.hours_since_last_write is not None else "-"),
         ("SLA", f.sla or "-"),
         ("watermark", f"{f.watermark} ({f.cursor_kind})" if f.watermark is not None else "-"),
-        ("watermark committed", f"{f.watermark_committed_at} (snapshot {f.watermark_snapshot_id}, run {f.watermark_run_id})" if f.watermark_committed_at else "-"),
+        (
+            "watermark committed",
+            f"{f.watermark_committed_at} (snapshot {f.watermark_snapshot_id}, run {f.watermark_run_id})"
+            if f.watermark_committed_at
+            else "-",
+        ),
         ("watermark lag (h)", f"{f.watermark_lag_hours:.2f}" if f.watermark_lag_hours is not None else "-"),
         ("max watermark lag", f.max_watermark_lag or "-"),
     ]

@@ -120,7 +120,9 @@ def _partition_key(spec: Any, partition: Any) -> str:
     return ", ".join(values)
 
 
-def collect(table: Table, *, name: str, thresholds: HealthThresholds | None = None, now: datetime | None = None) -> HealthReport:
+def collect(
+    table: Table, *, name: str, thresholds: HealthThresholds | None = None, now: datetime | None = None
+) -> HealthReport:
     """Build the report from the metadata of ``table``'s current snapshot."""
     from pyiceberg.manifest import DataFileContent, ManifestContent
 
@@ -184,7 +186,15 @@ def collect(table: Table, *, name: str, thresholds: HealthThresholds | None = No
                     covered[fid] += has_null and ((has_lo and has_up) or all_null)
 
     columns = [
-        ColumnStats(f.name, str(f.field_type), data_files, nulls[f.field_id], lowers[f.field_id], uppers[f.field_id], covered[f.field_id])
+        ColumnStats(
+            f.name,
+            str(f.field_type),
+            data_files,
+            nulls[f.field_id],
+            lowers[f.field_id],
+            uppers[f.field_id],
+            covered[f.field_id],
+        )
         for f in prim
     ]
     pairs = data_files * len(prim)
@@ -194,7 +204,9 @@ def collect(table: Table, *, name: str, thresholds: HealthThresholds | None = No
     min_pp = min(counts, default=0)
     skew = round(max_pp / min_pp, 4) if min_pp else None
     spec = table.spec()
-    spec_text = ", ".join(f"{pf.transform}({schema.find_column_name(pf.source_id)})" for pf in spec.fields) or "unpartitioned"
+    spec_text = (
+        ", ".join(f"{pf.transform}({schema.find_column_name(pf.source_id)})" for pf in spec.fields) or "unpartitioned"
+    )
     small_ratio = round(small / data_files, 4) if data_files else 0.0
 
     report = HealthReport(
@@ -207,7 +219,9 @@ def collect(table: Table, *, name: str, thresholds: HealthThresholds | None = No
         operations=dict(sorted(ops.items())),
         oldest_snapshot_at=_iso(oldest) if oldest is not None else None,
         newest_snapshot_at=_iso(newest) if newest is not None else None,
-        oldest_snapshot_age_hours=round((now.timestamp() * 1000 - oldest) / 3_600_000, 4) if oldest is not None else None,
+        oldest_snapshot_age_hours=round((now.timestamp() * 1000 - oldest) / 3_600_000, 4)
+        if oldest is not None
+        else None,
         manifests=manifests,
         delete_manifests=delete_manifests,
         manifest_added_rows=m_added,
@@ -239,41 +253,65 @@ def _with_breaches(r: HealthReport, th: HealthThresholds) -> HealthReport:
     out: list[Breach] = []
     if th.min_stats_coverage is not None and r.data_files and r.stats_coverage < th.min_stats_coverage:
         worst = sorted(r.columns, key=lambda c: c.coverage)[:3]
-        out.append(Breach(
-            "stats_coverage", r.stats_coverage, th.min_stats_coverage,
-            f"column statistics cover {r.stats_coverage:.0%} of (file, column) pairs, below {th.min_stats_coverage:.0%} "
-            f"(lowest: {', '.join(f'{c.column} {c.coverage:.0%}' for c in worst)}); check write.metadata.metrics.* properties",
-        ))
+        out.append(
+            Breach(
+                "stats_coverage",
+                r.stats_coverage,
+                th.min_stats_coverage,
+                f"column statistics cover {r.stats_coverage:.0%} of (file, column) pairs, below {th.min_stats_coverage:.0%} "
+                f"(lowest: {', '.join(f'{c.column} {c.coverage:.0%}' for c in worst)}); check write.metadata.metrics.* properties",
+            )
+        )
     if th.max_small_file_ratio is not None and r.data_files and r.small_file_ratio > th.max_small_file_ratio:
-        out.append(Breach(
-            "small_file_ratio", r.small_file_ratio, th.max_small_file_ratio,
-            f"{r.small_files} of {r.data_files} data files are under {_size(th.small_file_size)} "
-            f"({r.small_file_ratio:.0%} > {th.max_small_file_ratio:.0%}): compact the table (rewrite data files)",
-        ))
+        out.append(
+            Breach(
+                "small_file_ratio",
+                r.small_file_ratio,
+                th.max_small_file_ratio,
+                f"{r.small_files} of {r.data_files} data files are under {_size(th.small_file_size)} "
+                f"({r.small_file_ratio:.0%} > {th.max_small_file_ratio:.0%}): compact the table (rewrite data files)",
+            )
+        )
     if th.max_partition_skew is not None and r.partition_skew is not None and r.partition_skew > th.max_partition_skew:
-        out.append(Breach(
-            "partition_skew", r.partition_skew, th.max_partition_skew,
-            f"files per partition range {r.min_files_per_partition}..{r.max_files_per_partition} "
-            f"(skew {r.partition_skew:g} > {th.max_partition_skew:g}); busiest: {r.top_partitions[0][0] if r.top_partitions else '-'}",
-        ))
+        out.append(
+            Breach(
+                "partition_skew",
+                r.partition_skew,
+                th.max_partition_skew,
+                f"files per partition range {r.min_files_per_partition}..{r.max_files_per_partition} "
+                f"(skew {r.partition_skew:g} > {th.max_partition_skew:g}); busiest: {r.top_partitions[0][0] if r.top_partitions else '-'}",
+            )
+        )
     if th.max_snapshots is not None and r.snapshots > th.max_snapshots:
-        out.append(Breach(
-            "snapshots", r.snapshots, th.max_snapshots,
-            f"{r.snapshots} snapshots retained (> {th.max_snapshots}): is snapshot expiry running?",
-        ))
+        out.append(
+            Breach(
+                "snapshots",
+                r.snapshots,
+                th.max_snapshots,
+                f"{r.snapshots} snapshots retained (> {th.max_snapshots}): is snapshot expiry running?",
+            )
+        )
     if th.max_delete_files is not None and r.delete_files > th.max_delete_files:
-        out.append(Breach(
-            "delete_files", r.delete_files, th.max_delete_files,
-            f"{r.delete_files} delete files (> {th.max_delete_files}): compact to apply them",
-        ))
+        out.append(
+            Breach(
+                "delete_files",
+                r.delete_files,
+                th.max_delete_files,
+                f"{r.delete_files} delete files (> {th.max_delete_files}): compact to apply them",
+            )
+        )
     if th.max_snapshot_age is not None and r.oldest_snapshot_age_hours is not None:
         limit_h = th.max_snapshot_age.total_seconds() / 3600
         if r.oldest_snapshot_age_hours > limit_h:
-            out.append(Breach(
-                "oldest_snapshot_age_hours", r.oldest_snapshot_age_hours, round(limit_h, 4),
-                f"oldest retained snapshot is {r.oldest_snapshot_age_hours:.1f} h old (> {format_duration(th.max_snapshot_age)}): "
-                "is snapshot expiry running?",
-            ))
+            out.append(
+                Breach(
+                    "oldest_snapshot_age_hours",
+                    r.oldest_snapshot_age_hours,
+                    round(limit_h, 4),
+                    f"oldest retained snapshot is {r.oldest_snapshot_age_hours:.1f} h old (> {format_duration(th.max_snapshot_age)}): "
+                    "is snapshot expiry running?",
+                )
+            )
     return HealthReport(**{**{f: getattr(r, f) for f in r.__dataclass_fields__}, "breaches": out})
 
 
@@ -287,13 +325,18 @@ def _size(n: int) -> str:
 def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     cells = [[str(h) for h in headers]] + [["-" if v is None else str(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
     def fmt(r: list[str]) -> str:
         return "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+
     return [fmt(cells[0]), "  " + "  ".join("-" * w for w in widths)] + [fmt(r) for r in cells[1:]]
 
 
 def render(r: HealthReport) -> str:
-    lines = [f"table health of {r.table}: {'HEALTHY' if r.healthy else 'UNHEALTHY'} (metadata only, {r.checked_at})", ""]
+    lines = [
+        f"table health of {r.table}: {'HEALTHY' if r.healthy else 'UNHEALTHY'} (metadata only, {r.checked_at})",
+        "",
+    ]
     summary: list[list[Any]] = [
         ["location", r.location],
         ["format version", r.format_version],
@@ -319,7 +362,10 @@ def render(r: HealthReport) -> str:
         lines += ["", "column statistics (data files with …)"]
         lines += _table(
             ["column", "type", "null counts", "lower bounds", "upper bounds", "coverage"],
-            [[c.column, c.type, c.with_null_counts, c.with_lower_bounds, c.with_upper_bounds, f"{c.coverage:.0%}"] for c in r.columns],
+            [
+                [c.column, c.type, c.with_null_counts, c.with_lower_bounds, c.with_upper_bounds, f"{c.coverage:.0%}"]
+                for c in r.columns
+            ],
         )
     if r.partitions > 1:
         lines += ["", "busiest partitions"]
@@ -330,7 +376,10 @@ def render(r: HealthReport) -> str:
     else:
         lines.append("  (none)")
     if r.limits:
-        lines += ["", "limits: " + ", ".join(f"{k}={_size(v) if k == 'small_file_size' else v}" for k, v in r.limits.items())]
+        lines += [
+            "",
+            "limits: " + ", ".join(f"{k}={_size(v) if k == 'small_file_size' else v}" for k, v in r.limits.items()),
+        ]
     for b in r.breaches:
         lines.append(f"  ! {b.metric}: {b.message}")
     return "\n".join(lines)

@@ -60,15 +60,31 @@ def _cause(step: str, exc: BaseException) -> str | None:
     if any(
         k in low
         for k in (
-            "invalidaccesskeyid", "access key id you provided does not exist", "signaturedoesnotmatch",
-            "signature we calculated does not match", "security token", "expiredtoken", "invalidtoken",
+            "invalidaccesskeyid",
+            "access key id you provided does not exist",
+            "signaturedoesnotmatch",
+            "signature we calculated does not match",
+            "security token",
+            "expiredtoken",
+            "invalidtoken",
         )
     ):
         return "the credentials are invalid or expired (s3.access-key-id / s3.secret-access-key / s3.session-token)"
     if "connection refused" in low or "could not connect" in low or "curlcode: 7" in low or "timed out" in low:
         return "the storage endpoint is unreachable (s3.endpoint, network, proxy)"
-    if "accessdenied" in low or "access denied" in low or "forbidden" in low or "aws error [code 15]" in low or isinstance(exc, PermissionError):
-        action = {"write": "s3:PutObject", "read": "s3:GetObject", "list": "s3:ListBucket", "delete": "s3:DeleteObject"}[step]
+    if (
+        "accessdenied" in low
+        or "access denied" in low
+        or "forbidden" in low
+        or "aws error [code 15]" in low
+        or isinstance(exc, PermissionError)
+    ):
+        action = {
+            "write": "s3:PutObject",
+            "read": "s3:GetObject",
+            "list": "s3:ListBucket",
+            "delete": "s3:DeleteObject",
+        }[step]
         return f"the writer's credentials may not {step} here (for S3: {action} on this prefix)"
     if "region" in low and ("redirect" in low or "wrong" in low or "301" in low):
         return "the bucket is in another region than s3.region says"

@@ -191,8 +191,4 @@ class HealthThresholds(_Strict):
 
     def limits(self) -> dict[str, object]:
         """The configured limits, for reports."""
-        return {
-            k: v
-            for k, v in self.model_dump().items()
-            if v is not None and k not in ("fail_on_breach",)
-        }
+        return {k: v for k, v in self.model_dump().items() if v is not None and k not in ("fail_on_breach",)}

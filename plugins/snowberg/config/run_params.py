@@ -79,8 +79,14 @@ def _bool(name: str, value: Any) -> bool:
     raise RunParamError(f"param {name!r}: expected true or false, got {str(value)[:80]!r}")
 
 
-def resolve_run(params: dict[str, Any], *, run_type: str | None, interval_start: datetime | None, interval_end: datetime | None,
-                now: datetime | None = None) -> RunRequest:
+def resolve_run(
+    params: dict[str, Any],
+    *,
+    run_type: str | None,
+    interval_start: datetime | None,
+    interval_end: datetime | None,
+    now: datetime | None = None,
+) -> RunRequest:
     """Decide what a run does from its params, type and data interval.
 
     * params window_start/window_end → a backfill of exactly that window
@@ -108,6 +114,8 @@ def resolve_run(params: dict[str, Any], *, run_type: str | None, interval_start:
         if end <= start:
             raise RunParamError(f"window_end {end.isoformat()} must be after window_start {start.isoformat()}")
         if end > now:
-            raise RunParamError(f"window_end {end.isoformat()} is in the future (now {now.isoformat(timespec='seconds')})")
+            raise RunParamError(
+                f"window_end {end.isoformat()} is in the future (now {now.isoformat(timespec='seconds')})"
+            )
         return RunRequest("backfill", start, end, dry)
     return RunRequest("full_refresh" if full else "incremental", None, None, dry)

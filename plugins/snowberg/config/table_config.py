@@ -25,9 +25,7 @@ from snowberg.streams.settings import StreamSource, stream_table_problems
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
-_TRANSFORM = re.compile(
-    r"^(?:(identity|year|month|day|hour)\((\w+)\)|(bucket|truncate)\[(\d+)\]\((\w+)\)|(\w+))$"
-)
+_TRANSFORM = re.compile(r"^(?:(identity|year|month|day|hour)\((\w+)\)|(bucket|truncate)\[(\d+)\]\((\w+)\)|(\w+))$")
 
 
 class ConfigError(ValueError):
@@ -235,8 +233,12 @@ class TableConfig(_Strict):
     @model_validator(mode="after")
     def _consistency(self) -> TableConfig:
         if self.stream is not None:
-            problems = stream_table_problems(self.stream, primary_key=self.primary_key, source_table=self.source.table,
-                                             has_cursor=self.cursor is not None)
+            problems = stream_table_problems(
+                self.stream,
+                primary_key=self.primary_key,
+                source_table=self.source.table,
+                has_cursor=self.cursor is not None,
+            )
             if problems:
                 raise ValueError("; ".join(problems))
         if self.cursor is not None and self.cursor.lookback > timedelta(0) and not self.primary_key:

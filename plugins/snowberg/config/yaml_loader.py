@@ -18,8 +18,9 @@ from pydantic import BaseModel, ValidationError
 M = TypeVar("M", bound=BaseModel)
 
 
-def format_validation_error(raw: list[Any], exc: ValidationError, *, list_key: str, entity: str,
-                            hidden_locs: Collection[str] = ()) -> str:
+def format_validation_error(
+    raw: list[Any], exc: ValidationError, *, list_key: str, entity: str, hidden_locs: Collection[str] = ()
+) -> str:
     """One line per error, naming the entry (by its ``name``) and the field."""
     lines = []
     for err in exc.errors():
@@ -38,8 +39,16 @@ def format_validation_error(raw: list[Any], exc: ValidationError, *, list_key: s
     return f"invalid snowberg {list_key} config:\n  " + "\n  ".join(lines)
 
 
-def validate_entries(data: Any, model: type[M], *, list_key: str, entity: str, source: str,
-                     error: type[Exception], hidden_locs: Collection[str] = ()) -> M:
+def validate_entries(
+    data: Any,
+    model: type[M],
+    *,
+    list_key: str,
+    entity: str,
+    source: str,
+    error: type[Exception],
+    hidden_locs: Collection[str] = (),
+) -> M:
     """Merge ``defaults`` into each entry of ``data[list_key]`` and validate the whole file."""
     if not isinstance(data, dict):
         raise error(f"{source}: expected a mapping with '{list_key}'")
@@ -55,7 +64,8 @@ def validate_entries(data: Any, model: type[M], *, list_key: str, entity: str, s
         return model.model_validate({list_key: merged})
     except ValidationError as exc:
         raise error(
-            f"{source}: " + format_validation_error(merged, exc, list_key=list_key, entity=entity, hidden_locs=hidden_locs)
+            f"{source}: "
+            + format_validation_error(merged, exc, list_key=list_key, entity=entity, hidden_locs=hidden_locs)
         ) from None
 
 

@@ -14,8 +14,13 @@ import sys
 POINTS: tuple[str, ...] = ("after_extract", "before_commit", "after_commit", "before_publish")
 # Stream capture (snowberg.streams): in the consume transaction, after it commits,
 # with the Iceberg files written but not committed, after the commit, before cleanup.
-POINTS += ("stream_in_consume", "stream_after_consume", "stream_during_write", "stream_after_commit",
-           "stream_before_cleanup")
+POINTS += (
+    "stream_in_consume",
+    "stream_after_consume",
+    "stream_during_write",
+    "stream_after_commit",
+    "stream_before_cleanup",
+)
 
 
 def crash_point(name: str) -> None:

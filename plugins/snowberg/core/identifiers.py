@@ -47,7 +47,9 @@ def quote_identifier(name: str, what: str = "identifier") -> str:
 
 def validate_iceberg_identifier(name: str, what: str = "identifier") -> str:
     if not isinstance(name, str) or not _ICEBERG_IDENT.match(name):
-        raise IdentifierError(f"invalid {what} {name!r}: expected letters, digits or '_', starting with a letter or '_'")
+        raise IdentifierError(
+            f"invalid {what} {name!r}: expected letters, digits or '_', starting with a letter or '_'"
+        )
     return name
 
 

@@ -120,7 +120,11 @@ def _s(value: Any) -> str:
 
 
 def _passthrough(extra: Mapping[str, Any]) -> dict[str, str]:
-    return {k: _s(v) for k, v in extra.items() if (k in PASSTHROUGH or "." in k) and v is not None and not isinstance(v, dict)}
+    return {
+        k: _s(v)
+        for k, v in extra.items()
+        if (k in PASSTHROUGH or "." in k) and v is not None and not isinstance(v, dict)
+    }
 
 
 def horizon_uri(account: str) -> str:
@@ -131,8 +135,9 @@ def horizon_uri(account: str) -> str:
     return f"https://{host}{HORIZON_PATH}"
 
 
-def horizon_properties(*, account: str | None, pat: str | None, role: str | None, database: str | None,
-                       uri: str | None = None) -> dict[str, str]:
+def horizon_properties(
+    *, account: str | None, pat: str | None, role: str | None, database: str | None, uri: str | None = None
+) -> dict[str, str]:
     """pyiceberg RestCatalog properties for Snowflake Horizon (what the seed's Spark config sets).
 
     The PAT is sent once, as the OAuth ``client_secret`` of a client-credentials
@@ -196,7 +201,9 @@ def _aws(conn: ConnectionLike, extra: Mapping[str, Any]) -> dict[str, str]:
 
 def _postgres(conn: ConnectionLike, extra: Mapping[str, Any]) -> dict[str, str]:
     if not conn.host or not conn.schema:
-        raise CatalogConfigError(f"connection {conn.conn_id!r}: a PostgreSQL SQL catalog needs host and schema (the database)")
+        raise CatalogConfigError(
+            f"connection {conn.conn_id!r}: a PostgreSQL SQL catalog needs host and schema (the database)"
+        )
     auth = ""
     if conn.login:
         auth = quote(conn.login, safe="")
@@ -209,7 +216,9 @@ def _postgres(conn: ConnectionLike, extra: Mapping[str, Any]) -> dict[str, str]:
 
 def _sqlite(conn: ConnectionLike, extra: Mapping[str, Any]) -> dict[str, str]:
     if not conn.host:
-        raise CatalogConfigError(f"connection {conn.conn_id!r}: a SQLite SQL catalog needs host (the database file path)")
+        raise CatalogConfigError(
+            f"connection {conn.conn_id!r}: a SQLite SQL catalog needs host (the database file path)"
+        )
     return {"type": "sql", "uri": f"sqlite:///{conn.host}"}
 
 
@@ -261,7 +270,9 @@ def catalog_properties(conn: ConnectionLike) -> dict[str, str]:
         raise CatalogConfigError(f"connection {conn.conn_id!r}: extra.catalog_properties must be a mapping")
     props.update({k: _s(v) for k, v in overrides.items()})
     if props.get("type") == "sql" and not props.get("warehouse"):
-        raise CatalogConfigError(f"connection {conn.conn_id!r}: a SQL catalog needs extra.warehouse (e.g. s3://bucket/lake)")
+        raise CatalogConfigError(
+            f"connection {conn.conn_id!r}: a SQL catalog needs extra.warehouse (e.g. s3://bucket/lake)"
+        )
     if not props.get("type") and not props.get("py-catalog-impl"):
         raise CatalogConfigError(f"connection {conn.conn_id!r}: cannot tell the catalog type; set extra.type")
     return props

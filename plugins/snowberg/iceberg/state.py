@@ -119,7 +119,12 @@ class AirflowVariables:
 
 def mirror_value(state: TableState) -> str:
     return json.dumps(
-        {"watermark": state.watermark, "cursor_kind": state.cursor_kind, "snapshot_id": state.snapshot_id, "run_id": state.run_id},
+        {
+            "watermark": state.watermark,
+            "cursor_kind": state.cursor_kind,
+            "snapshot_id": state.snapshot_id,
+            "run_id": state.run_id,
+        },
         sort_keys=True,
     )
 
@@ -141,7 +146,9 @@ def reconcile(key: str, state: TableState | None, variables: VariableStore, tabl
         mirror_snapshot = int(mirror["snapshot_id"])
         mirror_wm = mirror.get("watermark")
     except (ValueError, KeyError, TypeError) as exc:
-        raise StateError(f"Variable {key!r} holds {raw!r}, not a snowberg watermark mirror; delete it to re-sync") from exc
+        raise StateError(
+            f"Variable {key!r} holds {raw!r}, not a snowberg watermark mirror; delete it to re-sync"
+        ) from exc
     if state is None:
         raise StateError(
             f"Variable {key!r} says watermark {mirror_wm!r} (snapshot {mirror_snapshot}) but the Iceberg table "

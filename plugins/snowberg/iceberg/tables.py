@@ -117,7 +117,9 @@ def create_table(catalog: Catalog, cfg: TableConfig, columns: Sequence[MappedCol
     return catalog.create_table((n.namespace, n.table), schema=schema, partition_spec=spec, properties=props)
 
 
-def plan_schema_changes(table_schema: Schema, columns: Sequence[MappedColumn]) -> tuple[list[MappedColumn], list[tuple[MappedColumn, Any]]]:
+def plan_schema_changes(
+    table_schema: Schema, columns: Sequence[MappedColumn]
+) -> tuple[list[MappedColumn], list[tuple[MappedColumn, Any]]]:
     """Columns to add, and columns to widen; raise when a change cannot be applied."""
     add: list[MappedColumn] = []
     widen: list[tuple[MappedColumn, Any]] = []
@@ -141,7 +143,9 @@ def plan_schema_changes(table_schema: Schema, columns: Sequence[MappedColumn]) -
     return add, widen
 
 
-def apply_schema_changes(tx: Transaction, add: Sequence[MappedColumn], widen: Sequence[tuple[MappedColumn, Any]]) -> None:
+def apply_schema_changes(
+    tx: Transaction, add: Sequence[MappedColumn], widen: Sequence[tuple[MappedColumn, Any]]
+) -> None:
     if not add and not widen:
         return
     with tx.update_schema() as upd:
@@ -160,7 +164,9 @@ def arrow_schema(schema: Schema) -> pa.Schema:
     return pa.schema([pa.field(f.name, arrow_type_for(f.field_type), nullable=not f.required) for f in schema.fields])
 
 
-def begin_write(catalog: Catalog, cfg: TableConfig, table: Table | None, columns: Sequence[MappedColumn]) -> tuple[Table, Transaction, pa.Schema, bool]:
+def begin_write(
+    catalog: Catalog, cfg: TableConfig, table: Table | None, columns: Sequence[MappedColumn]
+) -> tuple[Table, Transaction, pa.Schema, bool]:
     """Create the table if missing, open a transaction with the schema changes applied.
 
     Returns the table, the transaction, the Arrow schema batches must be cast
@@ -174,4 +180,3 @@ def begin_write(catalog: Catalog, cfg: TableConfig, table: Table | None, columns
     add, widen = plan_schema_changes(tx.table_metadata.schema(), columns)
     apply_schema_changes(tx, add, widen)
     return table, tx, arrow_schema(tx.table_metadata.schema()), bool(add or widen)
-

@@ -89,8 +89,23 @@ def plan_run(
     if cfg.cursor is None:
         if mode != FULL_REFRESH:
             raise ValueError(f"table {cfg.name!r} has no cursor: only full refresh is possible")
-        return Window(FULL_REFRESH, None, None, 0, None, False, None, False, False, base_wm, base_snap, None,
-                      planned_at=planned_at, run_id=run_id, dry_run=dry_run)
+        return Window(
+            FULL_REFRESH,
+            None,
+            None,
+            0,
+            None,
+            False,
+            None,
+            False,
+            False,
+            base_wm,
+            base_snap,
+            None,
+            planned_at=planned_at,
+            run_id=run_id,
+            dry_run=dry_run,
+        )
 
     cur = conn.cursor()
     try:
@@ -109,9 +124,23 @@ def plan_run(
             if start is None or end is None:
                 raise ValueError("a backfill needs a start and an end")
             # The window is the backfill's [start, end), not the clock.
-            w = Window(BACKFILL, cfg.cursor.column, kind, scale, format_cursor_value(kind, start), True,
-                       format_cursor_value(kind, end), False, False, base_wm, base_snap,
-                       new_watermark=base_wm, planned_at=planned_at, run_id=run_id, dry_run=dry_run)
+            w = Window(
+                BACKFILL,
+                cfg.cursor.column,
+                kind,
+                scale,
+                format_cursor_value(kind, start),
+                True,
+                format_cursor_value(kind, end),
+                False,
+                False,
+                base_wm,
+                base_snap,
+                new_watermark=base_wm,
+                planned_at=planned_at,
+                run_id=run_id,
+                dry_run=dry_run,
+            )
             w = _count_backfill(cur, sq, w)
             log.info("planned backfill window for %s: %s", cfg.name, describe_window(w))
             return w
@@ -147,7 +176,9 @@ def plan_run(
             "Set cursor.null_policy to 'include' (needs primary_key) or 'exclude', or fix the source."
         )
     if null_rows and policy is NullCursorPolicy.EXCLUDE:
-        log.warning("table %s: skipping %d rows with NULL %s (null_policy: exclude)", cfg.name, null_rows, cfg.cursor.column)
+        log.warning(
+            "table %s: skipping %d rows with NULL %s (null_policy: exclude)", cfg.name, null_rows, cfg.cursor.column
+        )
     rows = int(res["rows_in_window"] or 0) + (null_rows if include_nulls else 0)
     if base_wm is not None and high is not None and mode == INCREMENTAL:
         from snowberg.snowflake.source import parse_cursor_value
@@ -158,9 +189,23 @@ def plan_run(
             log.warning("window high %s is below the watermark %s; nothing to read this run", high, base_wm)
             high, rows = base_wm, 0
     w = Window(
-        mode, cfg.cursor.column, kind, scale, low, low_inc, high, True, include_nulls,
-        base_wm, base_snap, new_watermark=high, rows_in_window=rows, null_rows=null_rows,
-        planned_at=planned_at, run_id=run_id, dry_run=dry_run,
+        mode,
+        cfg.cursor.column,
+        kind,
+        scale,
+        low,
+        low_inc,
+        high,
+        True,
+        include_nulls,
+        base_wm,
+        base_snap,
+        new_watermark=high,
+        rows_in_window=rows,
+        null_rows=null_rows,
+        planned_at=planned_at,
+        run_id=run_id,
+        dry_run=dry_run,
         extra={"min_cursor": _str(res["min_cursor"]), "max_cursor": _str(res["max_cursor"])},
     )
     log.info("planned %s window for %s: %s", mode, cfg.name, describe_window(w))
@@ -232,7 +277,9 @@ def _snapshot_props(cfg: TableConfig, w: Window, rows: int) -> dict[str, str]:
     }
 
 
-def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, logger: logging.Logger | None = None) -> LoadResult:
+def load_window(
+    cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, logger: logging.Logger | None = None
+) -> LoadResult:
     """Extract the planned window and commit it to Iceberg, once."""
     lg = logger or log
     started = time.monotonic()
@@ -240,7 +287,9 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
     done = state.find_run_commit(table, w.run_id, w.mode, w.high)
     if done is not None:
         lg.info("run %s already committed this window in snapshot %s: appending nothing", w.run_id, done.snapshot_id)
-        return LoadResult("already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict())
+        return LoadResult(
+            "already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()
+        )
     if w.mode == BACKFILL:
         w = _carry_watermark(table, w)
     _check_base(table, w)
@@ -282,7 +331,11 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
                 yield b
 
         # One write per slice: memory is bounded by the slice, not the window.
-        data_files = [f for i in range(len(parts)) for f in _write_data_files(table, tx, target_schema, batches(i), cfg.batch_rows)]
+        data_files = [
+            f
+            for i in range(len(parts))
+            for f in _write_data_files(table, tx, target_schema, batches(i), cfg.batch_rows)
+        ]
     finally:
         cur.close()
     lg.info("%s: %s", cfg.name, progress.summary())
@@ -293,12 +346,27 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, log
         return LoadResult("nothing_new", 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict())
 
     snap = commit_window(tx, cfg, w, keys, data_files, progress.rows, lg)
-    return LoadResult("committed", progress.rows, progress.bytes, len(data_files), snap.snapshot_id, w.new_watermark,
-                      time.monotonic() - started, w.to_dict())
+    return LoadResult(
+        "committed",
+        progress.rows,
+        progress.bytes,
+        len(data_files),
+        snap.snapshot_id,
+        w.new_watermark,
+        time.monotonic() - started,
+        w.to_dict(),
+    )
 
 
-def commit_window(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | None, data_files: list[Any] | Any,
-                  rows: int, lg: logging.Logger) -> Any:
+def commit_window(
+    tx: Any,
+    cfg: TableConfig,
+    w: Window,
+    keys: KeyCollector | None,
+    data_files: list[Any] | Any,
+    rows: int,
+    lg: logging.Logger,
+) -> Any:
     """The one commit of a run: what the rows replace (copy-on-write), the new data files, the state.
 
     Shared by the single-task load, the mapped slices and the push-down unload.
@@ -315,13 +383,18 @@ def commit_window(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | Non
     assert snap is not None
     lg.info(
         "%s: committed snapshot %s: %s rows in %d data files, watermark %s",
-        cfg.name, snap.snapshot_id, f"{rows:,}", len(data_files), w.new_watermark,
+        cfg.name,
+        snap.snapshot_id,
+        f"{rows:,}",
+        len(data_files),
+        w.new_watermark,
     )
     return snap
 
 
-def cast_fetched(cur: Any, columns: list[MappedColumn], schema: pa.Schema, opts: MappingOptions,
-                 progress: Progress) -> Iterator[pa.RecordBatch]:
+def cast_fetched(
+    cur: Any, columns: list[MappedColumn], schema: pa.Schema, opts: MappingOptions, progress: Progress
+) -> Iterator[pa.RecordBatch]:
     """The current result's batches, cast to the table's schema, counted as they pass."""
     for raw in fetch_batches(cur):
         b = cast_batch(raw, columns, schema, opts)
@@ -405,7 +478,13 @@ def _delete_replaced(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | 
     # positional constructors are the documented API.
     ex: Any = expressions
     AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In, LessThan, Or = (
-        ex.AlwaysTrue, ex.And, ex.EqualTo, ex.GreaterThanOrEqual, ex.In, ex.LessThan, ex.Or,
+        ex.AlwaysTrue,
+        ex.And,
+        ex.EqualTo,
+        ex.GreaterThanOrEqual,
+        ex.In,
+        ex.LessThan,
+        ex.Or,
     )
 
     expr: Any = None
@@ -414,7 +493,9 @@ def _delete_replaced(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | 
     else:
         if w.mode == BACKFILL and w.cursor_column:
             c = w.cursor_column.lower()
-            expr = And(GreaterThanOrEqual(c, _literal(w.cursor_kind, w.low)), LessThan(c, _literal(w.cursor_kind, w.high)))
+            expr = And(
+                GreaterThanOrEqual(c, _literal(w.cursor_kind, w.low)), LessThan(c, _literal(w.cursor_kind, w.high))
+            )
         if keys is not None:
             kt = keys.check_unique()
             # No snapshot yet (a first load): nothing to replace, so no key expression (it is O(rows) Python objects).
@@ -422,7 +503,11 @@ def _delete_replaced(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | 
                 if len(keys.columns) == 1:
                     kexpr: Any = In(keys.columns[0], set(kt.column(0).to_pylist()))
                 else:
-                    kexpr = Or(*[And(*[EqualTo(k, v) for k, v in row.items()]) for row in kt.to_pylist()]) if kt.num_rows > 1 else And(*[EqualTo(k, v) for k, v in kt.to_pylist()[0].items()])
+                    kexpr = (
+                        Or(*[And(*[EqualTo(k, v) for k, v in row.items()]) for row in kt.to_pylist()])
+                        if kt.num_rows > 1
+                        else And(*[EqualTo(k, v) for k, v in kt.to_pylist()[0].items()])
+                    )
                 expr = kexpr if expr is None else Or(expr, kexpr)
     if expr is None or tx.table_metadata.current_snapshot() is None:
         return
@@ -442,7 +527,9 @@ def _literal(kind: str | None, text: str | None) -> Any:
     return v
 
 
-def _write_data_files(table: Table, tx: Any, schema: pa.Schema, batches: Iterator[pa.RecordBatch], batch_rows: int) -> Iterator[Any]:
+def _write_data_files(
+    table: Table, tx: Any, schema: pa.Schema, batches: Iterator[pa.RecordBatch], batch_rows: int
+) -> Iterator[Any]:
     """Write Parquet data files for the transaction, in bounded memory.
 
     We call pyiceberg's ``_dataframe_to_data_files`` (the function behind
@@ -468,17 +555,28 @@ def _write_data_files(table: Table, tx: Any, schema: pa.Schema, batches: Iterato
         buf.append(b)
         n += b.num_rows
         if n >= batch_rows:
-            yield from _dataframe_to_data_files(tx.table_metadata, pa.Table.from_batches(buf, schema), table.io, write_uuid=write_uuid, counter=counter)
+            yield from _dataframe_to_data_files(
+                tx.table_metadata, pa.Table.from_batches(buf, schema), table.io, write_uuid=write_uuid, counter=counter
+            )
             buf, n = [], 0
     if buf:
-        yield from _dataframe_to_data_files(tx.table_metadata, pa.Table.from_batches(buf, schema), table.io, write_uuid=write_uuid, counter=counter)
+        yield from _dataframe_to_data_files(
+            tx.table_metadata, pa.Table.from_batches(buf, schema), table.io, write_uuid=write_uuid, counter=counter
+        )
 
 
 # ---------------------------------------------------------------------------
 # Publish
 
 
-def publish(cfg: TableConfig, catalog: Catalog, w: Window, variables: state.VariableStore, *, logger: logging.Logger | None = None) -> dict[str, Any]:
+def publish(
+    cfg: TableConfig,
+    catalog: Catalog,
+    w: Window,
+    variables: state.VariableStore,
+    *,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
     """Read the commit back, then mirror the watermark into the Variable."""
     lg = logger or log
     faults.crash_point("before_publish")
@@ -490,7 +588,9 @@ def publish(cfg: TableConfig, catalog: Catalog, w: Window, variables: state.Vari
     action = state.reconcile(cfg.variable_key, st, variables, table) if st is not None else "no state yet"
     summary = {
         "table": cfg.target,
-        "rows_loaded": int(snap.summary.additional_properties.get(state.ROWS, "0")) if snap is not None and snap.summary else 0,
+        "rows_loaded": int(snap.summary.additional_properties.get(state.ROWS, "0"))
+        if snap is not None and snap.summary
+        else 0,
         "snapshot_id": snap.snapshot_id if snap is not None else (st.snapshot_id if st else None),
         "watermark": st.watermark if st else None,
         "variable": cfg.variable_key,
@@ -499,12 +599,19 @@ def publish(cfg: TableConfig, catalog: Catalog, w: Window, variables: state.Vari
     }
     lg.info(
         "%s: rows loaded %s, snapshot id %s, watermark %s (Variable %s: %s)",
-        cfg.target, summary["rows_loaded"], summary["snapshot_id"], summary["watermark"], cfg.variable_key, action,
+        cfg.target,
+        summary["rows_loaded"],
+        summary["snapshot_id"],
+        summary["watermark"],
+        cfg.variable_key,
+        action,
     )
     return summary
 
 
-def reconcile_before_plan(cfg: TableConfig, catalog: Catalog, variables: state.VariableStore) -> tuple[Table | None, str]:
+def reconcile_before_plan(
+    cfg: TableConfig, catalog: Catalog, variables: state.VariableStore
+) -> tuple[Table | None, str]:
     table = load_table_or_none(catalog, cfg)
     st = state.read_state(table)
     return table, state.reconcile(cfg.variable_key, st, variables, table)

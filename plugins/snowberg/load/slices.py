@@ -124,7 +124,10 @@ def range_bounds(w: Window, n_slices: int) -> list[str]:
     lo, hi = w.extra.get("min_cursor"), w.extra.get("max_cursor")
     if kind is None or lo is None or hi is None or n_slices < 2:
         return []
-    lo_v, hi_v = parse_cursor_value(kind, format_cursor_value(kind, lo)), parse_cursor_value(kind, format_cursor_value(kind, hi))
+    lo_v, hi_v = (
+        parse_cursor_value(kind, format_cursor_value(kind, lo)),
+        parse_cursor_value(kind, format_cursor_value(kind, hi)),
+    )
     out = []
     for k in range(1, n_slices):
         f = Decimal(k) / Decimal(n_slices)
@@ -214,10 +217,20 @@ def plan_slices(
     if len(bounds) + 1 < n:
         lg.warning(
             "%s: wanted %d slices of ≤%s rows but the cursor has only %d distinct boundaries in the window "
-            "(rows tied on one cursor value stay in one slice)", cfg.name, n, f"{limit:,}", len(bounds) + 1,
+            "(rows tied on one cursor value stay in one slice)",
+            cfg.name,
+            n,
+            f"{limit:,}",
+            len(bounds) + 1,
         )
-    lg.info("%s: %s rows in the window → %d slices by %s (≤%s rows each planned)",
-            cfg.name, f"{rows:,}", len(bounds) + 1, method, f"{limit:,}")
+    lg.info(
+        "%s: %s rows in the window → %d slices by %s (≤%s rows each planned)",
+        cfg.name,
+        f"{rows:,}",
+        len(bounds) + 1,
+        method,
+        f"{limit:,}",
+    )
     return with_slices(w, bounds)
 
 
@@ -390,7 +403,9 @@ def duplicate_keys_sql(cfg: TableConfig, w: Window) -> tuple[str, dict[str, Any]
     sq = SourceQuery(cfg)
     keys = ", ".join(quote_identifier(k, "primary key column") for k in cfg.primary_key)
     where, params = sq.predicate(w)
-    sql = f"SELECT {keys}, COUNT(*) AS n FROM {sq.from_clause} WHERE {where} GROUP BY {keys} HAVING COUNT(*) > 1 LIMIT 3"  # noqa: S608
+    sql = (
+        f"SELECT {keys}, COUNT(*) AS n FROM {sq.from_clause} WHERE {where} GROUP BY {keys} HAVING COUNT(*) > 1 LIMIT 3"  # noqa: S608
+    )
     return sql, params
 
 
@@ -412,7 +427,12 @@ def check_unique_in_source(cfg: TableConfig, conn: Any, w: Window) -> None:
 
 
 def write_slice(
-    cfg: TableConfig, conn: Any, catalog: Catalog, task: SliceTask | dict[str, Any], *, logger: logging.Logger | None = None
+    cfg: TableConfig,
+    conn: Any,
+    catalog: Catalog,
+    task: SliceTask | dict[str, Any],
+    *,
+    logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
     """Extract one slice and write its data files and a staging manifest. Commits nothing.
 
@@ -468,8 +488,15 @@ def write_slice(
     if keys is not None and progress.rows:
         keys_path = _write_keys(table, f"{stage}/{tag}-keys.parquet", keys.table())
     return SliceResult(
-        t.index, manifest_path, manifest_length, meta.default_spec_id, t.schema_id,
-        progress.rows, progress.bytes, len(data_files), keys_path,
+        t.index,
+        manifest_path,
+        manifest_length,
+        meta.default_spec_id,
+        t.schema_id,
+        progress.rows,
+        progress.bytes,
+        len(data_files),
+        keys_path,
     ).to_dict()
 
 
@@ -511,7 +538,11 @@ def _write_staging_manifest(table: Table, path: str, data_files: Sequence[Any]) 
     )
     with writer:
         for f in data_files:
-            writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=_PLACEHOLDER_SNAPSHOT_ID, data_file=f))
+            writer.add(
+                ManifestEntry.from_args(
+                    status=ManifestEntryStatus.ADDED, snapshot_id=_PLACEHOLDER_SNAPSHOT_ID, data_file=f
+                )
+            )
     mf = writer.to_manifest_file()
     return path, int(mf.manifest_length)
 
@@ -569,7 +600,9 @@ def commit_slices(
 
     lg = logger or log
     started = time.monotonic()
-    rs = sorted((r if isinstance(r, SliceResult) else SliceResult.from_dict(dict(r)) for r in results), key=lambda r: r.index)
+    rs = sorted(
+        (r if isinstance(r, SliceResult) else SliceResult.from_dict(dict(r)) for r in results), key=lambda r: r.index
+    )
     from snowberg.iceberg import state
     from snowberg.iceberg.tables import load_table_or_none
 
@@ -577,7 +610,9 @@ def commit_slices(
     done = state.find_run_commit(table, w.run_id, w.mode, w.high)
     if done is not None:
         lg.info("run %s already committed this window in snapshot %s: appending nothing", w.run_id, done.snapshot_id)
-        return LoadResult("already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()).to_dict()
+        return LoadResult(
+            "already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()
+        ).to_dict()
     if w.dry_run:
         return LoadResult("dry_run", 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict()).to_dict()
     if w.mode == BACKFILL:
@@ -585,7 +620,9 @@ def commit_slices(
     rows = sum(r.rows for r in rs)
     if table is None or (rows == 0 and w.mode == "incremental"):
         lg.info("nothing new in window %s: no commit", describe_window(w))
-        return LoadResult("nothing_new", 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict()).to_dict()
+        return LoadResult(
+            "nothing_new", 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict()
+        ).to_dict()
     schema_ids = {r.schema_id for r in rs}
     if schema_ids and schema_ids != {table.metadata.current_schema_id}:
         raise RuntimeError(
@@ -601,8 +638,16 @@ def commit_slices(
             keys.chunks.append(_read_keys(table, p))
     snap = commit_data_files(cfg, table, w, data_files, rows, keys=keys, logger=lg)
     _cleanup_staging(table, rs)
-    return LoadResult("committed", rows, sum(r.bytes for r in rs), len(data_files), snap, w.new_watermark,
-                      time.monotonic() - started, w.to_dict()).to_dict()
+    return LoadResult(
+        "committed",
+        rows,
+        sum(r.bytes for r in rs),
+        len(data_files),
+        snap,
+        w.new_watermark,
+        time.monotonic() - started,
+        w.to_dict(),
+    ).to_dict()
 
 
 def commit_data_files(
@@ -625,7 +670,9 @@ def commit_data_files(
         raise RuntimeError("the same data file is listed twice; refusing to commit")
     already = _referenced(table, paths)
     if already:
-        raise RuntimeError(f"{len(already)} data file(s) are already in the table (e.g. {sorted(already)[:2]}); refusing to append them again")
+        raise RuntimeError(
+            f"{len(already)} data file(s) are already in the table (e.g. {sorted(already)[:2]}); refusing to append them again"
+        )
     tx = table.transaction()
     snap = commit_window(tx, cfg, w, keys, data_files, rows, lg)
     return int(snap.snapshot_id)

@@ -130,7 +130,11 @@ def column_expression(col: MappedColumn, cfg: TableConfig) -> str:
         expr = f"TO_JSON({ref})"
     elif t in ("GEOGRAPHY", "GEOMETRY"):
         expr = f"ST_ASWKT({ref})" if cfg.geo_format == "wkt" else f"TO_VARCHAR(ST_ASGEOJSON({ref}))"
-    elif t in ("TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ", "TIME") and (src.scale or 0) > 6 and cfg.timestamp_nanos == "truncate":
+    elif (
+        t in ("TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ", "TIME")
+        and (src.scale or 0) > 6
+        and cfg.timestamp_nanos == "truncate"
+    ):
         expr = f"CAST({ref} AS {t}(6))"
     else:
         expr = ref
@@ -173,7 +177,9 @@ def partition_by_sql(cfg: TableConfig, columns: Sequence[MappedColumn]) -> str |
     return " || '/' || ".join(parts)
 
 
-def copy_sql(cfg: TableConfig, w: Window, columns: Sequence[MappedColumn], target: UnloadTarget) -> tuple[str, dict[str, Any]]:
+def copy_sql(
+    cfg: TableConfig, w: Window, columns: Sequence[MappedColumn], target: UnloadTarget
+) -> tuple[str, dict[str, Any]]:
     """The COPY INTO <location> statement for one window, and its bind parameters (the window's bounds)."""
     sq = SourceQuery(cfg)
     where, params = sq.predicate(w)
@@ -319,7 +325,9 @@ def register_files(
     done = state.find_run_commit(table, w.run_id, w.mode, w.high)
     if done is not None:
         lg.info("run %s already committed this window in snapshot %s: registering nothing", w.run_id, done.snapshot_id)
-        return LoadResult("already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()).to_dict()
+        return LoadResult(
+            "already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()
+        ).to_dict()
     if w.mode == BACKFILL:
         w = _carry_watermark(table, w)
     _check_base(table, w)
@@ -335,10 +343,17 @@ def register_files(
     faults.crash_point("after_commit")
     snap = committed.current_snapshot()
     assert snap is not None
-    lg.info("%s: registered %d unloaded files (%s rows) in snapshot %s, watermark %s",
-            cfg.name, len(paths), f"{rows:,}", snap.snapshot_id, w.new_watermark)
-    return LoadResult("committed", rows, 0, len(paths), snap.snapshot_id, w.new_watermark,
-                      time.monotonic() - started, w.to_dict()).to_dict()
+    lg.info(
+        "%s: registered %d unloaded files (%s rows) in snapshot %s, watermark %s",
+        cfg.name,
+        len(paths),
+        f"{rows:,}",
+        snap.snapshot_id,
+        w.new_watermark,
+    )
+    return LoadResult(
+        "committed", rows, 0, len(paths), snap.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()
+    ).to_dict()
 
 
 def _check_push_down_allowed(cfg: TableConfig, table: Table, w: Window) -> None:
@@ -383,7 +398,9 @@ def unload_window(
     done = state.find_run_commit(table, w.run_id, w.mode, w.high)
     if done is not None:
         lg.info("run %s already committed this window in snapshot %s: unloading nothing", w.run_id, done.snapshot_id)
-        return LoadResult("already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()).to_dict()
+        return LoadResult(
+            "already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()
+        ).to_dict()
     if w.mode == BACKFILL:
         w = _carry_watermark(table, w)
     _check_base(table, w)
@@ -415,7 +432,12 @@ def unload_window(
     finally:
         cur.close()
     expected = sum(f.rows for f in files)
-    lg.info("%s: Snowflake unloaded %d files, %s rows, %.1f MB", cfg.name, len(files), f"{expected:,}",
-            sum(f.size for f in files) / 1e6)
+    lg.info(
+        "%s: Snowflake unloaded %d files, %s rows, %.1f MB",
+        cfg.name,
+        len(files),
+        f"{expected:,}",
+        sum(f.size for f in files) / 1e6,
+    )
     paths = [target.lake_path(cfg, w.run_id, f.name) for f in files if f.rows > 0]
     return register_files(cfg, catalog, w, paths, expected_rows=expected, logger=lg)

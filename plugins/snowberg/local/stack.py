@@ -47,8 +47,14 @@ def snowflake_connection_uri(port: int, database: str = "SNOWBERG_DEMO") -> str:
             "conn_type": "snowflake",
             "login": "fake",
             "password": "snow",
-            "extra": {"account": "fakesnow", "host": "127.0.0.1", "port": port, "protocol": "http", "database": database,
-                      "warehouse": "DEMO_WH"},
+            "extra": {
+                "account": "fakesnow",
+                "host": "127.0.0.1",
+                "port": port,
+                "protocol": "http",
+                "database": database,
+                "warehouse": "DEMO_WH",
+            },
         }
     )
 
@@ -97,8 +103,16 @@ class FakesnowServer:
         self.proc = None
 
     def connect_kwargs(self) -> dict[str, object]:
-        return {"user": "fake", "password": "snow", "account": "fakesnow", "host": "127.0.0.1", "port": self.port,
-                "protocol": "http", "session_parameters": {"TIMEZONE": "UTC"}, "network_timeout": 60}
+        return {
+            "user": "fake",
+            "password": "snow",
+            "account": "fakesnow",
+            "host": "127.0.0.1",
+            "port": self.port,
+            "protocol": "http",
+            "session_parameters": {"TIMEZONE": "UTC"},
+            "network_timeout": 60,
+        }
 
     def connect(self, **extra: object) -> object:
         import snowflake.connector

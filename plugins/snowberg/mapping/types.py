@@ -254,7 +254,9 @@ TYPE_RULES: tuple[TypeRule, ...] = (
         "NUMBER(p,0), p ≥ 19, column listed in `number_as_long`",
         "long",
         "Opt-in. Each value is range-checked; one outside the 64-bit range fails the run.",
-        lambda c, o: c.type == "NUMBER" and c.scale == 0 and (c.precision or 38) > 18 and c.name.upper() in o.number_as_long,
+        lambda c, o: (
+            c.type == "NUMBER" and c.scale == 0 and (c.precision or 38) > 18 and c.name.upper() in o.number_as_long
+        ),
         _iceberg("long"),
         (_C("ID", "NUMBER", 38, 0),),
     ),
@@ -290,8 +292,17 @@ TYPE_RULES: tuple[TypeRule, ...] = (
         _iceberg("string"),
         (_C("A", "TEXT", length=20), _C("B", "TEXT", length=16777216)),
     ),
-    TypeRule("BINARY(n), VARBINARY", "binary", "Exact.", lambda c, o: c.type == "BINARY", _iceberg("binary"), (_C("A", "BINARY"),)),
-    TypeRule("BOOLEAN", "boolean", "Exact.", lambda c, o: c.type == "BOOLEAN", _iceberg("boolean"), (_C("A", "BOOLEAN"),)),
+    TypeRule(
+        "BINARY(n), VARBINARY",
+        "binary",
+        "Exact.",
+        lambda c, o: c.type == "BINARY",
+        _iceberg("binary"),
+        (_C("A", "BINARY"),),
+    ),
+    TypeRule(
+        "BOOLEAN", "boolean", "Exact.", lambda c, o: c.type == "BOOLEAN", _iceberg("boolean"), (_C("A", "BOOLEAN"),)
+    ),
     TypeRule("DATE", "date", "Exact.", lambda c, o: c.type == "DATE", _iceberg("date"), (_C("A", "DATE"),)),
     TypeRule(
         "TIME(0–6)",
@@ -467,7 +478,9 @@ def _lossy(col: MappedColumn, detail: str) -> LossyConversionError:
     )
 
 
-def cast_array(arr: pa.Array | pa.ChunkedArray, col: MappedColumn, options: MappingOptions, target: pa.DataType | None = None) -> pa.Array:
+def cast_array(
+    arr: pa.Array | pa.ChunkedArray, col: MappedColumn, options: MappingOptions, target: pa.DataType | None = None
+) -> pa.Array:
     """Cast one column to its mapped Arrow type, refusing any lossy step."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -490,7 +503,9 @@ def cast_array(arr: pa.Array | pa.ChunkedArray, col: MappedColumn, options: Mapp
             raise _lossy(col, f"cannot convert Arrow {src}")
     if pa.types.is_date(target) and not pa.types.is_date(src):
         raise _lossy(col, f"cannot convert Arrow {src}")
-    if pa.types.is_list(target) and (pa.types.is_fixed_size_list(src) or pa.types.is_list(src) or pa.types.is_large_list(src)):
+    if pa.types.is_list(target) and (
+        pa.types.is_fixed_size_list(src) or pa.types.is_list(src) or pa.types.is_large_list(src)
+    ):
         try:
             return pc.cast(arr, target, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -540,7 +555,9 @@ def _cast_temporal(arr: pa.Array, col: MappedColumn, options: MappingOptions, ta
         raise _lossy(col, str(exc)) from None
 
 
-def cast_batch(batch: pa.RecordBatch, columns: Sequence[MappedColumn], schema: pa.Schema, options: MappingOptions) -> pa.RecordBatch:
+def cast_batch(
+    batch: pa.RecordBatch, columns: Sequence[MappedColumn], schema: pa.Schema, options: MappingOptions
+) -> pa.RecordBatch:
     """Cast a fetched batch to ``schema`` (the Iceberg table's Arrow schema).
 
     Columns present in the table but not in the source become nulls; source

@@ -249,7 +249,9 @@ class SourceQuery:
             parts.append(f"{c} {'>=' if w.low_inclusive else '>'} {self._typed(w.cursor_kind, w.cursor_scale, 'low')}")
             params["low"] = w.low
         if w.high is not None:
-            parts.append(f"{c} {'<=' if w.high_inclusive else '<'} {self._typed(w.cursor_kind, w.cursor_scale, 'high')}")
+            parts.append(
+                f"{c} {'<=' if w.high_inclusive else '<'} {self._typed(w.cursor_kind, w.cursor_scale, 'high')}"
+            )
             params["high"] = w.high
         text = " AND ".join(parts) if parts else f"{c} IS NOT NULL"
         if w.include_nulls:
@@ -260,7 +262,9 @@ class SourceQuery:
         where, params = self.predicate(w)
         return f"SELECT * FROM {self.from_clause} WHERE {where}", params
 
-    def plan_sql(self, kind: str, scale: int, low: str | None, low_inclusive: bool, lag: timedelta, count_nulls: bool) -> tuple[str, dict[str, Any]]:
+    def plan_sql(
+        self, kind: str, scale: int, low: str | None, low_inclusive: bool, lag: timedelta, count_nulls: bool
+    ) -> tuple[str, dict[str, Any]]:
         """One query: the window's upper bound from Snowflake's clock, and what lies in the window.
 
         A run with nothing new costs exactly this query (plus a compile-only

@@ -128,8 +128,9 @@ def _key_filter(keys: pa.Table) -> Any:
     return terms[0] if len(terms) == 1 else Or(*terms)
 
 
-def _read_keys(conn: Any, stream: StreamSource, key: Sequence[str], low: int, high: int, target: pa.Schema,
-               opts: MappingOptions) -> pa.Table:
+def _read_keys(
+    conn: Any, stream: StreamSource, key: Sequence[str], low: int, high: int, target: pa.Schema, opts: MappingOptions
+) -> pa.Table:
     """Distinct primary keys of the range, cast to the target's types (so the delete filter binds exactly)."""
     import pyarrow as pa
 
@@ -148,8 +149,9 @@ def _read_keys(conn: Any, stream: StreamSource, key: Sequence[str], low: int, hi
     return pa.table(dict(zip(names, arrays, strict=True)))
 
 
-def _state_props(run_id: str, stream: StreamSource, pending: Sequence[Pending], through: int, refresh: bool,
-                 generation: str | None) -> dict[str, str]:
+def _state_props(
+    run_id: str, stream: StreamSource, pending: Sequence[Pending], through: int, refresh: bool, generation: str | None
+) -> dict[str, str]:
     consumed = [p.consumed_at for p in pending if p.consumed_at]
     props = {
         cp.BATCH_ID: str(through),
@@ -197,27 +199,44 @@ def load_batches(
     changelog_committed = cp.committed_batch(changelog) if changelog_cfg else None
     low_all = min(committed, changelog_committed) if changelog_committed is not None else committed
     pending_all = pending_batches(conn, stream, low_all)
-    through = through_batch_id if through_batch_id is not None else max([p.batch_id for p in pending_all], default=low_all)
+    through = (
+        through_batch_id if through_batch_id is not None else max([p.batch_id for p in pending_all], default=low_all)
+    )
 
     result = ApplyResult("already_committed", committed, through, [], False, 0, 0, None, 0, None, 0.0)
     if through > committed:
         pending = [p for p in pending_all if committed < p.batch_id <= through]
         result = _apply_target(cfg, stream, conn, catalog, table, key, committed, through, pending, run_id, lg)
     else:
-        lg.info("%s: batches up to %d are already in the table (batch id %d): nothing to apply", cfg.target, through,
-                committed)
+        lg.info(
+            "%s: batches up to %d are already in the table (batch id %d): nothing to apply",
+            cfg.target,
+            through,
+            committed,
+        )
     if changelog_cfg is not None and changelog_committed is not None and through > changelog_committed:
         pending = [p for p in pending_all if changelog_committed < p.batch_id <= through]
-        n, snap = _apply_changelog(cfg, changelog_cfg, stream, conn, catalog, changelog, changelog_committed, through,
-                                   pending, run_id, lg)
+        n, snap = _apply_changelog(
+            cfg, changelog_cfg, stream, conn, catalog, changelog, changelog_committed, through, pending, run_id, lg
+        )
         result.changelog_rows, result.changelog_snapshot_id = n, snap
     result.seconds = time.monotonic() - started
     return result
 
 
-def _apply_target(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog, table: Table | None,
-                  key: list[str], committed: int, through: int, pending: list[Pending], run_id: str,
-                  lg: logging.Logger) -> ApplyResult:
+def _apply_target(
+    cfg: TableConfig,
+    stream: StreamSource,
+    conn: Any,
+    catalog: Catalog,
+    table: Table | None,
+    key: list[str],
+    committed: int,
+    through: int,
+    pending: list[Pending],
+    run_id: str,
+    lg: logging.Logger,
+) -> ApplyResult:
     started = time.monotonic()
     if not pending:
         lg.info("%s: no staged rows in batches (%d, %d]: no commit", cfg.target, committed, through)
@@ -227,7 +246,9 @@ def _apply_target(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Ca
     refresh = bool(refreshes)
     if refresh:
         low = max(refreshes) - 1
-        lg.info("%s: batch %d is a full refresh (new stream generation): replacing the table", cfg.target, max(refreshes))
+        lg.info(
+            "%s: batch %d is a full refresh (new stream generation): replacing the table", cfg.target, max(refreshes)
+        )
     applied = [p for p in pending if p.batch_id > low]
     opts = mapping_options(cfg)
     columns = source_columns(conn, stream)
@@ -241,8 +262,9 @@ def _apply_target(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Ca
         table, tx, target, _ = begin_write(catalog, cfg, table, mapped)
         progress = Progress(f"{cfg.name}: staged rows", lg)
 
-        data_files = list(_write_data_files(table, tx, target, cast_fetched(cur, mapped, target, opts, progress),
-                                            cfg.batch_rows))
+        data_files = list(
+            _write_data_files(table, tx, target, cast_fetched(cur, mapped, target, opts, progress), cfg.batch_rows)
+        )
     finally:
         cur.close()
 
@@ -270,27 +292,65 @@ def _apply_target(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Ca
     faults.crash_point("stream_after_commit")
     snap = committed_table.current_snapshot()
     assert snap is not None
-    lg.info("%s: committed snapshot %s: batches %s, %s rows appended, %d keys deleted%s", cfg.target, snap.snapshot_id,
-            props[cp.BATCHES], f"{progress.rows:,}", deleted, " (full refresh)" if refresh else "")
-    return ApplyResult("committed", committed, through, [p.batch_id for p in applied], refresh, progress.rows, deleted,
-                       snap.snapshot_id, 0, None, time.monotonic() - started)
+    lg.info(
+        "%s: committed snapshot %s: batches %s, %s rows appended, %d keys deleted%s",
+        cfg.target,
+        snap.snapshot_id,
+        props[cp.BATCHES],
+        f"{progress.rows:,}",
+        deleted,
+        " (full refresh)" if refresh else "",
+    )
+    return ApplyResult(
+        "committed",
+        committed,
+        through,
+        [p.batch_id for p in applied],
+        refresh,
+        progress.rows,
+        deleted,
+        snap.snapshot_id,
+        0,
+        None,
+        time.monotonic() - started,
+    )
 
 
 def _changelog_config(cfg: TableConfig, stream: StreamSource) -> TableConfig | None:
     if not stream.changelog_target:
         return None
-    return cfg.model_copy(update={"target": stream.changelog_target, "primary_key": [], "partition_by": [],
-                                  "cursor": None, "write_mode": None})
+    return cfg.model_copy(
+        update={
+            "target": stream.changelog_target,
+            "primary_key": [],
+            "partition_by": [],
+            "cursor": None,
+            "write_mode": None,
+        }
+    )
 
 
-def _apply_changelog(cfg: TableConfig, ccfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog,
-                     table: Table | None, committed: int, through: int, pending: list[Pending], run_id: str,
-                     lg: logging.Logger) -> tuple[int, int | None]:
+def _apply_changelog(
+    cfg: TableConfig,
+    ccfg: TableConfig,
+    stream: StreamSource,
+    conn: Any,
+    catalog: Catalog,
+    table: Table | None,
+    committed: int,
+    through: int,
+    pending: list[Pending],
+    run_id: str,
+    lg: logging.Logger,
+) -> tuple[int, int | None]:
     if not pending:
         return 0, None
     base = mapping_options(cfg)
-    opts = MappingOptions(number_as_long=base.number_as_long | {S.BATCH_ID, S.SEQ}, timestamp_nanos=base.timestamp_nanos,
-                          geo_format=base.geo_format)
+    opts = MappingOptions(
+        number_as_long=base.number_as_long | {S.BATCH_ID, S.SEQ},
+        timestamp_nanos=base.timestamp_nanos,
+        geo_format=base.geo_format,
+    )
     columns = source_columns(conn, stream)
     cur = conn.cursor()
     try:
@@ -299,8 +359,9 @@ def _apply_changelog(cfg: TableConfig, ccfg: TableConfig, stream: StreamSource, 
         table, tx, target, _ = begin_write(catalog, ccfg, table, mapped)
         progress = Progress(f"{ccfg.target}: changes", lg)
 
-        data_files = list(_write_data_files(table, tx, target, cast_fetched(cur, mapped, target, opts, progress),
-                                            cfg.batch_rows))
+        data_files = list(
+            _write_data_files(table, tx, target, cast_fetched(cur, mapped, target, opts, progress), cfg.batch_rows)
+        )
     finally:
         cur.close()
     props = _state_props(run_id, stream, pending, through, False, _staged_generation(conn, stream, through))
@@ -309,8 +370,13 @@ def _apply_changelog(cfg: TableConfig, ccfg: TableConfig, stream: StreamSource, 
         for f in data_files:
             fa.append_data_file(f)
     snap = tx.commit_transaction().current_snapshot()
-    lg.info("%s: changelog commit %s: %s changes of batches %s", ccfg.target, snap.snapshot_id if snap else None,
-            f"{progress.rows:,}", props[cp.BATCHES])
+    lg.info(
+        "%s: changelog commit %s: %s changes of batches %s",
+        ccfg.target,
+        snap.snapshot_id if snap else None,
+        f"{progress.rows:,}",
+        props[cp.BATCHES],
+    )
     return progress.rows, snap.snapshot_id if snap else None
 
 

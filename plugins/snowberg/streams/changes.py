@@ -125,8 +125,13 @@ def backfill_changes(
     s_iso, e_iso = start.isoformat(), end.isoformat()
     done = cp.find_changes_commit(table, s_iso, e_iso)
     if done is not None:
-        lg.info("%s: window [%s, %s] already committed in snapshot %s: nothing to do", tcfg.target, s_iso, e_iso,
-                done.snapshot_id)
+        lg.info(
+            "%s: window [%s, %s] already committed in snapshot %s: nothing to do",
+            tcfg.target,
+            s_iso,
+            e_iso,
+            done.snapshot_id,
+        )
         return {"status": "already_committed", "snapshot_id": done.snapshot_id, "rows": 0, "target": tcfg.target}
     if target == "table":
         st = cp.read_stream_state(table)
@@ -142,14 +147,18 @@ def backfill_changes(
     changes = read_changes(conn, src, start=start, end=end, append_only=stream.append_only)
     lg.info("CHANGES on %s in [%s, %s]: %d change rows (nothing consumed)", src, s_iso, e_iso, changes.num_rows)
     base = mapping_options(cfg)
-    opts = MappingOptions(number_as_long=base.number_as_long, timestamp_nanos=base.timestamp_nanos, geo_format=base.geo_format)
+    opts = MappingOptions(
+        number_as_long=base.number_as_long, timestamp_nanos=base.timestamp_nanos, geo_format=base.geo_format
+    )
 
     # Column metadata for the mapping comes from Snowflake, not from the Arrow widths.
     cur = conn.cursor()
     try:
         columns = [c.name for c in describe(conn, S.describe_table_sql(src))]
-        cur.execute(S.changes_sql(src, columns, append_only=stream.append_only, end=True) + " LIMIT 0",
-                    {"start": s_iso, "end": e_iso})
+        cur.execute(
+            S.changes_sql(src, columns, append_only=stream.append_only, end=True) + " LIMIT 0",
+            {"start": s_iso, "end": e_iso},
+        )
         meta = [c for c in result_columns(cur)]
     finally:
         cur.close()
@@ -160,8 +169,9 @@ def backfill_changes(
         data = rows
     else:
         keys = None
-        data = changes.append_column("SNOWBERG_CHANGES_START", _const(changes.num_rows, s_iso)) \
-            .append_column("SNOWBERG_CHANGES_END", _const(changes.num_rows, e_iso))
+        data = changes.append_column("SNOWBERG_CHANGES_START", _const(changes.num_rows, s_iso)).append_column(
+            "SNOWBERG_CHANGES_END", _const(changes.num_rows, e_iso)
+        )
         mapped = map_columns(meta, opts) + _extra_text_columns(("SNOWBERG_CHANGES_START", "SNOWBERG_CHANGES_END"), opts)
 
     table, tx, schema, _ = begin_write(catalog, tcfg, table, mapped)
@@ -180,8 +190,10 @@ def backfill_changes(
         from snowberg.mapping.types import cast_array
 
         by_name = {m.source.name: m for m in mapped}
-        cast = {by_name[k].name: cast_array(keys.column(k), by_name[k], opts, target=schema.field(by_name[k].name).type)
-                for k in keys.column_names}
+        cast = {
+            by_name[k].name: cast_array(keys.column(k), by_name[k], opts, target=schema.field(by_name[k].name).type)
+            for k in keys.column_names
+        }
         import pyarrow as pa
 
         tx.delete(delete_filter=_key_filter(pa.table(cast)), snapshot_properties=props)
@@ -189,10 +201,22 @@ def backfill_changes(
         for f in files:
             fa.append_data_file(f)
     snap = tx.commit_transaction().current_snapshot()
-    lg.info("%s: committed CHANGES window [%s, %s] in snapshot %s (%d rows)", tcfg.target, s_iso, e_iso,
-            snap.snapshot_id if snap else None, data.num_rows)
-    return {"status": "committed", "snapshot_id": snap.snapshot_id if snap else None, "rows": data.num_rows,
-            "keys": 0 if keys is None else keys.num_rows, "target": tcfg.target, "seconds": time.monotonic() - started}
+    lg.info(
+        "%s: committed CHANGES window [%s, %s] in snapshot %s (%d rows)",
+        tcfg.target,
+        s_iso,
+        e_iso,
+        snap.snapshot_id if snap else None,
+        data.num_rows,
+    )
+    return {
+        "status": "committed",
+        "snapshot_id": snap.snapshot_id if snap else None,
+        "rows": data.num_rows,
+        "keys": 0 if keys is None else keys.num_rows,
+        "target": tcfg.target,
+        "seconds": time.monotonic() - started,
+    }
 
 
 def _const(n: int, value: str) -> pa.Array:

@@ -56,8 +56,14 @@ def read_stream_state(table: Table | None) -> StreamState | None:
     for snap in core_state.ancestors(table):
         p = _props(snap)
         if BATCH_ID in p:
-            return StreamState(int(p[BATCH_ID]), snap.snapshot_id, p.get(core_state.RUN_ID), p.get(CONSUMED_AT) or None,
-                               snap.timestamp_ms, p.get(GENERATION) or None)
+            return StreamState(
+                int(p[BATCH_ID]),
+                snap.snapshot_id,
+                p.get(core_state.RUN_ID),
+                p.get(CONSUMED_AT) or None,
+                snap.timestamp_ms,
+                p.get(GENERATION) or None,
+            )
     return None
 
 
@@ -72,6 +78,10 @@ def find_changes_commit(table: Table | None, start: str, end: str | None) -> Sna
         return None
     for snap in core_state.ancestors(table):
         p = _props(snap)
-        if p.get(core_state.MODE) == MODE_CHANGES and p.get(CHANGES_START) == start and (p.get(CHANGES_END) or None) == end:
+        if (
+            p.get(core_state.MODE) == MODE_CHANGES
+            and p.get(CHANGES_START) == start
+            and (p.get(CHANGES_END) or None) == end
+        ):
             return snap
     return None

@@ -17,7 +17,7 @@ STREAM_PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "boolean",
         "title": "Recover a stale stream",
         "description": "Re-create the stream (CREATE OR REPLACE … SHOW_INITIAL_ROWS = TRUE) and replace the Iceberg "
-                       "table with the source's current rows in one commit.",
+        "table with the source's current rows in one commit.",
     },
     "changes_start": {
         "type": ["null", "string"],
@@ -36,11 +36,15 @@ STREAM_PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
         "enum": ["changelog", "table"],
         "title": "Backfill into",
         "description": "changelog: append the window's changes to the changelog table; table: apply them to the target "
-                       "(refused when the stream already applied later changes).",
+        "(refused when the stream already applied later changes).",
     },
 }
-STREAM_PARAM_DEFAULTS: dict[str, Any] = {"recover_stale_stream": False, "changes_start": None, "changes_end": None,
-                                         "changes_target": "changelog"}
+STREAM_PARAM_DEFAULTS: dict[str, Any] = {
+    "recover_stale_stream": False,
+    "changes_start": None,
+    "changes_end": None,
+    "changes_target": "changelog",
+}
 
 
 class StreamParamError(ValueError):
@@ -84,9 +88,16 @@ def resolve_stream_params(params: dict[str, Any], *, now: datetime | None = None
     return StreamRunRequest(recover, start, end, target)
 
 
-_PRESETS = {"@hourly": timedelta(hours=1), "@daily": timedelta(days=1), "@midnight": timedelta(days=1),
-            "@weekly": timedelta(weeks=1), "@monthly": timedelta(days=31), "@quarterly": timedelta(days=92),
-            "@yearly": timedelta(days=366), "@annually": timedelta(days=366)}
+_PRESETS = {
+    "@hourly": timedelta(hours=1),
+    "@daily": timedelta(days=1),
+    "@midnight": timedelta(days=1),
+    "@weekly": timedelta(weeks=1),
+    "@monthly": timedelta(days=31),
+    "@quarterly": timedelta(days=92),
+    "@yearly": timedelta(days=366),
+    "@annually": timedelta(days=366),
+}
 
 
 def schedule_interval(schedule: str | None) -> timedelta | None:

@@ -106,15 +106,18 @@ class StreamSource(BaseModel):
         return TableName.parse(text) if text else None
 
 
-def stream_table_problems(stream: StreamSource, *, primary_key: list[str], source_table: str | None,
-                          has_cursor: bool) -> list[str]:
+def stream_table_problems(
+    stream: StreamSource, *, primary_key: list[str], source_table: str | None, has_cursor: bool
+) -> list[str]:
     """What is wrong with a table that captures from ``stream`` (for ``TableConfig``'s model validator)."""
     problems = []
     if has_cursor:
         problems.append("give either 'cursor' (watermark loads) or 'stream' (change capture), not both")
     if not stream.append_only and not primary_key:
-        problems.append("a standard stream carries updates and deletes, applied by primary key: set primary_key "
-                        "(or stream.append_only: true)")
+        problems.append(
+            "a standard stream carries updates and deletes, applied by primary key: set primary_key "
+            "(or stream.append_only: true)"
+        )
     if stream.create and not (stream.on_table or source_table):
         problems.append("stream.create needs the tracked table: set stream.on_table or source.table")
     return problems

@@ -73,8 +73,9 @@ def describe_table_sql(table: TableName) -> str:
     return f"SELECT * FROM {table.quoted()} LIMIT 0"
 
 
-def create_stream_sql(stream: TableName, table: TableName, *, append_only: bool, show_initial_rows: bool,
-                      replace: bool = False) -> str:
+def create_stream_sql(
+    stream: TableName, table: TableName, *, append_only: bool, show_initial_rows: bool, replace: bool = False
+) -> str:
     head = "CREATE OR REPLACE STREAM" if replace else "CREATE STREAM IF NOT EXISTS"
     opts = []
     if append_only:
@@ -120,7 +121,9 @@ def next_batch_sql(staging: TableName) -> str:
     return f"SELECT COALESCE(MAX({q(BATCH_ID)}), 0) AS max_batch FROM {staging.quoted()}"
 
 
-def consume_sql(stream: TableName, staging: TableName, columns: Sequence[SnowflakeColumn]) -> tuple[str, dict[str, Any]]:
+def consume_sql(
+    stream: TableName, staging: TableName, columns: Sequence[SnowflakeColumn]
+) -> tuple[str, dict[str, Any]]:
     """The one statement that moves the stream's offset (inside BEGIN … COMMIT).
 
     Rows are numbered within the batch, deletes first: a stream returns the
@@ -129,10 +132,7 @@ def consume_sql(stream: TableName, staging: TableName, columns: Sequence[Snowfla
     """
     src = [q(c.name) for c in columns]
     target = [q(n) for n, _ in STAGING_META] + src
-    seq = (
-        f"ROW_NUMBER() OVER (ORDER BY CASE s.{q(ACTION)} WHEN 'DELETE' THEN 0 ELSE 1 END, "
-        f"s.{q(ROW_ID)})"
-    )
+    seq = f"ROW_NUMBER() OVER (ORDER BY CASE s.{q(ACTION)} WHEN 'DELETE' THEN 0 ELSE 1 END, s.{q(ROW_ID)})"
     select = [
         "CAST(%(batch_id)s AS NUMBER(38,0))",
         seq,
@@ -143,10 +143,7 @@ def consume_sql(stream: TableName, staging: TableName, columns: Sequence[Snowfla
         "CURRENT_TIMESTAMP()",
         "%(stream_created)s",
     ] + [f"s.{c}" for c in src]
-    sql = (
-        f"INSERT INTO {staging.quoted()} ({', '.join(target)}) "
-        f"SELECT {', '.join(select)} FROM {stream.quoted()} AS s"
-    )
+    sql = f"INSERT INTO {staging.quoted()} ({', '.join(target)}) SELECT {', '.join(select)} FROM {stream.quoted()} AS s"
     return sql, {}
 
 
@@ -239,7 +236,9 @@ def changes_sql(table: TableName, columns: Sequence[str], *, append_only: bool, 
     """
     info = "APPEND_ONLY" if append_only else "DEFAULT"
     cols = ", ".join(q(c) for c in columns)
-    meta = ", ".join(f"{q(m)} AS {q(a)}" for m, a in zip(STREAM_METADATA, (S_ACTION, S_ISUPDATE, S_ROW_ID), strict=True))
+    meta = ", ".join(
+        f"{q(m)} AS {q(a)}" for m, a in zip(STREAM_METADATA, (S_ACTION, S_ISUPDATE, S_ROW_ID), strict=True)
+    )
     end_sql = " END(TIMESTAMP => TO_TIMESTAMP_LTZ(%(end)s))" if end else ""
     return (
         f"SELECT {cols}, {meta} FROM {table.quoted()} "

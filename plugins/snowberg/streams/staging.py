@@ -95,20 +95,25 @@ def ensure_staging(conn: Any, staging: TableName, columns: list[SnowflakeColumn]
     have = {c.name for c in describe(conn, S.describe_table_sql(staging))}
     missing = [n for n, _ in S.STAGING_META if n not in have]
     if missing:
-        raise StreamError(f"staging table {staging} exists but lacks snowberg's columns {missing}; "
-                          "it is not a snowberg staging table (drop it or name another in stream.staging_table)")
+        raise StreamError(
+            f"staging table {staging} exists but lacks snowberg's columns {missing}; "
+            "it is not a snowberg staging table (drop it or name another in stream.staging_table)"
+        )
     for c in columns:
         if c.name not in have:
             lg.info("staging %s: adding column %s %s (new in the source)", staging, c.name, S.column_sql_type(c))
             _execute(conn, S.add_column_sql(staging, c))
 
 
-def create_stream(conn: Any, stream: StreamSource, table: TableName | None, *, replace: bool, lg: logging.Logger) -> None:
+def create_stream(
+    conn: Any, stream: StreamSource, table: TableName | None, *, replace: bool, lg: logging.Logger
+) -> None:
     if table is None:
         raise StreamConfigError(f"stream {stream.name}: on_table (or source.table) is needed to create the stream")
     show_initial = True if replace else stream.show_initial_rows
-    text = S.create_stream_sql(stream.stream_name, table, append_only=stream.append_only,
-                               show_initial_rows=show_initial, replace=replace)
+    text = S.create_stream_sql(
+        stream.stream_name, table, append_only=stream.append_only, show_initial_rows=show_initial, replace=replace
+    )
     lg.info("%s", text)
     _execute(conn, text)
 
@@ -165,7 +170,9 @@ def consume(
             "initial rows: the changes in between are lost. Trigger with recover_stale_stream=true to re-create it "
             "with initial rows and fully refresh the target."
         )
-    refresh = recover or (new_generation and stream.show_initial_rows) or (previous is None and stream.show_initial_rows)
+    refresh = (
+        recover or (new_generation and stream.show_initial_rows) or (previous is None and stream.show_initial_rows)
+    )
 
     cur = conn.cursor()
     try:
@@ -189,13 +196,25 @@ def consume(
     finally:
         cur.close()
     faults.crash_point("stream_after_consume")
-    lg.info("consumed %s into %s: batch %d, %d change rows%s", name, staging, batch_id, rows,
-            " (full refresh: new stream generation)" if refresh else "")
+    lg.info(
+        "consumed %s into %s: batch %d, %d change rows%s",
+        name,
+        staging,
+        batch_id,
+        rows,
+        " (full refresh: new stream generation)" if refresh else "",
+    )
     after = read_status(conn, name)
     return ConsumeResult(
-        stream=str(name), batch_id=batch_id, rows=rows, refresh=refresh, through_batch_id=batch_id,
-        committed_batch_id=committed_batch_id, created_stream=created,
-        status=(after or status).to_dict(), seconds=time.monotonic() - started,
+        stream=str(name),
+        batch_id=batch_id,
+        rows=rows,
+        refresh=refresh,
+        through_batch_id=batch_id,
+        committed_batch_id=committed_batch_id,
+        created_stream=created,
+        status=(after or status).to_dict(),
+        seconds=time.monotonic() - started,
     )
 
 

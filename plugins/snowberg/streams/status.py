@@ -108,15 +108,17 @@ def require_fresh(status: StreamStatus | None, stream: TableName, *, now: dateti
     now = now or datetime.now(UTC)
     if status.stale or (status.stale_after is not None and status.stale_after <= now):
         since = f" since {status.stale_after.isoformat()}" if status.stale_after else ""
-        raise StaleStreamError(f"stream {stream} is stale{since}: its offset is outside the table's retention. "
-                               + recovery_hint(stream))
+        raise StaleStreamError(
+            f"stream {stream} is stale{since}: its offset is outside the table's retention. " + recovery_hint(stream)
+        )
     if status.invalid_reason:
         raise StaleStreamError(f"stream {stream} is invalid: {status.invalid_reason}. " + recovery_hint(stream))
     return status
 
 
-def check_margin(status: StreamStatus, stream: TableName, *, interval: timedelta, intervals: int,
-                 now: datetime | None = None) -> str:
+def check_margin(
+    status: StreamStatus, stream: TableName, *, interval: timedelta, intervals: int, now: datetime | None = None
+) -> str:
     """Raise ``StreamGoingStaleError`` when the stream goes stale within ``intervals`` schedule intervals."""
     now = now or datetime.now(UTC)
     require_fresh(status, stream, now=now)

@@ -34,33 +34,70 @@ def variable_key(cfg: TableConfig) -> str:
     return f"snowberg__{n.namespace}__{n.table}__stream_batch"
 
 
-def consume_step(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog, *, run_id: str,
-                 recover: bool = False, logger: logging.Logger | None = None) -> dict[str, Any]:
+def consume_step(
+    cfg: TableConfig,
+    stream: StreamSource,
+    conn: Any,
+    catalog: Catalog,
+    *,
+    run_id: str,
+    recover: bool = False,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
     check_keys(cfg, stream)
     st = cp.read_stream_state(load_table_or_none(catalog, cfg))
-    res = consume(conn, stream, source_table=cfg.source.table, committed_batch_id=st.batch_id if st else 0,
-                  committed_generation=st.generation if st else None, run_id=run_id, recover=recover, logger=logger)
+    res = consume(
+        conn,
+        stream,
+        source_table=cfg.source.table,
+        committed_batch_id=st.batch_id if st else 0,
+        committed_generation=st.generation if st else None,
+        run_id=run_id,
+        recover=recover,
+        logger=logger,
+    )
     return res.to_dict()
 
 
-def load_step(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog, *, run_id: str,
-              consumed: dict[str, Any] | None, logger: logging.Logger | None = None) -> dict[str, Any]:
+def load_step(
+    cfg: TableConfig,
+    stream: StreamSource,
+    conn: Any,
+    catalog: Catalog,
+    *,
+    run_id: str,
+    consumed: dict[str, Any] | None,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
     through = int(consumed["through_batch_id"]) if consumed and consumed.get("through_batch_id") is not None else None
     return load_batches(cfg, stream, conn, catalog, run_id=run_id, through_batch_id=through, logger=logger).to_dict()
 
 
-def cleanup_step(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog, *,
-                 variables: VariableStore | None = None, logger: logging.Logger | None = None) -> dict[str, Any]:
+def cleanup_step(
+    cfg: TableConfig,
+    stream: StreamSource,
+    conn: Any,
+    catalog: Catalog,
+    *,
+    variables: VariableStore | None = None,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
     """Read the commits back, delete the staged rows they hold, then mirror the batch id."""
     lg = logger or log
     through = committed_through(cfg, stream, catalog)
     deleted = cleanup(conn, stream, through_batch_id=through, logger=lg)
     st = cp.read_stream_state(load_table_or_none(catalog, cfg))
-    out = {"committed_batch_id": through, "staging_rows_deleted": deleted,
-           "snapshot_id": st.snapshot_id if st else None, "variable": variable_key(cfg)}
+    out = {
+        "committed_batch_id": through,
+        "staging_rows_deleted": deleted,
+        "snapshot_id": st.snapshot_id if st else None,
+        "variable": variable_key(cfg),
+    }
     if variables is not None and st is not None:
-        variables.set(variable_key(cfg), json.dumps({"batch_id": st.batch_id, "snapshot_id": st.snapshot_id,
-                                                      "run_id": st.run_id}, sort_keys=True))
+        variables.set(
+            variable_key(cfg),
+            json.dumps({"batch_id": st.batch_id, "snapshot_id": st.snapshot_id, "run_id": st.run_id}, sort_keys=True),
+        )
     return out
 
 

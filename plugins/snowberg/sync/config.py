@@ -198,8 +198,15 @@ class SyncsFile(_Strict):
 
 
 def parse_syncs(data: Any, *, source: str = "<syncs>") -> SyncsFile:
-    cfg = validate_entries(data, SyncsFile, list_key="syncs", entity="sync", source=source, error=SyncConfigError,
-                           hidden_locs=("iceberg", "native"))
+    cfg = validate_entries(
+        data,
+        SyncsFile,
+        list_key="syncs",
+        entity="sync",
+        source=source,
+        error=SyncConfigError,
+        hidden_locs=("iceberg", "native"),
+    )
     seen: set[str] = set()
     targets: set[str] = set()
     for s in cfg.syncs:

@@ -95,7 +95,11 @@ def target_columns(schema: Schema) -> list[TargetColumn]:
             )
         seen[key] = f.name
         sql = snowflake_type(f.field_type, f.name)
-        out.append(TargetColumn(f.name, quoted.strip('"'), sql, isinstance(f.field_type, (it.ListType, it.MapType, it.StructType))))
+        out.append(
+            TargetColumn(
+                f.name, quoted.strip('"'), sql, isinstance(f.field_type, (it.ListType, it.MapType, it.StructType))
+            )
+        )
     return out
 
 

@@ -172,18 +172,39 @@ def cast_batch(batch: pa.RecordBatch, mapping: Mapping[str, str], schema: pa.Sch
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _result(status: str, plan: ChangePlan, target: IcebergName, source_label: str, table: Table, rows: int,
-            counts: dict[str, int], attempt: int, started: float) -> IcebergSyncResult:
+def _result(
+    status: str,
+    plan: ChangePlan,
+    target: IcebergName,
+    source_label: str,
+    table: Table,
+    rows: int,
+    counts: dict[str, int],
+    attempt: int,
+    started: float,
+) -> IcebergSyncResult:
     snap = table.current_snapshot()
     return IcebergSyncResult(
-        status, plan.mode, str(target), source_label, plan.source_uuid, plan.from_snapshot_id, plan.to_snapshot_id,
-        rows, counts, snap.snapshot_id if snap else None, live_rows(table), attempt, time.monotonic() - started,
+        status,
+        plan.mode,
+        str(target),
+        source_label,
+        plan.source_uuid,
+        plan.from_snapshot_id,
+        plan.to_snapshot_id,
+        rows,
+        counts,
+        snap.snapshot_id if snap else None,
+        live_rows(table),
+        attempt,
+        time.monotonic() - started,
         plan.describe(),
     )
 
 
-def _counted_batches(source: Table, plan: ChangePlan, mapping: Mapping[str, str], schema: pa.Schema,
-                     counts: dict[str, int]) -> Iterator[pa.RecordBatch]:
+def _counted_batches(
+    source: Table, plan: ChangePlan, mapping: Mapping[str, str], schema: pa.Schema, counts: dict[str, int]
+) -> Iterator[pa.RecordBatch]:
     """The plan's batches cast to the target schema; rows are counted per source snapshot into ``counts``."""
     for snap_id, b in read_batches(source, plan):
         counts[str(snap_id)] = counts.get(str(snap_id), 0) + b.num_rows
@@ -223,7 +244,9 @@ def _load_target(catalog: Catalog, target: IcebergName, source: Table, create_if
     log.info("creating target table %s with the source schema", target)
     catalog.create_namespace_if_not_exists(target.namespace)
     return catalog.create_table(
-        (target.namespace, target.table), schema=source.schema(), partition_spec=source.spec(),
+        (target.namespace, target.table),
+        schema=source.schema(),
+        partition_spec=source.spec(),
         properties={"format-version": "2"},
     )
 
@@ -256,7 +279,9 @@ def sync_iceberg(
                 "Empty it (TRUNCATE in Snowflake) or set on_rewrite: full_reload to replace its rows."
             )
         plan = plan_changes(
-            source, st.source_snapshot_id if st else None, synced_uuid=st.source_uuid if st else None,
+            source,
+            st.source_snapshot_id if st else None,
+            synced_uuid=st.source_uuid if st else None,
             on_rewrite=on_rewrite,
         )
         if plan.mode == "initial" and (live_rows(table) or 0) > 0:
@@ -276,7 +301,9 @@ def sync_iceberg(
         data_files = list(_write_data_files(table, tx, schema, batches, batch_rows))
         rows = sum(counts.values())
         if plan.mode == "incremental" and plan.expected_rows is not None and rows != plan.expected_rows:
-            raise SourceRewriteError(f"read {rows:,} rows from the added files, their manifests say {plan.expected_rows:,}")
+            raise SourceRewriteError(
+                f"read {rows:,} rows from the added files, their manifests say {plan.expected_rows:,}"
+            )
         props = {
             SOURCE_SNAPSHOT: str(plan.to_snapshot_id),
             SOURCE_UUID: plan.source_uuid,
@@ -296,11 +323,20 @@ def sync_iceberg(
             committed = tx.commit_transaction()
         except (CommitFailedException, CommitStateUnknownException) as exc:
             last_error = exc
-            lg.warning("commit to %s did not land cleanly (%s: %s); re-reading the target's state",
-                       target, type(exc).__name__, exc)
+            lg.warning(
+                "commit to %s did not land cleanly (%s: %s); re-reading the target's state",
+                target,
+                type(exc).__name__,
+                exc,
+            )
             continue
         snap = committed.current_snapshot()
-        lg.info("%s: committed target snapshot %s with %s rows (source snapshot %s)", target,
-                snap.snapshot_id if snap else None, f"{rows:,}", plan.to_snapshot_id)
+        lg.info(
+            "%s: committed target snapshot %s with %s rows (source snapshot %s)",
+            target,
+            snap.snapshot_id if snap else None,
+            f"{rows:,}",
+            plan.to_snapshot_id,
+        )
         return _result("committed", plan, target, source_label, committed, rows, counts, attempt, started)
     raise RuntimeError(f"gave up on {target} after {max_attempts} conflicting commits") from last_error

@@ -219,7 +219,9 @@ def sql_value(v: Any, col: TargetColumn) -> Any:
     return str(v)  # str, UUID
 
 
-def batch_rows(batch: pa.RecordBatch, columns: Sequence[TargetColumn], lineage: int | None) -> Iterator[tuple[Any, ...]]:
+def batch_rows(
+    batch: pa.RecordBatch, columns: Sequence[TargetColumn], lineage: int | None
+) -> Iterator[tuple[Any, ...]]:
     """Rows of ``batch`` in ``columns`` order (columns the batch lacks are NULL)."""
     names = set(batch.schema.names)
     pylists = [batch.column(c.source_name).to_pylist() if c.source_name in names else None for c in columns]
@@ -236,8 +238,9 @@ def _row_bytes(row: tuple[Any, ...]) -> int:
 # The load
 
 
-def prepare_target(cur: Any, target: TableName, columns: Sequence[TargetColumn], lineage_column: str | None,
-                   logger: logging.Logger) -> bool:
+def prepare_target(
+    cur: Any, target: TableName, columns: Sequence[TargetColumn], lineage_column: str | None, logger: logging.Logger
+) -> bool:
     """Create the target or add new source columns (DDL, before the transaction). True if it existed."""
     existing = existing_columns(cur, target)
     if existing is None:
@@ -288,8 +291,19 @@ def load_native(
 
         def result(status: str, rows: int, by_snap: dict[str, int]) -> NativeLoadResult:
             return NativeLoadResult(
-                status, plan.mode, str(target), str(state), source_label, plan.source_uuid, plan.from_snapshot_id,
-                plan.to_snapshot_id, rows, by_snap, lineage_column, time.monotonic() - started, plan.describe(),
+                status,
+                plan.mode,
+                str(target),
+                str(state),
+                source_label,
+                plan.source_uuid,
+                plan.from_snapshot_id,
+                plan.to_snapshot_id,
+                rows,
+                by_snap,
+                lineage_column,
+                time.monotonic() - started,
+                plan.describe(),
             )
 
         if plan.mode == "nothing_new":
@@ -342,13 +356,25 @@ def load_native(
                 raise NativeSyncError(
                     f"read {total:,} rows from the added files, their manifests say {plan.expected_rows:,}; nothing committed"
                 )
-            guard = '"SOURCE_SNAPSHOT_ID" = %(prev)s' if st is not None and st.source_snapshot_id is not None else '"SOURCE_SNAPSHOT_ID" IS NULL'
+            guard = (
+                '"SOURCE_SNAPSHOT_ID" = %(prev)s'
+                if st is not None and st.source_snapshot_id is not None
+                else '"SOURCE_SNAPSHOT_ID" IS NULL'
+            )
             cur.execute(
                 f'UPDATE {state.quoted()} SET "SOURCE_TABLE" = %(src)s, "SOURCE_TABLE_UUID" = %(uuid)s, '
                 f'"SOURCE_SNAPSHOT_ID" = %(to)s, "MODE" = %(mode)s, "ROWS_LOADED" = %(rows)s, "RUN_ID" = %(run)s, '
                 f'"SYNCED_AT" = CURRENT_TIMESTAMP() WHERE "TARGET_TABLE" = %(t)s AND {guard}',
-                {"src": source_label, "uuid": plan.source_uuid, "to": plan.to_snapshot_id, "mode": plan.mode,
-                 "rows": total, "run": run_id, "t": str(target), "prev": st.source_snapshot_id if st else None},
+                {
+                    "src": source_label,
+                    "uuid": plan.source_uuid,
+                    "to": plan.to_snapshot_id,
+                    "mode": plan.mode,
+                    "rows": total,
+                    "run": run_id,
+                    "t": str(target),
+                    "prev": st.source_snapshot_id if st else None,
+                },
             )
             moved = cur.rowcount
             if moved != 1:
@@ -367,7 +393,11 @@ def load_native(
         faults.crash_point("after_commit")
         lg.info(
             "%s: committed %s rows from source snapshots %s (state %s → snapshot %s)",
-            target, f"{total:,}", ", ".join(rows_by_snapshot) or "-", state, plan.to_snapshot_id,
+            target,
+            f"{total:,}",
+            ", ".join(rows_by_snapshot) or "-",
+            state,
+            plan.to_snapshot_id,
         )
         return result("committed", total, rows_by_snapshot)
     finally:
@@ -383,7 +413,9 @@ def state_for(conn: Any, target: TableName, state_table: TableName | None = None
         cur.close()
 
 
-def counts_by_lineage(conn: Any, target: TableName, lineage_column: str, snapshot_ids: Sequence[int]) -> Mapping[str, int]:
+def counts_by_lineage(
+    conn: Any, target: TableName, lineage_column: str, snapshot_ids: Sequence[int]
+) -> Mapping[str, int]:
     """``{snapshot id: rows}`` currently in ``target`` for the given source snapshots."""
     if not snapshot_ids:
         return {}

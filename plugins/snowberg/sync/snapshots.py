@@ -80,13 +80,19 @@ class ChangePlan:
         if self.mode == "nothing_new":
             return f"nothing new (source at snapshot {self.to_snapshot_id}, already synced)"
         if self.mode in ("initial", "full_reload"):
-            return f"{self.mode} of the source at snapshot {self.to_snapshot_id}" + (f": {self.reason}" if self.reason else "")
+            return f"{self.mode} of the source at snapshot {self.to_snapshot_id}" + (
+                f": {self.reason}" if self.reason else ""
+            )
         loads = self.load_steps
         skips = [s for s in self.steps if s.action == "skip"]
         return (
             f"snapshots after {self.from_snapshot_id} up to {self.to_snapshot_id}: {len(loads)} append(s) with "
             f"{self.expected_rows:,} rows in {sum(s.added_files for s in loads)} file(s)"
-            + (f", {len(skips)} skipped ({', '.join(f'{s.snapshot_id} {s.operation}' for s in skips)})" if skips else "")
+            + (
+                f", {len(skips)} skipped ({', '.join(f'{s.snapshot_id} {s.operation}' for s in skips)})"
+                if skips
+                else ""
+            )
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,19 +136,30 @@ def classify(snap: Snapshot) -> SnapshotStep:
     added_records = _summary_int(snap, "added-records")
     added_files = _summary_int(snap, "added-data-files")
     if op == "append":
-        if _summary_int(snap, "added-delete-files") or _summary_int(snap, "added-position-deletes") or _summary_int(
-            snap, "added-equality-deletes"
+        if (
+            _summary_int(snap, "added-delete-files")
+            or _summary_int(snap, "added-position-deletes")
+            or _summary_int(snap, "added-equality-deletes")
         ):
             return SnapshotStep(snap.snapshot_id, op, "rewrite", added_records, added_files, "append with delete files")
         return SnapshotStep(snap.snapshot_id, op, "load", added_records, added_files)
     if op == "replace":
-        return SnapshotStep(snap.snapshot_id, op, "skip", 0, 0, "rewrite of existing rows (e.g. compaction): no row changes")
-    return SnapshotStep(snap.snapshot_id, op, "rewrite", added_records, added_files,
-                        f"{op} snapshot changes or removes rows already synced")
+        return SnapshotStep(
+            snap.snapshot_id, op, "skip", 0, 0, "rewrite of existing rows (e.g. compaction): no row changes"
+        )
+    return SnapshotStep(
+        snap.snapshot_id,
+        op,
+        "rewrite",
+        added_records,
+        added_files,
+        f"{op} snapshot changes or removes rows already synced",
+    )
 
 
-def plan_changes(table: Table, last_synced: int | None, *, synced_uuid: str | None = None,
-                 on_rewrite: OnRewrite = "fail") -> ChangePlan:
+def plan_changes(
+    table: Table, last_synced: int | None, *, synced_uuid: str | None = None, on_rewrite: OnRewrite = "fail"
+) -> ChangePlan:
     """Fix what this run reads from the source (no data is read here, only metadata)."""
     uuid = str(table.metadata.table_uuid)
     current = table.current_snapshot()
@@ -199,8 +216,12 @@ def read_batches(table: Table, plan: ChangePlan) -> Iterator[tuple[int, pa.Recor
     for step in plan.load_steps:
         snap = table.snapshot_by_id(step.snapshot_id)
         assert snap is not None
-        scan = table.incremental_append_scan(
-            from_snapshot_id_exclusive=snap.parent_snapshot_id, to_snapshot_id_inclusive=step.snapshot_id
-        ) if snap.parent_snapshot_id is not None else table.incremental_append_scan(to_snapshot_id_inclusive=step.snapshot_id)
+        scan = (
+            table.incremental_append_scan(
+                from_snapshot_id_exclusive=snap.parent_snapshot_id, to_snapshot_id_inclusive=step.snapshot_id
+            )
+            if snap.parent_snapshot_id is not None
+            else table.incremental_append_scan(to_snapshot_id_inclusive=step.snapshot_id)
+        )
         for batch in scan.to_arrow_batch_reader():
             yield step.snapshot_id, batch

@@ -58,7 +58,9 @@ def check_native(conn: Any, result: Mapping[str, Any], *, logger: logging.Logger
         finally:
             cur.close()
         if int(n) < sum(expected.values()):
-            raise VisibilityError(f"{target}: {n:,} rows in Snowflake, fewer than the {sum(expected.values()):,} just loaded")
+            raise VisibilityError(
+                f"{target}: {n:,} rows in Snowflake, fewer than the {sum(expected.values()):,} just loaded"
+            )
     summary = {"target": str(target), "snapshot": want, "rows_checked": sum(expected.values()), "status": "visible"}
     lg.info("visible in Snowflake: %s", summary)
     return summary
@@ -99,8 +101,12 @@ def check_iceberg(
             return {"target": str(table), "status": "unknown"}
         seen = snowflake_count(conn, table)
         if seen in acceptable:
-            summary = {"target": str(table), "rows": seen, "target_snapshot_id": result.get("target_snapshot_id"),
-                       "status": "visible"}
+            summary = {
+                "target": str(table),
+                "rows": seen,
+                "target_snapshot_id": result.get("target_snapshot_id"),
+                "status": "visible",
+            }
             lg.info("visible in Snowflake: %s", summary)
             return summary
         if time.monotonic() >= deadline:
@@ -108,5 +114,11 @@ def check_iceberg(
                 f"{table}: Snowflake returns {seen:,} rows, the catalog's committed snapshot "
                 f"{result.get('target_snapshot_id')} holds {sorted(acceptable)} — the commit is not visible in Snowflake"
             )
-        lg.info("%s: Snowflake shows %s rows, expecting %s; checking again in %ss", table, seen, sorted(acceptable), interval)
+        lg.info(
+            "%s: Snowflake shows %s rows, expecting %s; checking again in %ss",
+            table,
+            seen,
+            sorted(acceptable),
+            interval,
+        )
         time.sleep(interval)

@@ -56,8 +56,13 @@ class SmtpSink:
         body = msg.get_body(preferencelist=("html", "plain"))
         with self.lock:
             self.messages.append(
-                {"from": envelope.mail_from, "to": list(envelope.rcpt_tos), "subject": str(msg["Subject"]), "headers": dict(msg.items()),
-                 "body": body.get_content() if body is not None else ""}
+                {
+                    "from": envelope.mail_from,
+                    "to": list(envelope.rcpt_tos),
+                    "subject": str(msg["Subject"]),
+                    "headers": dict(msg.items()),
+                    "body": body.get_content() if body is not None else "",
+                }
             )
         return "250 Message accepted for delivery"
 
@@ -190,15 +195,24 @@ def test_build_notifiers_from_config() -> None:
 
     assert build_notifiers(None, table="orders", dag_id="snowberg_orders") == []
     cfg = AlertsConfig(
-        email=["oncall@example.com"], email_conn_id="smtp_alerts", slack_webhook_conn_id="slack_alerts",
-        sns_topic_arn="arn:aws:sns:us-east-1:123456789012:lake", aws_conn_id="aws_alerts",
-        webhook_conn_id="ops_hook", webhook_endpoint="/hook", events=["check_failure"],
+        email=["oncall@example.com"],
+        email_conn_id="smtp_alerts",
+        slack_webhook_conn_id="slack_alerts",
+        sns_topic_arn="arn:aws:sns:us-east-1:123456789012:lake",
+        aws_conn_id="aws_alerts",
+        webhook_conn_id="ops_hook",
+        webhook_endpoint="/hook",
+        events=["check_failure"],
     )
     ns = build_notifiers(cfg, table="orders", dag_id="snowberg_orders")
     assert [type(n) for n in ns] == [EmailAlertNotifier, SlackAlertNotifier, SnsAlertNotifier, WebhookNotifier]
     assert all(n.table == "orders" and n.dag_id == "snowberg_orders" and n.events == ("check_failure",) for n in ns)
     email_n, slack_n, sns_n, hook_n = ns
-    assert isinstance(email_n, EmailAlertNotifier) and email_n.to == ["oncall@example.com"] and email_n.smtp_conn_id == "smtp_alerts"
+    assert (
+        isinstance(email_n, EmailAlertNotifier)
+        and email_n.to == ["oncall@example.com"]
+        and email_n.smtp_conn_id == "smtp_alerts"
+    )
     assert isinstance(sns_n, SnsAlertNotifier) and sns_n.aws_conn_id == "aws_alerts"
     assert isinstance(hook_n, WebhookNotifier) and hook_n.http_conn_id == "ops_hook" and hook_n.endpoint == "/hook"
     # the dict form (as in YAML) works too
@@ -218,7 +232,11 @@ def test_building_notifiers_imports_no_provider() -> None:
         print([m for m in heavy if m in sys.modules])
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    out = (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     assert out == "[]"
 
 
@@ -242,7 +260,9 @@ def test_alert_message_for_a_check() -> None:
 def test_alert_message_for_a_load() -> None:
     from snowberg.airflow.alerts import build_alert
 
-    a = build_alert(_context(RuntimeError("Snowflake said no"), task_id="load"), table="orders", dag_id="snowberg_orders")
+    a = build_alert(
+        _context(RuntimeError("Snowflake said no"), task_id="load"), table="orders", dag_id="snowberg_orders"
+    )
     assert a.event == "load_failure" and a.check is None
     assert a.subject == "[snowberg] orders: load failed (load)"
     assert a.error == "RuntimeError: Snowflake said no"
@@ -267,9 +287,23 @@ def test_email_arrives(smtp_server: tuple[int, SmtpSink], monkeypatch: pytest.Mo
     from snowberg.airflow.alerts import build_notifiers
 
     port, sink = smtp_server
-    _conn(monkeypatch, "smtp_test", conn_type="smtp", host="127.0.0.1", port=port,
-          extra={"disable_ssl": True, "disable_tls": True, "from_email": "airflow@example.com", "timeout": 10, "retry_limit": 0})
-    (n,) = build_notifiers({"email": ["oncall@example.com"], "email_conn_id": "smtp_test"}, table="orders", dag_id="snowberg_orders")
+    _conn(
+        monkeypatch,
+        "smtp_test",
+        conn_type="smtp",
+        host="127.0.0.1",
+        port=port,
+        extra={
+            "disable_ssl": True,
+            "disable_tls": True,
+            "from_email": "airflow@example.com",
+            "timeout": 10,
+            "retry_limit": 0,
+        },
+    )
+    (n,) = build_notifiers(
+        {"email": ["oncall@example.com"], "email_conn_id": "smtp_test"}, table="orders", dag_id="snowberg_orders"
+    )
     n(_context(_stale_error()))
     (msg,) = sink.wait(1)
     assert msg["to"] == ["oncall@example.com"] and msg["from"] == "airflow@example.com"
@@ -284,7 +318,9 @@ def test_event_filter(http_receiver: tuple[str, HttpSink]) -> None:
     from snowberg.airflow.alerts import build_notifiers
 
     url, sink = http_receiver
-    (n,) = build_notifiers({"webhook_url": f"{url}/hook", "events": ["check_failure"]}, table="orders", dag_id="snowberg_orders")
+    (n,) = build_notifiers(
+        {"webhook_url": f"{url}/hook", "events": ["check_failure"]}, table="orders", dag_id="snowberg_orders"
+    )
     n(_context(RuntimeError("load broke"), task_id="load"))  # a load failure: not wanted here
     n(_context(_stale_error()))
     (req,) = sink.wait(1)
@@ -311,8 +347,12 @@ def test_webhook_http_connection(http_receiver: tuple[str, HttpSink], monkeypatc
 
     url, sink = http_receiver
     host, port = url.removeprefix("http://").split(":")
-    _conn(monkeypatch, "ops_hook", conn_type="http", host=host, port=int(port), schema="http", extra={"X-Api-Key": "k3y"})
-    (n,) = build_notifiers({"webhook_conn_id": "ops_hook", "webhook_endpoint": "/v1/events"}, table="orders", dag_id="snowberg_orders")
+    _conn(
+        monkeypatch, "ops_hook", conn_type="http", host=host, port=int(port), schema="http", extra={"X-Api-Key": "k3y"}
+    )
+    (n,) = build_notifiers(
+        {"webhook_conn_id": "ops_hook", "webhook_endpoint": "/v1/events"}, table="orders", dag_id="snowberg_orders"
+    )
     n(_context(_stale_error()))
     (req,) = sink.wait(1)
     assert req["path"] == "/v1/events" and req["headers"]["X-Api-Key"] == "k3y"
@@ -338,7 +378,13 @@ def test_slack_webhook_arrives(http_receiver: tuple[str, HttpSink], monkeypatch:
     (req,) = sink.wait(1)
     assert req["path"] == "/services/T000/B000/XXXX"
     text = req["json"]["text"]
-    for needle in ("orders", "freshness check failed", "30.00 h ago", "a write within 2h", "/dags/snowberg_orders/runs/"):
+    for needle in (
+        "orders",
+        "freshness check failed",
+        "30.00 h ago",
+        "a write within 2h",
+        "/dags/snowberg_orders/runs/",
+    ):
         assert needle in text, needle
 
 
@@ -360,15 +406,28 @@ def test_sns_arrives(moto_sns_sqs: str, monkeypatch: pytest.MonkeyPatch) -> None
 
     from snowberg.airflow.alerts import build_notifiers
 
-    kw = {"endpoint_url": moto_sns_sqs, "region_name": "us-east-1", "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+    kw = {
+        "endpoint_url": moto_sns_sqs,
+        "region_name": "us-east-1",
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+    }
     sns, sqs = boto3.client("sns", **kw), boto3.client("sqs", **kw)
     topic = sns.create_topic(Name="lake-alerts")["TopicArn"]
     queue = sqs.create_queue(QueueName="alerts")["QueueUrl"]
     qarn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=qarn)
-    _conn(monkeypatch, "aws_test", conn_type="aws", login="testing", password="testing",
-          extra={"region_name": "us-east-1", "endpoint_url": moto_sns_sqs})
-    (n,) = build_notifiers({"sns_topic_arn": topic, "aws_conn_id": "aws_test"}, table="orders", dag_id="snowberg_orders")
+    _conn(
+        monkeypatch,
+        "aws_test",
+        conn_type="aws",
+        login="testing",
+        password="testing",
+        extra={"region_name": "us-east-1", "endpoint_url": moto_sns_sqs},
+    )
+    (n,) = build_notifiers(
+        {"sns_topic_arn": topic, "aws_conn_id": "aws_test"}, table="orders", dag_id="snowberg_orders"
+    )
     n(_context(_stale_error()))
     msgs = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=5).get("Messages", [])
     assert len(msgs) == 1
@@ -382,7 +441,7 @@ def test_sns_arrives(moto_sns_sqs: str, monkeypatch: pytest.MonkeyPatch) -> None
 # End to end: a stale table, a real Airflow run, the alert by email and webhook
 
 
-DAG_SCRIPT = '''
+DAG_SCRIPT = """
 import json, os, sys
 import pendulum
 from airflow.providers.standard.operators.python import PythonOperator
@@ -410,7 +469,7 @@ with DAG(
 if __name__ == "__main__":  # dag.test() also parses this file from the dags folder
     dr = dag.test()
     print("E2E_RESULT " + json.dumps({"state": str(dr.state), "run_id": dr.run_id}))
-'''
+"""
 
 
 @pytest.mark.slow
@@ -426,9 +485,15 @@ def test_stale_table_alert_arrives_by_email_and_webhook(
     cat = SqlCatalog("lake", uri=f"sqlite:///{tmp_path}/lake.db", warehouse=f"file://{tmp_path}/wh")
     cat.create_namespace("lake")
     t = cat.create_table("lake.orders", schema=pa.schema([("id", pa.int64())]))
-    t.append(pa.table({"id": [1, 2]}), snapshot_properties={
-        "snowberg.watermark": "2026-01-01 00:00:00.000000", "snowberg.cursor-kind": "timestamp_ntz",
-        "snowberg.run-id": "r1", "snowberg.mode": "incremental"})
+    t.append(
+        pa.table({"id": [1, 2]}),
+        snapshot_properties={
+            "snowberg.watermark": "2026-01-01 00:00:00.000000",
+            "snowberg.cursor-kind": "timestamp_ntz",
+            "snowberg.run-id": "r1",
+            "snowberg.mode": "incremental",
+        },
+    )
     time.sleep(1.1)
 
     home = tmp_path / "airflow-home"
@@ -443,8 +508,14 @@ def test_stale_table_alert_arrives_by_email_and_webhook(
         PYICEBERG_CATALOG__LAKE__TYPE="sql",
         PYICEBERG_CATALOG__LAKE__URI=f"sqlite:///{tmp_path}/lake.db",
         PYICEBERG_CATALOG__LAKE__WAREHOUSE=f"file://{tmp_path}/wh",
-        AIRFLOW_CONN_SMTP_E2E=json.dumps({"conn_type": "smtp", "host": "127.0.0.1", "port": port,
-                                          "extra": {"disable_ssl": True, "disable_tls": True, "timeout": 10, "retry_limit": 0}}),
+        AIRFLOW_CONN_SMTP_E2E=json.dumps(
+            {
+                "conn_type": "smtp",
+                "host": "127.0.0.1",
+                "port": port,
+                "extra": {"disable_ssl": True, "disable_tls": True, "timeout": 10, "retry_limit": 0},
+            }
+        ),
         E2E_HOOK_URL=f"{url}/snowberg",
     )
     (tmp_path / "dags").mkdir()

@@ -168,7 +168,11 @@ def s3_bucket(moto_endpoint: str) -> str:
 
     name = f"lake-{uuid.uuid4().hex[:10]}"
     boto3.client(
-        "s3", endpoint_url=moto_endpoint, aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
+        "s3",
+        endpoint_url=moto_endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
     ).create_bucket(Bucket=name)
     return name
 

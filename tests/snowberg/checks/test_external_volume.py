@@ -83,7 +83,9 @@ def test_write_denied_names_step_action_and_resource() -> None:
     assert [s.key for s in v.failed] == ["writeResult"]
     w = v.step("writeResult")
     assert w is not None and w.message is not None
-    assert w.message.startswith("User: arn:aws:sts::001234567890:assumed-role/iceberg_snowflake/snowflake")  # prefix stripped
+    assert w.message.startswith(
+        "User: arn:aws:sts::001234567890:assumed-role/iceberg_snowflake/snowflake"
+    )  # prefix stripped
     assert statuses(v)["readResult"] == SKIPPED
     d = volume.diagnose(v)
     assert len(d.problems) == 1
@@ -149,7 +151,12 @@ def test_list_denied_other_steps_still_pass() -> None:
 
 def test_booleans_unknown_steps_and_bad_input() -> None:
     v = volume.parse_verification(
-        {"success": "false", "storageLocationSelectionResult": False, "writeResult": True, "futureCheckResult": "boom happened"},
+        {
+            "success": "false",
+            "storageLocationSelectionResult": False,
+            "writeResult": True,
+            "futureCheckResult": "boom happened",
+        },
         "v",
     )
     assert not v.success
@@ -162,11 +169,16 @@ def test_booleans_unknown_steps_and_bad_input() -> None:
 
 
 def test_parse_describe_from_dict_rows() -> None:
-    rows = [dict(zip(json.loads(raw("describe_read_only"))["columns"], r, strict=True)) for r in describe_rows("describe_read_only")]
+    rows = [
+        dict(zip(json.loads(raw("describe_read_only"))["columns"], r, strict=True))
+        for r in describe_rows("describe_read_only")
+    ]
     desc = volume.parse_describe(rows, "v")
     assert desc.allow_writes is False
     assert desc.active_location == "my-s3-us-west-2"
-    assert desc.location("my-s3-us-west-2")["STORAGE_AWS_ROLE_ARN"] == "arn:aws:iam::001234567890:role/iceberg_snowflake"
+    assert (
+        desc.location("my-s3-us-west-2")["STORAGE_AWS_ROLE_ARN"] == "arn:aws:iam::001234567890:role/iceberg_snowflake"
+    )
 
 
 class _Cursor:
@@ -209,16 +221,26 @@ class _Conn:
 
 
 def test_verify_binds_the_volume_name_and_quotes_desc() -> None:
-    cur = _Cursor({"SELECT SYSTEM$VERIFY": [(raw("read_only"),)], "DESC EXTERNAL VOLUME": describe_rows("describe_read_only")})
+    cur = _Cursor(
+        {"SELECT SYSTEM$VERIFY": [(raw("read_only"),)], "DESC EXTERNAL VOLUME": describe_rows("describe_read_only")}
+    )
     v, desc = volume.verify_external_volume(_Conn(cur), "iceberg_external_volume")
-    assert cur.executed[0] == ("SELECT SYSTEM$VERIFY_EXTERNAL_VOLUME(%(volume)s)", {"volume": "iceberg_external_volume"})
+    assert cur.executed[0] == (
+        "SELECT SYSTEM$VERIFY_EXTERNAL_VOLUME(%(volume)s)",
+        {"volume": "iceberg_external_volume"},
+    )
     assert cur.executed[1] == ('DESC EXTERNAL VOLUME "ICEBERG_EXTERNAL_VOLUME"', None)
     assert desc is not None and desc.allow_writes is False
     assert v.writes_skipped and cur.closed
 
 
 def test_verify_goes_on_without_desc_privilege() -> None:
-    cur = _Cursor({"SELECT SYSTEM$VERIFY": [(raw("write_denied"),)], "DESC EXTERNAL VOLUME": RuntimeError("insufficient privileges")})
+    cur = _Cursor(
+        {
+            "SELECT SYSTEM$VERIFY": [(raw("write_denied"),)],
+            "DESC EXTERNAL VOLUME": RuntimeError("insufficient privileges"),
+        }
+    )
     v, desc = volume.verify_external_volume(_Conn(cur), "vol")
     assert desc is None and not v.success
 
@@ -253,8 +275,13 @@ def fake_snowflake(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 def test_operator_success_returns_steps(fake_snowflake: dict[str, Any], context: dict[str, Any]) -> None:
     from snowberg.airflow.operators.checks import VerifyExternalVolumeOperator
 
-    fake_snowflake["results"] = {"SELECT SYSTEM$VERIFY": [(raw("success_s3"),)], "DESC EXTERNAL VOLUME": describe_rows("describe_read_write")}
-    op = VerifyExternalVolumeOperator(task_id="verify", external_volume="iceberg_external_volume", snowflake_conn_id="sf")
+    fake_snowflake["results"] = {
+        "SELECT SYSTEM$VERIFY": [(raw("success_s3"),)],
+        "DESC EXTERNAL VOLUME": describe_rows("describe_read_write"),
+    }
+    op = VerifyExternalVolumeOperator(
+        task_id="verify", external_volume="iceberg_external_volume", snowflake_conn_id="sf"
+    )
     out = op.execute(context)
     assert out["ok"] is True and out["probe"] is None
     assert {s["key"]: s["status"] for s in out["volume"]["steps"]}["writeResult"] == PASSED
@@ -264,7 +291,10 @@ def test_operator_success_returns_steps(fake_snowflake: dict[str, Any], context:
 def test_operator_failure_names_step_and_cause(fake_snowflake: dict[str, Any], context: dict[str, Any]) -> None:
     from snowberg.airflow.operators.checks import SnowbergCheckFailed, VerifyExternalVolumeOperator
 
-    fake_snowflake["results"] = {"SELECT SYSTEM$VERIFY": [(raw("trust_policy"),)], "DESC EXTERNAL VOLUME": describe_rows("describe_read_write")}
+    fake_snowflake["results"] = {
+        "SELECT SYSTEM$VERIFY": [(raw("trust_policy"),)],
+        "DESC EXTERNAL VOLUME": describe_rows("describe_read_write"),
+    }
     op = VerifyExternalVolumeOperator(task_id="verify", external_volume="iceberg_external_volume", table_name="orders")
     with pytest.raises(SnowbergCheckFailed) as ei:
         op.execute(context)
@@ -278,10 +308,15 @@ def test_operator_failure_names_step_and_cause(fake_snowflake: dict[str, Any], c
 def test_operator_read_only_volume(fake_snowflake: dict[str, Any], context: dict[str, Any]) -> None:
     from snowberg.airflow.operators.checks import SnowbergCheckFailed, VerifyExternalVolumeOperator
 
-    fake_snowflake["results"] = {"SELECT SYSTEM$VERIFY": [(raw("read_only"),)], "DESC EXTERNAL VOLUME": describe_rows("describe_read_only")}
+    fake_snowflake["results"] = {
+        "SELECT SYSTEM$VERIFY": [(raw("read_only"),)],
+        "DESC EXTERNAL VOLUME": describe_rows("describe_read_only"),
+    }
     with pytest.raises(SnowbergCheckFailed, match="ALLOW_WRITES = FALSE"):
         VerifyExternalVolumeOperator(task_id="v", external_volume="iceberg_external_volume").execute(context)
-    out = VerifyExternalVolumeOperator(task_id="v", external_volume="iceberg_external_volume", require_writes=False).execute(context)
+    out = VerifyExternalVolumeOperator(
+        task_id="v", external_volume="iceberg_external_volume", require_writes=False
+    ).execute(context)
     assert out["ok"] is True
 
 
@@ -290,17 +325,26 @@ def test_operator_missing_volume_is_a_check_failure(fake_snowflake: dict[str, An
 
     from snowberg.airflow.operators.checks import SnowbergCheckFailed, VerifyExternalVolumeOperator
 
-    err = ProgrammingError(msg="SQL compilation error:\nExternal volume 'NOPE' does not exist or not authorized.", errno=2003)
+    err = ProgrammingError(
+        msg="SQL compilation error:\nExternal volume 'NOPE' does not exist or not authorized.", errno=2003
+    )
     fake_snowflake["results"] = {"SELECT SYSTEM$VERIFY": err}
     with pytest.raises(SnowbergCheckFailed, match="does not exist or not authorized"):
         VerifyExternalVolumeOperator(task_id="v", external_volume="nope").execute(context)
 
 
-def test_operator_also_probes_the_lake(fake_snowflake: dict[str, Any], use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
+def test_operator_also_probes_the_lake(
+    fake_snowflake: dict[str, Any], use_catalog: Any, orders: Any, context: dict[str, Any]
+) -> None:
     from snowberg.airflow.operators.checks import VerifyExternalVolumeOperator
 
-    fake_snowflake["results"] = {"SELECT SYSTEM$VERIFY": [(raw("success_s3"),)], "DESC EXTERNAL VOLUME": describe_rows("describe_read_write")}
-    out = VerifyExternalVolumeOperator(task_id="v", external_volume="vol", catalog="lake", table="lake.orders").execute(context)
+    fake_snowflake["results"] = {
+        "SELECT SYSTEM$VERIFY": [(raw("success_s3"),)],
+        "DESC EXTERNAL VOLUME": describe_rows("describe_read_write"),
+    }
+    out = VerifyExternalVolumeOperator(task_id="v", external_volume="vol", catalog="lake", table="lake.orders").execute(
+        context
+    )
     assert out["ok"] is True
     assert [s["status"] for s in out["probe"]["steps"]] == [PASSED] * 4
     assert out["probe"]["location"] == orders.location()

@@ -67,7 +67,12 @@ def test_other_writers_snapshot_counts_as_a_write_but_not_as_watermark(orders: A
 
 
 def _snap(sid: int, parent: int | None, op: str, ts: int) -> Any:
-    return SimpleNamespace(snapshot_id=sid, parent_snapshot_id=parent, timestamp_ms=ts, summary=SimpleNamespace(operation=SimpleNamespace(value=op)))
+    return SimpleNamespace(
+        snapshot_id=sid,
+        parent_snapshot_id=parent,
+        timestamp_ms=ts,
+        summary=SimpleNamespace(operation=SimpleNamespace(value=op)),
+    )
 
 
 def test_compaction_snapshots_are_not_writes() -> None:
@@ -91,7 +96,9 @@ def test_watermark_time(kind: str | None, wm: str, expected: datetime | None) ->
 
 
 def test_unreadable_watermark_is_reported(orders: Any, lake: Any) -> None:
-    orders.append(lake.batch([7]), snapshot_properties={"snowberg.watermark": "garbage", "snowberg.cursor-kind": "timestamp_ntz"})
+    orders.append(
+        lake.batch([7]), snapshot_properties={"snowberg.watermark": "garbage", "snowberg.cursor-kind": "timestamp_ntz"}
+    )
     f = freshness.evaluate(orders, name="lake.orders", sla=timedelta(hours=1))
     assert not f.fresh and "cannot be read" in f.reasons[0]
 
@@ -150,9 +157,18 @@ def test_exception_pickles(use_catalog: Any, orders: Any, context: dict[str, Any
 
     from snowberg.airflow.operators.checks import SnowbergCheckFailed
 
-    e = SnowbergCheckFailed("x is stale", table="lake.x", check="freshness", observed="o", expected="e", details={"a": 1})
+    e = SnowbergCheckFailed(
+        "x is stale", table="lake.x", check="freshness", observed="o", expected="e", details={"a": 1}
+    )
     e2 = pickle.loads(pickle.dumps(e))
-    assert (e2.message, e2.table, e2.check, e2.observed, e2.expected, e2.details) == ("x is stale", "lake.x", "freshness", "o", "e", {"a": 1})
+    assert (e2.message, e2.table, e2.check, e2.observed, e2.expected, e2.details) == (
+        "x is stale",
+        "lake.x",
+        "freshness",
+        "o",
+        "e",
+        {"a": 1},
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -175,7 +191,9 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def test_freshness_and_health_open_no_data_file(use_catalog: Any, orders: Any, lake: Any, tmp_path: Path, context: dict[str, Any], opened: list[str]) -> None:
+def test_freshness_and_health_open_no_data_file(
+    use_catalog: Any, orders: Any, lake: Any, tmp_path: Path, context: dict[str, Any], opened: list[str]
+) -> None:
     from snowberg.airflow.operators.checks import SnapshotFreshnessOperator, TableHealthOperator
 
     lake.append(orders, lake.batch([11, 12, 13]), watermark="2026-01-02 00:00:00.000000", run_id="r2")
@@ -200,14 +218,18 @@ def test_freshness_and_health_open_no_data_file(use_catalog: Any, orders: Any, l
 # Deferrable: wait in the triggerer for a fresh snapshot
 
 
-def test_deferrable_defers_then_completes_when_a_write_lands(use_catalog: Any, orders: Any, lake: Any, context: dict[str, Any]) -> None:
+def test_deferrable_defers_then_completes_when_a_write_lands(
+    use_catalog: Any, orders: Any, lake: Any, context: dict[str, Any]
+) -> None:
     from airflow.sdk.exceptions import TaskDeferred
 
     from snowberg.airflow.operators.checks import FreshnessTrigger, SnapshotFreshnessOperator
 
     time.sleep(2.1)
     # stale now; the write lands ~1 s into the wait and stays fresh for 2 s: two polls see it
-    op = SnapshotFreshnessOperator(task_id="f", table="lake.orders", freshness_sla="2s", deferrable=True, wait_timeout="30s", poll_interval="1s")
+    op = SnapshotFreshnessOperator(
+        task_id="f", table="lake.orders", freshness_sla="2s", deferrable=True, wait_timeout="30s", poll_interval="1s"
+    )
     with pytest.raises(TaskDeferred) as ei:
         op.execute(context)
     trigger = ei.value.trigger
@@ -239,8 +261,12 @@ def test_deferrable_deadline_fails(use_catalog: Any, orders: Any, context: dict[
 
     time.sleep(0.05)
     trigger = FreshnessTrigger(
-        catalog="lake", table="lake.orders", sla_seconds=0.01, max_watermark_lag_seconds=None,
-        deadline=(datetime.now(UTC) + timedelta(seconds=1)).isoformat(), poll_interval=0.3,
+        catalog="lake",
+        table="lake.orders",
+        sla_seconds=0.01,
+        max_watermark_lag_seconds=None,
+        deadline=(datetime.now(UTC) + timedelta(seconds=1)).isoformat(),
+        poll_interval=0.3,
     )
 
     async def first_event() -> Any:
@@ -249,6 +275,8 @@ def test_deferrable_deadline_fails(use_catalog: Any, orders: Any, context: dict[
 
     event = asyncio.run(asyncio.wait_for(first_event(), timeout=30))
     assert event.payload["status"] == "deadline"
-    op = SnapshotFreshnessOperator(task_id="f", table="lake.orders", freshness_sla="10ms", deferrable=True, wait_timeout="1s")
+    op = SnapshotFreshnessOperator(
+        task_id="f", table="lake.orders", freshness_sla="10ms", deferrable=True, wait_timeout="1s"
+    )
     with pytest.raises(SnowbergCheckFailed, match="stale"):
         op.execute_complete(context, event.payload)

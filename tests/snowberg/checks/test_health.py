@@ -71,12 +71,21 @@ def test_partition_skew_and_render(partitioned: Any) -> None:
     assert r.partition_spec == "identity(region)"
     assert [b.metric for b in r.breaches] == ["partition_skew"]
     text = health.render(r)
-    for needle in ("UNHEALTHY", "partition skew (max / min)", "region=eu", "column statistics", "table properties", "! partition_skew"):
+    for needle in (
+        "UNHEALTHY",
+        "partition skew (max / min)",
+        "region=eu",
+        "column statistics",
+        "table properties",
+        "! partition_skew",
+    ):
         assert needle in text, needle
 
 
 def test_missing_statistics_lower_coverage(catalog: Any, lake: Any) -> None:
-    t = catalog.create_table("lake.nostats", schema=lake.schema(), properties={"write.metadata.metrics.default": "none"})
+    t = catalog.create_table(
+        "lake.nostats", schema=lake.schema(), properties={"write.metadata.metrics.default": "none"}
+    )
     lake.append(t, lake.batch([1, 2]))
     with t.transaction() as tx:
         tx.set_properties({"write.metadata.metrics.default": "full"})
@@ -123,7 +132,12 @@ def test_operator_returns_report(use_catalog: Any, partitioned: Any, context: di
 def test_operator_fails_on_breach(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
     from snowberg.airflow.operators.checks import SnowbergCheckFailed, TableHealthOperator
 
-    op = TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 2, "min_stats_coverage": 0.5}, table_name="sales")
+    op = TableHealthOperator(
+        task_id="h",
+        table="lake.sales",
+        thresholds={"max_partition_skew": 2, "min_stats_coverage": 0.5},
+        table_name="sales",
+    )
     with pytest.raises(SnowbergCheckFailed) as ei:
         op.execute(context)
     err = ei.value
@@ -136,7 +150,9 @@ def test_operator_fails_on_breach(use_catalog: Any, partitioned: Any, context: d
 def test_operator_warn_only(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
     from snowberg.airflow.operators.checks import TableHealthOperator
 
-    out = TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 2, "fail_on_breach": False}).execute(context)
+    out = TableHealthOperator(
+        task_id="h", table="lake.sales", thresholds={"max_partition_skew": 2, "fail_on_breach": False}
+    ).execute(context)
     assert out["healthy"] is False and out["breaches"][0]["metric"] == "partition_skew"
 
 

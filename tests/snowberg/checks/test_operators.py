@@ -42,16 +42,31 @@ def _dag() -> Any:
         VerifyExternalVolumeOperator,
     )
 
-    notifiers = build_notifiers({"email": ["oncall@example.com"], "webhook_url": "http://127.0.0.1:9/h"}, table="orders", dag_id="snowberg_orders")
+    notifiers = build_notifiers(
+        {"email": ["oncall@example.com"], "webhook_url": "http://127.0.0.1:9/h"},
+        table="orders",
+        dag_id="snowberg_orders",
+    )
     with DAG(
-        "snowberg_orders_checks", schedule="@hourly", start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+        "snowberg_orders_checks",
+        schedule="@hourly",
+        start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         default_args={"on_failure_callback": notifiers},
     ) as dag:
-        SnapshotFreshnessOperator(task_id="check_freshness", table="lake.orders", freshness_sla="{{ params.sla }}", max_watermark_lag="1d")
+        SnapshotFreshnessOperator(
+            task_id="check_freshness", table="lake.orders", freshness_sla="{{ params.sla }}", max_watermark_lag="1d"
+        )
         TableHealthOperator(task_id="table_health", table="lake.orders", thresholds={"min_stats_coverage": 0.9})
-        VerifyExternalVolumeOperator(task_id="verify_external_volume", external_volume="iceberg_external_volume", catalog="lake", table="lake.orders")
+        VerifyExternalVolumeOperator(
+            task_id="verify_external_volume",
+            external_volume="iceberg_external_volume",
+            catalog="lake",
+            table="lake.orders",
+        )
         LakeProbeOperator(task_id="probe_lake", table="lake.orders")
-        SnapshotFreshnessOperator(task_id="wait_fresh", table="lake.orders", freshness_sla="2h", deferrable=True, wait_timeout="1h")
+        SnapshotFreshnessOperator(
+            task_id="wait_fresh", table="lake.orders", freshness_sla="2h", deferrable=True, wait_timeout="1h"
+        )
     return dag
 
 
@@ -60,7 +75,13 @@ def test_operators_serialize_in_a_dag() -> None:
 
     dag = _dag()
     round_trip = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
-    assert set(round_trip.task_ids) == {"check_freshness", "table_health", "verify_external_volume", "probe_lake", "wait_fresh"}
+    assert set(round_trip.task_ids) == {
+        "check_freshness",
+        "table_health",
+        "verify_external_volume",
+        "probe_lake",
+        "wait_fresh",
+    }
     assert dag.get_task("check_freshness").on_failure_callback  # the notifiers are attached
 
 
@@ -78,5 +99,9 @@ def test_parsing_a_dag_with_the_operators_imports_nothing_heavy() -> None:
         "import snowberg.airflow.operators.checks, snowberg.airflow.alerts\n"
         "print([m for m in ('pyiceberg', 'pyarrow', 'pandas', 'boto3', 'snowflake.connector', 'slack_sdk') if m in sys.modules])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    out = (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     assert out == "[]"

@@ -68,8 +68,9 @@ def test_s3_missing_bucket_fails_at_write(s3_props: dict[str, str]) -> None:
 def test_s3_unreachable_endpoint_fails_at_write(s3_props: dict[str, str]) -> None:
     from pyiceberg.io import load_file_io
 
-
-    props = dict(s3_props, **{"s3.endpoint": "http://127.0.0.1:9", "s3.connect-timeout": "2", "s3.request-timeout": "2"})
+    props = dict(
+        s3_props, **{"s3.endpoint": "http://127.0.0.1:9", "s3.connect-timeout": "2", "s3.request-timeout": "2"}
+    )
     where = "s3://lake/warehouse"
     t0 = time.monotonic()
     r = probe.probe_location(load_file_io(props, where), where)
@@ -110,7 +111,9 @@ def test_probe_operator_local(use_catalog: Any, orders: Any, context: dict[str, 
     assert [s["status"] for s in out["steps"]] == [PASSED] * 4
 
 
-def test_probe_operator_fails_with_the_step(monkeypatch: pytest.MonkeyPatch, s3_props: dict[str, str], context: dict[str, Any]) -> None:
+def test_probe_operator_fails_with_the_step(
+    monkeypatch: pytest.MonkeyPatch, s3_props: dict[str, str], context: dict[str, Any]
+) -> None:
     import snowberg.iceberg.tables
     from snowberg.airflow.operators.checks import LakeProbeOperator, SnowbergCheckFailed
 
@@ -143,7 +146,9 @@ def moto_with_iam(tmp_path_factory: pytest.TempPathFactory) -> Any:
     env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="6", AWS_ACCESS_KEY_ID="admin", AWS_SECRET_ACCESS_KEY="admin")
     server = Path(sys.executable).with_name("moto_server")
     with open(log, "wb") as out:
-        proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT, env=env
+        )
     endpoint = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -155,7 +160,12 @@ def moto_with_iam(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError(f"moto_server did not start: {log.read_text()}") from None
                 time.sleep(0.2)
-        kw = {"endpoint_url": endpoint, "region_name": "us-east-1", "aws_access_key_id": "admin", "aws_secret_access_key": "admin"}
+        kw = {
+            "endpoint_url": endpoint,
+            "region_name": "us-east-1",
+            "aws_access_key_id": "admin",
+            "aws_secret_access_key": "admin",
+        }
         # The first six calls are not authenticated: make the bucket and a read-only user.
         boto3.client("s3", **kw).create_bucket(Bucket="lake")
         iam = boto3.client("iam", **kw)
@@ -179,7 +189,12 @@ def test_s3_writer_without_put_permission(moto_with_iam: Any) -> None:
     from pyiceberg.io import load_file_io
 
     endpoint, key_id, secret = moto_with_iam
-    props = {"s3.endpoint": endpoint, "s3.access-key-id": key_id, "s3.secret-access-key": secret, "s3.region": "us-east-1"}
+    props = {
+        "s3.endpoint": endpoint,
+        "s3.access-key-id": key_id,
+        "s3.secret-access-key": secret,
+        "s3.region": "us-east-1",
+    }
     where = "s3://lake/warehouse"
     r = probe.probe_location(load_file_io(props, where), where)
     assert _statuses(r) == [FAILED, SKIPPED, SKIPPED, SKIPPED], probe.render(r)
@@ -192,7 +207,12 @@ def test_s3_writer_with_bad_keys(moto_with_iam: Any) -> None:
     from pyiceberg.io import load_file_io
 
     endpoint, _, _ = moto_with_iam
-    props = {"s3.endpoint": endpoint, "s3.access-key-id": "AKIAWRONG", "s3.secret-access-key": "nope", "s3.region": "us-east-1"}
+    props = {
+        "s3.endpoint": endpoint,
+        "s3.access-key-id": "AKIAWRONG",
+        "s3.secret-access-key": "nope",
+        "s3.region": "us-east-1",
+    }
     r = probe.probe_location(load_file_io(props, "s3://lake/w"), "s3://lake/w")
     assert r.steps[0].status == FAILED
     assert r.steps[0].cause is not None and ("credentials" in r.steps[0].cause or "s3:PutObject" in r.steps[0].cause)

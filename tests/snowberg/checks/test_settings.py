@@ -62,16 +62,31 @@ def test_alerts_rejects(doc: dict[str, object], message: str) -> None:
 
 
 def test_health_thresholds() -> None:
-    th = HealthThresholds.model_validate({"min_stats_coverage": 0.9, "small_file_size": "8MiB", "max_snapshot_age": "7d"})
+    th = HealthThresholds.model_validate(
+        {"min_stats_coverage": 0.9, "small_file_size": "8MiB", "max_snapshot_age": "7d"}
+    )
     assert th.small_file_size == 8 * 1024 * 1024
     assert th.max_snapshot_age == timedelta(days=7)
-    assert th.limits() == {"min_stats_coverage": 0.9, "small_file_size": 8 * 1024 * 1024, "max_snapshot_age": timedelta(days=7)}
-    for bad in ({"min_stats_coverage": 1.5}, {"max_partition_skew": 0.5}, {"max_small_file_ratio": -0.1}, {"small_file_size": "big"}, {"x": 1}):
+    assert th.limits() == {
+        "min_stats_coverage": 0.9,
+        "small_file_size": 8 * 1024 * 1024,
+        "max_snapshot_age": timedelta(days=7),
+    }
+    for bad in (
+        {"min_stats_coverage": 1.5},
+        {"max_partition_skew": 0.5},
+        {"max_small_file_ratio": -0.1},
+        {"small_file_size": "big"},
+        {"x": 1},
+    ):
         with pytest.raises(ValidationError):
             HealthThresholds.model_validate(bad)
 
 
-@pytest.mark.parametrize(("text", "n"), [(4096, 4096), ("4096", 4096), ("32MiB", 32 * 1024**2), ("128 MB", 128 * 1000**2), ("1.5GiB", int(1.5 * 1024**3))])
+@pytest.mark.parametrize(
+    ("text", "n"),
+    [(4096, 4096), ("4096", 4096), ("32MiB", 32 * 1024**2), ("128 MB", 128 * 1000**2), ("1.5GiB", int(1.5 * 1024**3))],
+)
 def test_parse_size(text: object, n: int) -> None:
     assert parse_size(text) == n
 

@@ -42,7 +42,10 @@ def test_backfill_run_without_conf_uses_data_interval() -> None:
         ({"full_refresh": "yes; DELETE"}, "expected true or false"),
         ({"dry_run": 1}, "expected true or false"),
         ({"sql": "SELECT 1"}, "unknown params"),
-        ({"window_start": "2026-01-01T00:00:00Z", "window_end": "2026-01-02T00:00:00Z", "full_refresh": True}, "exclusive"),
+        (
+            {"window_start": "2026-01-01T00:00:00Z", "window_end": "2026-01-02T00:00:00Z", "full_refresh": True},
+            "exclusive",
+        ),
     ],
 )
 def test_bad_params_are_rejected(params: dict, message: str) -> None:

@@ -19,7 +19,13 @@ GOOD: dict[str, Any] = {
             "target": "shop.orders",
             "cursor": {"column": "updated_at", "lookback": "10m", "commit_lag": "PT30S", "null_policy": "exclude"},
             "primary_key": ["order_id"],
-            "partition_by": ["day(updated_at)", "bucket[16](order_id)", "truncate[4](status)", "identity(region)", "region"],
+            "partition_by": [
+                "day(updated_at)",
+                "bucket[16](order_id)",
+                "truncate[4](status)",
+                "identity(region)",
+                "region",
+            ],
             "schedule": "@hourly",
             "freshness_sla": "2h",
         }
@@ -35,7 +41,11 @@ def test_good_config_parses_every_field() -> None:
     assert t.cursor.null_policy is NullCursorPolicy.EXCLUDE
     assert t.effective_write_mode is WriteMode.MERGE
     assert [(p.column, p.transform) for p in t.partition_by] == [
-        ("updated_at", "day"), ("order_id", "bucket[16]"), ("status", "truncate[4]"), ("region", "identity"), ("region", "identity"),
+        ("updated_at", "day"),
+        ("order_id", "bucket[16]"),
+        ("status", "truncate[4]"),
+        ("region", "identity"),
+        ("region", "identity"),
     ]
     assert t.freshness_sla == timedelta(hours=2)
     assert t.dag_id == "snowberg_orders"

@@ -15,8 +15,16 @@ def _table(catalog: Any, watermarks: list[str | None]) -> Any:
     catalog.create_namespace_if_not_exists("n")
     t = catalog.create_table("n.t", schema=pa.schema([("x", pa.int64())]))
     for i, wm in enumerate(watermarks):
-        props = {"other": "writer"} if wm is None else {
-            state.WATERMARK: wm, state.CURSOR_KIND: "timestamp_ntz", state.RUN_ID: f"r{i}", state.MODE: "incremental"}
+        props = (
+            {"other": "writer"}
+            if wm is None
+            else {
+                state.WATERMARK: wm,
+                state.CURSOR_KIND: "timestamp_ntz",
+                state.RUN_ID: f"r{i}",
+                state.MODE: "incremental",
+            }
+        )
         t.append(pa.table({"x": [i]}), snapshot_properties=props)
     return catalog.load_table("n.t")
 

@@ -113,17 +113,26 @@ print(json.dumps(dict(variables)))
 """
 
 
-def run_child(cfg: TableConfig, sfdb: Any, catalog: Any, variables: Any, run_id: str, fault: str | None) -> subprocess.CompletedProcess[str]:
+def run_child(
+    cfg: TableConfig, sfdb: Any, catalog: Any, variables: Any, run_id: str, fault: str | None
+) -> subprocess.CompletedProcess[str]:
     entry = cfg.model_dump(mode="json")
     args = {
-        "entry": entry, "port": sfdb.server.port, "db": sfdb.name, "uri": catalog.properties["uri"],
-        "wh": catalog.properties["warehouse"], "vars": dict(variables), "run_id": run_id,
+        "entry": entry,
+        "port": sfdb.server.port,
+        "db": sfdb.name,
+        "uri": catalog.properties["uri"],
+        "wh": catalog.properties["warehouse"],
+        "vars": dict(variables),
+        "run_id": run_id,
     }
     env = dict(os.environ)
     env.pop("SNOWBERG_FAULT", None)
     if fault:
         env["SNOWBERG_FAULT"] = fault
-    res = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], env=env, text=True, capture_output=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(args)], env=env, text=True, capture_output=True, timeout=120
+    )
     if res.returncode == 0:
         variables.update(json.loads(res.stdout.strip().splitlines()[-1]))
     return res
@@ -153,7 +162,9 @@ def test_exactly_once_a_crash_after_commit_before_variable(src: Any, catalog: An
 
 
 @pytest.mark.parametrize("fault", ["after_extract", "before_commit", "raise:before_commit"])
-def test_exactly_once_b_failure_before_commit_changes_nothing(src: Any, catalog: Any, variables: Any, fault: str) -> None:
+def test_exactly_once_b_failure_before_commit_changes_nothing(
+    src: Any, catalog: Any, variables: Any, fault: str
+) -> None:
     cfg = cfg_for(src)
     run(cfg, src, catalog, variables, "r1")
     snaps_before = [s.snapshot_id for s in snapshots(catalog)]
@@ -181,7 +192,9 @@ def test_exactly_once_c_retried_load_appends_nothing(src: Any, catalog: Any, var
     assert len(snapshots(catalog)) == 1
 
 
-def test_exactly_once_e_nothing_new_writes_no_file_and_no_commit(src: Any, catalog: Any, variables: Any, tmp_path: Path) -> None:
+def test_exactly_once_e_nothing_new_writes_no_file_and_no_commit(
+    src: Any, catalog: Any, variables: Any, tmp_path: Path
+) -> None:
     cfg = cfg_for(src)
     run(cfg, src, catalog, variables, "r1")
     files_before = sorted(p for p in (tmp_path / "wh").rglob("*") if p.is_file())
@@ -200,7 +213,9 @@ def test_window_is_fixed_at_plan_time(src: Any, catalog: Any, variables: Any) ->
     table, _ = reconcile_before_plan(cfg, catalog, variables)
     w = plan_run(cfg, src.conn, table, run_id="r1")
     # a row written after planning, with a cursor beyond the planned high
-    src.sql(f"INSERT INTO {src.table('SRC')} SELECT 500, 1, 'late', DATEADD(second, 5, CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ))")
+    src.sql(
+        f"INSERT INTO {src.table('SRC')} SELECT 500, 1, 'late', DATEADD(second, 5, CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ))"
+    )
     r = load_window(cfg, src.conn, catalog, w)
     assert r.rows == 100 and w.rows_in_window == 100
     time.sleep(6)
@@ -228,7 +243,9 @@ def test_lookback_catches_late_rows_without_duplicates(src: Any, catalog: Any, v
     wm = datetime.fromisoformat(r1.watermark)
     late = (wm - timedelta(hours=3)).isoformat(sep=" ")
     too_late = (wm - timedelta(days=2)).isoformat(sep=" ")
-    src.sql(f"INSERT INTO {src.table('SRC')} VALUES (700, 1, 'late', '{late}'::TIMESTAMP_NTZ), (701, 1, 'too late', '{too_late}'::TIMESTAMP_NTZ)")
+    src.sql(
+        f"INSERT INTO {src.table('SRC')} VALUES (700, 1, 'late', '{late}'::TIMESTAMP_NTZ), (701, 1, 'too late', '{too_late}'::TIMESTAMP_NTZ)"
+    )
     _, r2, _ = run(cfg, src, catalog, variables, "r2")
     ids = [r["id"] for r in lake_rows(catalog)]
     assert 700 in ids and 701 not in ids
@@ -325,7 +342,7 @@ def test_every_emulator_type_round_trips(sfdb: Any, catalog: Any, variables: Any
 
     sfdb.sql(ALL_TYPES.format(t=sfdb.table("SRC")))
     sfdb.sql(
-        f"""INSERT INTO {sfdb.table('SRC')} SELECT 1, 123456789012345678, 12345678901234567, 12345678.1234, 0.1, 'héllo',
+        f"""INSERT INTO {sfdb.table("SRC")} SELECT 1, 123456789012345678, 12345678901234567, 12345678.1234, 0.1, 'héllo',
         TRUE, '2026-02-03'::DATE, '04:05:06.123456'::TIME, '2026-02-03 04:05:06.654321'::TIMESTAMP_NTZ,
         '2026-02-03 04:05:06'::TIMESTAMP_LTZ, '2026-02-03 04:05:06+02:00'::TIMESTAMP_TZ, PARSE_JSON('{{"a":[1,2]}}'),
         OBJECT_CONSTRUCT('k', 1), ARRAY_CONSTRUCT(1, 'x'), TO_BINARY('CAFE', 'HEX'), '2026-01-01'::TIMESTAMP_NTZ"""
@@ -335,9 +352,22 @@ def test_every_emulator_type_round_trips(sfdb: Any, catalog: Any, variables: Any
     t = catalog.load_table("ns.t")
     types = {f.name: str(f.field_type) for f in t.schema().fields}
     assert types == {
-        "id": "decimal(38, 0)", "n18": "long", "n38": "decimal(38, 0)", "d": "decimal(12, 4)",
-        "f": "double", "s": "string", "b": "boolean", "dt": "date", "tm": "time", "ntz": "timestamp",
-        "ltz": "timestamptz", "tz": "timestamptz", "v": "string", "o": "string", "a": "string", "bin": "binary",
+        "id": "decimal(38, 0)",
+        "n18": "long",
+        "n38": "decimal(38, 0)",
+        "d": "decimal(12, 4)",
+        "f": "double",
+        "s": "string",
+        "b": "boolean",
+        "dt": "date",
+        "tm": "time",
+        "ntz": "timestamp",
+        "ltz": "timestamptz",
+        "tz": "timestamptz",
+        "v": "string",
+        "o": "string",
+        "a": "string",
+        "bin": "binary",
         "updated_at": "timestamp",
     }
     row = t.scan().to_arrow().to_pylist()[0]

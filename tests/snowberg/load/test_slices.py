@@ -64,7 +64,9 @@ def make_orders(db: Any, n: int, *, table: str = "ORDERS", tie: bool = False, ba
     db.sql(f"""CREATE OR REPLACE TABLE {name} (
         ORDER_ID NUMBER(38,0), CUSTOMER_ID NUMBER(10,0), AMOUNT NUMBER(12,2), CHANNEL VARCHAR(16),
         ORDER_DATE DATE, DETAILS VARIANT, UPDATED_AT TIMESTAMP_NTZ(9))""")
-    updated = f"'{base}'::TIMESTAMP_NTZ" if tie else f"DATEADD(second, -MOD(seq4() * 7, 2592000), '{base}'::TIMESTAMP_NTZ)"
+    updated = (
+        f"'{base}'::TIMESTAMP_NTZ" if tie else f"DATEADD(second, -MOD(seq4() * 7, 2592000), '{base}'::TIMESTAMP_NTZ)"
+    )
     db.sql(f"""INSERT INTO {name}
         SELECT seq4() + 1, MOD(seq4() * 7919, 25000) + 1, (MOD(seq4() * 53, 1500) + 300) / 100,
                CASE MOD(seq4(), 3) WHEN 0 THEN 'app' WHEN 1 THEN 'walk-up' ELSE 'phone' END,
@@ -75,8 +77,13 @@ def make_orders(db: Any, n: int, *, table: str = "ORDERS", tie: bool = False, ba
 
 
 def table_cfg(source: str, **over: Any) -> Any:
-    entry = {"name": "orders", "source": {"table": source}, "target": "shop.orders", "cursor": {"column": "updated_at"},
-             "primary_key": ["order_id"]}
+    entry = {
+        "name": "orders",
+        "source": {"table": source},
+        "target": "shop.orders",
+        "cursor": {"column": "updated_at"},
+        "primary_key": ["order_id"],
+    }
     entry.update(over)
     return parse_config({"tables": [entry]}).tables[0]
 
@@ -117,7 +124,16 @@ def snowberg_snapshots(catalog: Any, ident: str = "shop.orders") -> list[Any]:
     return [s for s in t.snapshots() if s.summary and "snowberg.watermark" in s.summary.additional_properties]
 
 
-def window(kind: str, low: Any, high: Any, *, low_inc: bool = False, high_inc: bool = True, nulls: bool = False, mode: str = "incremental") -> Window:
+def window(
+    kind: str,
+    low: Any,
+    high: Any,
+    *,
+    low_inc: bool = False,
+    high_inc: bool = True,
+    nulls: bool = False,
+    mode: str = "incremental",
+) -> Window:
     return Window(mode, "c", kind, 0, low, low_inc, high, high_inc, nulls, None, None, high, rows_in_window=100)
 
 
@@ -145,11 +161,15 @@ def in_window(w: Window, v: Any) -> bool:
 
 @pytest.mark.parametrize(
     "mode,low,low_inc,high_inc,nulls",
-    [("incremental", "2026-01-01 00:00:00", False, True, False),
-     ("incremental", None, False, True, True),
-     ("backfill", "2026-01-01 00:00:00", True, False, False)],
+    [
+        ("incremental", "2026-01-01 00:00:00", False, True, False),
+        ("incremental", None, False, True, True),
+        ("backfill", "2026-01-01 00:00:00", True, False, False),
+    ],
 )
-def test_slices_cover_every_value_exactly_once(mode: str, low: str | None, low_inc: bool, high_inc: bool, nulls: bool) -> None:
+def test_slices_cover_every_value_exactly_once(
+    mode: str, low: str | None, low_inc: bool, high_inc: bool, nulls: bool
+) -> None:
     rnd = random.Random(7)
     kind = "timestamp_ntz"
     base = datetime(2026, 1, 1)
@@ -185,11 +205,13 @@ def test_clean_bounds_drops_outside_and_duplicates() -> None:
 
 @pytest.mark.parametrize(
     "kind,scale,numeric,expected",
-    [("timestamp_ntz", 0, 1790637863500000, datetime(2026, 9, 28, 23, 24, 23, 500000)),
-     ("timestamp_tz", 0, 1767218400123456, datetime(2025, 12, 31, 22, 0, 0, 123456, tzinfo=UTC)),
-     ("date", 0, 20455, date(2026, 1, 2)),
-     ("number", 0, Decimal("25000.5"), Decimal("25000")),
-     ("number", 2, Decimal("2.375"), Decimal("2.37"))],
+    [
+        ("timestamp_ntz", 0, 1790637863500000, datetime(2026, 9, 28, 23, 24, 23, 500000)),
+        ("timestamp_tz", 0, 1767218400123456, datetime(2025, 12, 31, 22, 0, 0, 123456, tzinfo=UTC)),
+        ("date", 0, 20455, date(2026, 1, 2)),
+        ("number", 0, Decimal("25000.5"), Decimal("25000")),
+        ("number", 2, Decimal("2.375"), Decimal("2.37")),
+    ],
 )
 def test_numeric_projection_round_trips(kind: str, scale: int, numeric: Any, expected: Any) -> None:
     assert parse_cursor_value(kind, cursor_from_numeric(kind, scale, numeric)) == expected
@@ -206,7 +228,9 @@ def test_small_window_costs_no_query() -> None:
     assert slice_windows(plan_slices(cfg, NoConn(), w, max_rows=100)) == [w]
     from dataclasses import replace
 
-    assert slice_windows(plan_slices(cfg, NoConn(), replace(w, rows_in_window=0), max_rows=10)) == [replace(w, rows_in_window=0)]
+    assert slice_windows(plan_slices(cfg, NoConn(), replace(w, rows_in_window=0), max_rows=10)) == [
+        replace(w, rows_in_window=0)
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -259,8 +283,10 @@ def test_sliced_merge_after_updates(sfdb: Any, catalog: Any, variables: Any) -> 
     load_window(cfg, sfdb.conn, catalog, w1)
     publish(cfg, catalog, w1, variables)
     # 3,000 rows updated now: a second window big enough to slice, merged by key
-    sfdb.sql(f"UPDATE {src} SET AMOUNT = 0, UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
-             "WHERE MOD(ORDER_ID, 8000) < 3000")
+    sfdb.sql(
+        f"UPDATE {src} SET AMOUNT = 0, UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
+        "WHERE MOD(ORDER_ID, 8000) < 3000"
+    )
     time.sleep(0.01)
     w2 = _plan(cfg, sfdb.conn, catalog, "r2")
     assert w2.rows_in_window == 3_000
@@ -285,7 +311,9 @@ def test_rows_tied_on_one_cursor_value_stay_in_one_slice(sfdb: Any, catalog: Any
     assert load_window(cfg, sfdb.conn, catalog, w).rows == 3_000
 
 
-def test_nothing_new_issues_one_query_and_writes_nothing(sfdb: Any, catalog: Any, variables: Any, tmp_path: Path) -> None:
+def test_nothing_new_issues_one_query_and_writes_nothing(
+    sfdb: Any, catalog: Any, variables: Any, tmp_path: Path
+) -> None:
     from snowberg.load.run import load_window, publish
 
     src = make_orders(sfdb, 2_000)
@@ -343,7 +371,9 @@ def _peak_rss(fakesnow_server: Any, db: Any, src: str, tmp_path: Path, slice_row
     lake = tmp_path / f"lake-{src.split('.')[-1]}-{slice_rows}"
     lake.mkdir()
     spec = {"port": fakesnow_server.port, "db": db.name, "src": src, "lake": str(lake), "slice": slice_rows}
-    run = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, json.dumps(spec)], capture_output=True, text=True, timeout=600, cwd=REPO)
+    run = subprocess.run(
+        [sys.executable, "-c", MEMORY_SCRIPT, json.dumps(spec)], capture_output=True, text=True, timeout=600, cwd=REPO
+    )
     line = next((ln for ln in run.stdout.splitlines() if ln.startswith("MEM ")), None)
     assert line, run.stdout[-2000:] + run.stderr[-4000:]
     return dict(json.loads(line[4:]))
@@ -361,8 +391,10 @@ def test_memory_is_flat_in_the_window_size_when_sliced(fakesnow_server: Any, sfd
     # the same 5× load unsliced: one query result and one Arrow table hold the window
     c = _peak_rss(fakesnow_server, sfdb, src_large, tmp_path, 0)
     unsliced = c["rss_kb"] / a["rss_kb"]
-    print(f"peak RSS MB: {small:,} sliced {a['rss_kb'] / 1024:.0f}, {large:,} sliced {b['rss_kb'] / 1024:.0f} "
-          f"({ratio:.2f}×), {large:,} unsliced {c['rss_kb'] / 1024:.0f} ({unsliced:.2f}×)")
+    print(
+        f"peak RSS MB: {small:,} sliced {a['rss_kb'] / 1024:.0f}, {large:,} sliced {b['rss_kb'] / 1024:.0f} "
+        f"({ratio:.2f}×), {large:,} unsliced {c['rss_kb'] / 1024:.0f} ({unsliced:.2f}×)"
+    )
     assert ratio <= 1.3
     assert unsliced > 1.3  # without slices the same check fails: it measures the window, not the imports
 
@@ -387,7 +419,9 @@ def test_mapped_slices_commit_once_and_retries_append_nothing(sfdb: Any, catalog
     assert len(tasks) >= 3 and catalog.load_table("shop.orders").current_snapshot() is None
     results = [write_slice(cfg, sfdb.conn, catalog, t) for t in tasks]
     # slice 0 "fails after writing" and is retried: the first attempt's files must never be committed
-    first_attempt = {f.file_path for f in read_staging_manifest(catalog.load_table("shop.orders"), SliceResult.from_dict(results[0]))}
+    first_attempt = {
+        f.file_path for f in read_staging_manifest(catalog.load_table("shop.orders"), SliceResult.from_dict(results[0]))
+    }
     retried = write_slice(cfg, sfdb.conn, catalog, tasks[0])
     assert retried["manifest_path"] != results[0]["manifest_path"]
     results[0] = retried
@@ -448,7 +482,9 @@ def test_slice_refuses_a_schema_changed_after_planning(sfdb: Any, catalog: Any) 
         write_slice(cfg, sfdb.conn, catalog, tasks[0])
 
 
-def test_mapped_merge_replaces_updated_keys_and_nothing_new_has_no_slices(sfdb: Any, catalog: Any, variables: Any) -> None:
+def test_mapped_merge_replaces_updated_keys_and_nothing_new_has_no_slices(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
     from snowberg.load.run import publish
     from snowberg.load.slices import commit_slices, write_slice
 
@@ -458,8 +494,10 @@ def test_mapped_merge_replaces_updated_keys_and_nothing_new_has_no_slices(sfdb: 
     commit_slices(cfg, catalog, w, [write_slice(cfg, sfdb.conn, catalog, t) for t in tasks])
     publish(cfg, catalog, w, variables)
     # 2,500 updates, microseconds apart (one UPDATE with one timestamp would be a single tie: one slice)
-    sfdb.sql(f"UPDATE {src} SET AMOUNT = 0, UPDATED_AT = DATEADD(microsecond, -ORDER_ID, "
-             "CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ)) WHERE ORDER_ID <= 2500")
+    sfdb.sql(
+        f"UPDATE {src} SET AMOUNT = 0, UPDATED_AT = DATEADD(microsecond, -ORDER_ID, "
+        "CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ)) WHERE ORDER_ID <= 2500"
+    )
     time.sleep(0.01)
     w2, tasks2 = _mapped(cfg, sfdb.conn, catalog, "m2", 1_000)
     assert len(tasks2) >= 2
@@ -490,7 +528,9 @@ def test_mapped_first_load_checks_key_uniqueness_in_snowflake(sfdb: Any, catalog
         _mapped(cfg, sfdb.conn, catalog, "m1", 400)
 
 
-def test_mapped_backfill_commits_after_an_incremental_run_without_moving_the_watermark(sfdb: Any, catalog: Any, variables: Any) -> None:
+def test_mapped_backfill_commits_after_an_incremental_run_without_moving_the_watermark(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
     from snowberg.load.run import load_window, publish
     from snowberg.load.slices import commit_slices, prepare_slices, write_slice
 
@@ -506,8 +546,10 @@ def test_mapped_backfill_commits_after_an_incremental_run_without_moving_the_wat
     assert len(tasks) >= 2
     results = [write_slice(cfg, sfdb.conn, catalog, t) for t in tasks]
     # … while an incremental run commits
-    sfdb.sql(f"UPDATE {src} SET AMOUNT = 0, UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
-             "WHERE ORDER_ID <= 10")
+    sfdb.sql(
+        f"UPDATE {src} SET AMOUNT = 0, UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
+        "WHERE ORDER_ID <= 10"
+    )
     time.sleep(0.01)
     w2 = _plan(cfg, sfdb.conn, catalog, "r2")
     load_window(cfg, sfdb.conn, catalog, w2)
@@ -523,7 +565,7 @@ def test_mapped_backfill_commits_after_an_incremental_run_without_moving_the_wat
 # ---------------------------------------------------------------------------
 # mapped slices in Airflow (slow): dag.test() with one slice failing once
 
-DAG_SCRIPT = '''
+DAG_SCRIPT = """
 import json, os
 from datetime import timedelta
 import pendulum
@@ -562,7 +604,7 @@ if __name__ == "__main__":  # dag.test() parses this file again to serialize the
     second = dag.test()  # nothing new: zero slices, the mapped task is skipped, commit and publish still succeed
     states = {ti.task_id: str(ti.state) for ti in second.get_task_instances()}
     print("E2E_RESULT " + json.dumps({"state": str(first.state), "second": str(second.state), "second_tis": states}))
-'''
+"""
 
 
 @pytest.mark.slow
@@ -585,8 +627,16 @@ def test_dag_mapped_slices_retry_alone_and_commit_once(fakesnow_server: Any, sfd
         PYICEBERG_CATALOG__LAKE__TYPE="sql",
         PYICEBERG_CATALOG__LAKE__URI=f"sqlite:///{tmp_path}/lake.db",
         PYICEBERG_CATALOG__LAKE__WAREHOUSE=f"file://{tmp_path}/wh",
-        E2E_TABLE=json.dumps({"name": "orders", "source": {"table": src}, "target": "shop.orders",
-                              "cursor": {"column": "updated_at"}, "primary_key": ["order_id"], "number_as_long": ["order_id"]}),
+        E2E_TABLE=json.dumps(
+            {
+                "name": "orders",
+                "source": {"table": src},
+                "target": "shop.orders",
+                "cursor": {"column": "updated_at"},
+                "primary_key": ["order_id"],
+                "number_as_long": ["order_id"],
+            }
+        ),
         E2E_SLICE_ROWS="2000",
         E2E_ATTEMPTS=str(tmp_path / "attempts.jsonl"),
     )
@@ -601,7 +651,7 @@ def test_dag_mapped_slices_retry_alone_and_commit_once(fakesnow_server: Any, sfd
     (tmp_path / "dag-test.log").write_text(run.stdout + run.stderr)
     line = next((ln for ln in run.stdout.splitlines() if ln.startswith("E2E_RESULT ")), None)
     assert line, run.stdout[-3000:] + run.stderr[-6000:]
-    res = json.loads(line[len("E2E_RESULT "):])
+    res = json.loads(line[len("E2E_RESULT ") :])
     attempts = [json.loads(x) for x in (tmp_path / "attempts.jsonl").read_text().splitlines()]
     print(f"dag.test() of the mapped-slice DAG: {elapsed:.1f}s; slice attempts (map index, try) {attempts}")
     assert res["state"].endswith("success"), res

@@ -81,10 +81,23 @@ def _snowflake_arrow_type(md: Any, arrow_t: pa.DataType) -> pa.DataType:
 class UnloadingSnowflake:
     """The emulator, plus COPY INTO @stage … PARQUET as Snowflake documents it (see module docstring)."""
 
-    def __init__(self, conn: Any, stage_root: Path, *, rows_per_file: int = 700, nanos: bool = False,
-                 ignore_partition_by: bool = False, misreport_rows: int = 0) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        stage_root: Path,
+        *,
+        rows_per_file: int = 700,
+        nanos: bool = False,
+        ignore_partition_by: bool = False,
+        misreport_rows: int = 0,
+    ) -> None:
         self.conn, self.root = conn, stage_root
-        self.rows_per_file, self.nanos, self.ignore_partition_by, self.misreport_rows = rows_per_file, nanos, ignore_partition_by, misreport_rows
+        self.rows_per_file, self.nanos, self.ignore_partition_by, self.misreport_rows = (
+            rows_per_file,
+            nanos,
+            ignore_partition_by,
+            misreport_rows,
+        )
         self.statements: list[str] = []
         self.copies = 0
 
@@ -187,8 +200,13 @@ def make_source(db: Any, n: int = 3_000, *, customer_type: str = "NUMBER(38,0)")
 
 
 def cfg_for(src: str, **over: Any) -> Any:
-    entry = {"name": "orders", "source": {"table": src}, "target": "shop.orders", "cursor": {"column": "updated_at"},
-             "primary_key": ["order_id"]}
+    entry = {
+        "name": "orders",
+        "source": {"table": src},
+        "target": "shop.orders",
+        "cursor": {"column": "updated_at"},
+        "primary_key": ["order_id"],
+    }
     entry.update(over)
     return parse_config({"tables": [entry]}).tables[0]
 
@@ -228,27 +246,42 @@ def test_copy_statement_shape(sfdb: Any, catalog: Any) -> None:
     cols = map_columns(result_columns(cur), mapping_options(cfg))
     target = UnloadTarget(stage="LAKE_DB.PUBLIC.LAKE_STAGE", stage_url="s3://lake/wh/shop/orders/data")
     sql, params = copy_sql(cfg, w, cols, target)
-    assert sql.startswith('COPY INTO @"LAKE_DB"."PUBLIC"."LAKE_STAGE"/snowberg-unload/orders/scheduled__2026-10-01T00_00_00_00_00/ FROM (SELECT ')
+    assert sql.startswith(
+        'COPY INTO @"LAKE_DB"."PUBLIC"."LAKE_STAGE"/snowberg-unload/orders/scheduled__2026-10-01T00_00_00_00_00/ FROM (SELECT '
+    )
     assert 'TO_JSON("DETAILS") AS "details"' in sql and '"ORDER_ID" AS "order_id"' in sql
-    assert "PARTITION BY ('order_date_day=' || COALESCE(TO_VARCHAR(\"ORDER_DATE\", 'YYYY-MM-DD'), '_null') || '/' || " in sql
+    assert (
+        "PARTITION BY ('order_date_day=' || COALESCE(TO_VARCHAR(\"ORDER_DATE\", 'YYYY-MM-DD'), '_null') || '/' || "
+        in sql
+    )
     assert "CONVERT_TIMEZONE('UTC', \"PLACED_AT\")" in sql  # time partitions of instants are UTC
-    for option in ("TYPE = PARQUET", "HEADER = TRUE", "DETAILED_OUTPUT = TRUE", "INCLUDE_QUERY_ID = TRUE", "MAX_FILE_SIZE = 268435456"):
+    for option in (
+        "TYPE = PARQUET",
+        "HEADER = TRUE",
+        "DETAILED_OUTPUT = TRUE",
+        "INCLUDE_QUERY_ID = TRUE",
+        "MAX_FILE_SIZE = 268435456",
+    ):
         assert option in sql
     assert params == {"high": w.high} and w.high not in sql  # the window's bound is a bind parameter
     assert COPY_RE.match(sql)
     assert target.lake_path(cfg, w.run_id, "order_date_day=2026-10-01/data_x_0_0_0.snappy.parquet") == (
         "s3://lake/wh/shop/orders/data/snowberg-unload/orders/scheduled__2026-10-01T00_00_00_00_00/"
-        "order_date_day=2026-10-01/data_x_0_0_0.snappy.parquet")
+        "order_date_day=2026-10-01/data_x_0_0_0.snappy.parquet"
+    )
 
 
-@pytest.mark.parametrize("kw,match", [
-    ({"stage": 'DB.S.X"; DROP TABLE T; --'}, "stage name"),
-    ({"stage": "STG"}, "stage name"),
-    ({"prefix": "a/../b"}, "prefix"),
-    ({"prefix": "a b"}, "prefix"),
-    ({"stage_url": "lake/wh"}, "URL"),
-    ({"max_file_size": 10}, "max_file_size"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"stage": 'DB.S.X"; DROP TABLE T; --'}, "stage name"),
+        ({"stage": "STG"}, "stage name"),
+        ({"prefix": "a/../b"}, "prefix"),
+        ({"prefix": "a b"}, "prefix"),
+        ({"stage_url": "lake/wh"}, "URL"),
+        ({"max_file_size": 10}, "max_file_size"),
+    ],
+)
 def test_target_is_validated(kw: dict[str, Any], match: str) -> None:
     args = {"stage": "DB.S.STG", "stage_url": "s3://lake/wh", **kw}
     with pytest.raises(ValueError, match=match):
@@ -287,7 +320,9 @@ def test_parse_copy_output_by_column_name() -> None:
 # registering (emulator + Snowflake-shaped files)
 
 
-def test_push_down_first_load_registers_files_in_place_once(sfdb: Any, catalog: Any, stage: Any, monkeypatch: Any) -> None:
+def test_push_down_first_load_registers_files_in_place_once(
+    sfdb: Any, catalog: Any, stage: Any, monkeypatch: Any
+) -> None:
     root, target = stage
     src = make_source(sfdb, 3_000)
     cfg = cfg_for(src)
@@ -343,9 +378,17 @@ def test_nanosecond_files_and_row_count_mismatch_are_refused(sfdb: Any, catalog:
     src = make_source(sfdb, 500)
     cfg = cfg_for(src)
     with pytest.raises(UnloadError, match="timestamp_nanos"):
-        unload_window(cfg, UnloadingSnowflake(sfdb.conn, root, nanos=True), catalog, plan(cfg, sfdb.conn, catalog, "r1"), target)
+        unload_window(
+            cfg, UnloadingSnowflake(sfdb.conn, root, nanos=True), catalog, plan(cfg, sfdb.conn, catalog, "r1"), target
+        )
     with pytest.raises(UnloadError, match="COPY reported"):
-        unload_window(cfg, UnloadingSnowflake(sfdb.conn, root, misreport_rows=1), catalog, plan(cfg, sfdb.conn, catalog, "r2"), target)
+        unload_window(
+            cfg,
+            UnloadingSnowflake(sfdb.conn, root, misreport_rows=1),
+            catalog,
+            plan(cfg, sfdb.conn, catalog, "r2"),
+            target,
+        )
     assert catalog.load_table("shop.orders").current_snapshot() is None
 
 
@@ -353,15 +396,33 @@ def test_schema_problems_names_every_column() -> None:
     from pyiceberg.schema import Schema
     from pyiceberg.types import DecimalType, LongType, NestedField, StringType, TimestampType
 
-    table = Schema(NestedField(1, "id", LongType()), NestedField(2, "amount", DecimalType(12, 2)),
-                   NestedField(3, "name", StringType()), NestedField(4, "ts", TimestampType()))
-    ok = pa.schema([("id", pa.int32()), ("amount", pa.decimal128(10, 2)), ("name", pa.string()), ("ts", pa.timestamp("us"))])
+    table = Schema(
+        NestedField(1, "id", LongType()),
+        NestedField(2, "amount", DecimalType(12, 2)),
+        NestedField(3, "name", StringType()),
+        NestedField(4, "ts", TimestampType()),
+    )
+    ok = pa.schema(
+        [("id", pa.int32()), ("amount", pa.decimal128(10, 2)), ("name", pa.string()), ("ts", pa.timestamp("us"))]
+    )
     assert schema_problems(table, ok) == []  # int → long and decimal(10,2) → decimal(12,2) are Iceberg promotions
-    bad = pa.schema([pa.field("id", pa.decimal128(18, 0), metadata={b"PARQUET:field_id": b"1"}), ("amount", pa.decimal128(12, 3)),
-                     ("ts", pa.timestamp("ns")), ("extra", pa.string())])
+    bad = pa.schema(
+        [
+            pa.field("id", pa.decimal128(18, 0), metadata={b"PARQUET:field_id": b"1"}),
+            ("amount", pa.decimal128(12, 3)),
+            ("ts", pa.timestamp("ns")),
+            ("extra", pa.string()),
+        ]
+    )
     problems = "\n".join(schema_problems(table, bad))
-    for needle in ("field id", "'extra' is in the file but not in the table", "'name' is in the table but not in the file",
-                   "'id': the file has decimal128(18, 0)", "'amount'", "'ts': the file has timestamp[ns]"):
+    for needle in (
+        "field id",
+        "'extra' is in the file but not in the table",
+        "'name' is in the table but not in the file",
+        "'id': the file has decimal128(18, 0)",
+        "'amount'",
+        "'ts': the file has timestamp[ns]",
+    ):
         assert needle in problems, problems
 
 
@@ -375,7 +436,9 @@ def test_merge_table_with_data_is_refused(sfdb: Any, catalog: Any, stage: Any, v
     w = plan(cfg, sf, catalog, "r1")
     unload_window(cfg, sf, catalog, w, target)
     publish(cfg, catalog, w, variables)
-    sfdb.sql(f"UPDATE {src} SET AMOUNT = 0, UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ(6)) WHERE ORDER_ID <= 10")
+    sfdb.sql(
+        f"UPDATE {src} SET AMOUNT = 0, UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ(6)) WHERE ORDER_ID <= 10"
+    )
     w2 = plan(cfg, sf, catalog, "r2")
     assert w2.rows_in_window == 10
     with pytest.raises(UnloadError, match="extract path"):
@@ -387,7 +450,9 @@ def test_merge_table_with_data_is_refused(sfdb: Any, catalog: Any, stage: Any, v
     assert rows.num_rows == 500 and sum(1 for a in rows.column("amount").to_pylist() if a == 0) == 10
 
 
-def test_day_partitioned_table_gets_partitions_from_file_statistics(sfdb: Any, catalog: Any, stage: Any, tmp_path: Path) -> None:
+def test_day_partitioned_table_gets_partitions_from_file_statistics(
+    sfdb: Any, catalog: Any, stage: Any, tmp_path: Path
+) -> None:
     root, target = stage
     src = make_source(sfdb, 2_000)
     cfg = cfg_for(src, partition_by=["day(order_date)"])
@@ -400,12 +465,25 @@ def test_day_partitioned_table_gets_partitions_from_file_statistics(sfdb: Any, c
         days.setdefault(task.file.partition[0], 0)
         days[task.file.partition[0]] += task.file.record_count
     assert len(days) >= 5 and sum(days.values()) == 2_000  # orders over 5 days
-    counts = {d: c for d, c in sfdb.sql(f"SELECT DATEDIFF(day, '1970-01-01'::DATE, ORDER_DATE), COUNT(*) FROM {src} GROUP BY 1")}
+    counts = {
+        d: c
+        for d, c in sfdb.sql(f"SELECT DATEDIFF(day, '1970-01-01'::DATE, ORDER_DATE), COUNT(*) FROM {src} GROUP BY 1")
+    }
     assert days == counts
     from pyiceberg.expressions import EqualTo
 
     one_day = min(counts)
-    assert t.scan(row_filter=EqualTo("order_date", str(__import__("datetime").date(1970, 1, 1) + __import__("datetime").timedelta(days=one_day)))).to_arrow().num_rows == counts[one_day]
+    assert (
+        t.scan(
+            row_filter=EqualTo(
+                "order_date",
+                str(__import__("datetime").date(1970, 1, 1) + __import__("datetime").timedelta(days=one_day)),
+            )
+        )
+        .to_arrow()
+        .num_rows
+        == counts[one_day]
+    )
 
     # without PARTITION BY a file spans several days: refused, nothing registered
     other = tmp_path / "stage2"
@@ -413,7 +491,13 @@ def test_day_partitioned_table_gets_partitions_from_file_statistics(sfdb: Any, c
     cfg2 = cfg_for(src, partition_by=["day(order_date)"], target="shop.orders2", name="orders2")
     sf2 = UnloadingSnowflake(sfdb.conn, other, ignore_partition_by=True, rows_per_file=5_000)
     with pytest.raises(ValueError, match="partition"):
-        unload_window(cfg2, sf2, catalog, plan(cfg2, sf2, catalog, "r1"), UnloadTarget(stage="D.S.STG", stage_url=f"file://{other}"))
+        unload_window(
+            cfg2,
+            sf2,
+            catalog,
+            plan(cfg2, sf2, catalog, "r1"),
+            UnloadTarget(stage="D.S.STG", stage_url=f"file://{other}"),
+        )
     assert catalog.load_table("shop.orders2").current_snapshot() is None
 
 
@@ -436,12 +520,20 @@ def test_register_files_directly(sfdb: Any, catalog: Any, stage: Any) -> None:
 # ---------------------------------------------------------------------------
 # live lane: the real COPY INTO an external stage
 
-LIVE = ("SNOWBERG_LIVE_SNOWFLAKE_ACCOUNT", "SNOWBERG_LIVE_SNOWFLAKE_USER", "SNOWBERG_LIVE_SNOWFLAKE_PASSWORD",
-        "SNOWBERG_LIVE_SNOWFLAKE_WAREHOUSE", "SNOWBERG_LIVE_UNLOAD_STAGE", "SNOWBERG_LIVE_UNLOAD_STAGE_URL")
+LIVE = (
+    "SNOWBERG_LIVE_SNOWFLAKE_ACCOUNT",
+    "SNOWBERG_LIVE_SNOWFLAKE_USER",
+    "SNOWBERG_LIVE_SNOWFLAKE_PASSWORD",
+    "SNOWBERG_LIVE_SNOWFLAKE_WAREHOUSE",
+    "SNOWBERG_LIVE_UNLOAD_STAGE",
+    "SNOWBERG_LIVE_UNLOAD_STAGE_URL",
+)
 
 
 @pytest.mark.live
-@pytest.mark.skipif(not all(os.environ.get(k) for k in LIVE), reason="needs SNOWBERG_LIVE_* credentials and an unload stage")
+@pytest.mark.skipif(
+    not all(os.environ.get(k) for k in LIVE), reason="needs SNOWBERG_LIVE_* credentials and an unload stage"
+)
 def test_live_copy_into_stage_and_register(tmp_path: Path) -> None:
     """Real Snowflake: the generated COPY runs, DESC STAGE matches stage_url, the files pass the schema check.
 
@@ -454,7 +546,9 @@ def test_live_copy_into_stage_and_register(tmp_path: Path) -> None:
 
     from snowberg.snowflake.source import session_parameters
 
-    kw: dict[str, Any] = {k: os.environ[f"SNOWBERG_LIVE_SNOWFLAKE_{k.upper()}"] for k in ("account", "user", "password", "warehouse")}
+    kw: dict[str, Any] = {
+        k: os.environ[f"SNOWBERG_LIVE_SNOWFLAKE_{k.upper()}"] for k in ("account", "user", "password", "warehouse")
+    }
     if os.environ.get("SNOWBERG_LIVE_SNOWFLAKE_ROLE"):
         kw["role"] = os.environ["SNOWBERG_LIVE_SNOWFLAKE_ROLE"]
     conn = snowflake.connector.connect(**kw, session_parameters=session_parameters(None))
@@ -472,7 +566,9 @@ def test_live_copy_into_stage_and_register(tmp_path: Path) -> None:
         stage_name, stage_url = os.environ["SNOWBERG_LIVE_UNLOAD_STAGE"], os.environ["SNOWBERG_LIVE_UNLOAD_STAGE_URL"]
         cur.execute(f"DESC STAGE {stage_name}")
         desc = {str(r[1]).upper(): str(r[3]) for r in cur.fetchall()}
-        assert stage_url.rstrip("/").split("://", 1)[1] in desc.get("URL", "").replace('"', "").replace("[", "").replace("]", "")
+        assert stage_url.rstrip("/").split("://", 1)[1] in desc.get("URL", "").replace('"', "").replace(
+            "[", ""
+        ).replace("]", "")
         cfg = cfg_for(f"{db}.S.ORDERS", partition_by=["day(order_date)"])
         (tmp_path / "wh").mkdir()
         catalog = SqlCatalog("live", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}/wh")
@@ -489,7 +585,9 @@ def test_live_copy_into_stage_and_register(tmp_path: Path) -> None:
         conn.close()
 
 
-def test_unload_operator_is_keyword_only_templated_and_runs_push_down(sfdb: Any, catalog: Any, stage: Any, monkeypatch: Any) -> None:
+def test_unload_operator_is_keyword_only_templated_and_runs_push_down(
+    sfdb: Any, catalog: Any, stage: Any, monkeypatch: Any
+) -> None:
     import snowberg.iceberg.tables
     import snowberg.snowflake.source
     from snowberg.airflow.operators.scale import SnowbergUnloadOperator
@@ -502,8 +600,9 @@ def test_unload_operator_is_keyword_only_templated_and_runs_push_down(sfdb: Any,
         SnowbergUnloadOperator("unload", raw)  # type: ignore[misc]  # keyword-only
     sf = UnloadingSnowflake(sfdb.conn, root)
     w = plan(cfg, sf, catalog, "r1")
-    op = SnowbergUnloadOperator(task_id="unload", table_config=raw, window=w.to_dict(), stage=target.stage,
-                                stage_url=target.stage_url)
+    op = SnowbergUnloadOperator(
+        task_id="unload", table_config=raw, window=w.to_dict(), stage=target.stage, stage_url=target.stage_url
+    )
     assert {"window", "stage", "stage_url", "prefix"} <= set(op.template_fields)
 
     class Hook:

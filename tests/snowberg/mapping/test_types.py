@@ -160,7 +160,11 @@ def test_other_types_cast_exactly() -> None:
         (SnowflakeColumn("O", "BOOLEAN"), pa.array([True, None]), [True, None]),
         (SnowflakeColumn("D", "DATE"), pa.array([date(2026, 1, 2)], pa.date64()), [date(2026, 1, 2)]),
         (SnowflakeColumn("V", "VARIANT"), pa.array(['{\n  "a": 1\n}']), ['{\n  "a": 1\n}']),
-        (SnowflakeColumn("G", "GEOGRAPHY"), pa.array(['{"type":"Point","coordinates":[1,2]}']), ['{"type":"Point","coordinates":[1,2]}']),
+        (
+            SnowflakeColumn("G", "GEOGRAPHY"),
+            pa.array(['{"type":"Point","coordinates":[1,2]}']),
+            ['{"type":"Point","coordinates":[1,2]}'],
+        ),
         (
             SnowflakeColumn("VEC", "VECTOR", vector_element="FLOAT", vector_dimension=2),
             pa.array([[1.5, 2.5]], pa.list_(pa.float32(), 2)),

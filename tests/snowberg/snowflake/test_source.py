@@ -30,8 +30,20 @@ def test_identifiers_are_validated_and_quoted() -> None:
 
 def test_extract_sql_binds_values_and_quotes_names() -> None:
     sq = SourceQuery(_cfg())
-    w = Window("incremental", "updated_at", "timestamp_ntz", 0, "2026-01-01 00:00:00.000000", False,
-               "2026-01-02 00:00:00.000000", True, False, None, None, None)
+    w = Window(
+        "incremental",
+        "updated_at",
+        "timestamp_ntz",
+        0,
+        "2026-01-01 00:00:00.000000",
+        False,
+        "2026-01-02 00:00:00.000000",
+        True,
+        False,
+        None,
+        None,
+        None,
+    )
     sql, params = sq.extract_sql(w)
     assert sql == (
         'SELECT * FROM "DB"."S"."ORDERS" WHERE "UPDATED_AT" > CAST(%(low)s AS TIMESTAMP_NTZ(9)) '
@@ -44,7 +56,9 @@ def test_backfill_window_is_half_open_and_nulls_optional() -> None:
     sq = SourceQuery(_cfg())
     w = Window("backfill", "updated_at", "timestamp_tz", 0, "a", True, "b", False, True, None, None, None)
     sql, _ = sq.extract_sql(w)
-    assert '"UPDATED_AT" >= CAST(%(low)s AS TIMESTAMP_TZ(9)) AND "UPDATED_AT" < CAST(%(high)s AS TIMESTAMP_TZ(9))' in sql
+    assert (
+        '"UPDATED_AT" >= CAST(%(low)s AS TIMESTAMP_TZ(9)) AND "UPDATED_AT" < CAST(%(high)s AS TIMESTAMP_TZ(9))' in sql
+    )
     assert sql.endswith('OR "UPDATED_AT" IS NULL')
 
 
@@ -80,7 +94,9 @@ def test_cursor_values_round_trip(kind: str, value: Any, text: str) -> None:
 
 
 def test_lookback_shift() -> None:
-    assert shift_cursor("timestamp_ntz", "2026-01-02 00:00:00.000000", timedelta(hours=1)) == "2026-01-01 23:00:00.000000"
+    assert (
+        shift_cursor("timestamp_ntz", "2026-01-02 00:00:00.000000", timedelta(hours=1)) == "2026-01-01 23:00:00.000000"
+    )
     assert shift_cursor("date", "2026-01-02", timedelta(hours=1)) == "2026-01-01"
 
 
@@ -88,9 +104,16 @@ def test_session_timezone_is_pinned_whatever_the_connection_says(monkeypatch: py
     from snowberg.snowflake.source import snowflake_hook
 
     conn = {
-        "conn_type": "snowflake", "login": "u", "password": "p",
-        "extra": {"account": "a", "host": "127.0.0.1", "port": 1234, "protocol": "http",
-                  "session_parameters": {"TIMEZONE": "America/Los_Angeles", "QUERY_TAG": "x", "ABORT_DETACHED_QUERY": True}},
+        "conn_type": "snowflake",
+        "login": "u",
+        "password": "p",
+        "extra": {
+            "account": "a",
+            "host": "127.0.0.1",
+            "port": 1234,
+            "protocol": "http",
+            "session_parameters": {"TIMEZONE": "America/Los_Angeles", "QUERY_TAG": "x", "ABORT_DETACHED_QUERY": True},
+        },
     }
     monkeypatch.setenv("AIRFLOW_CONN_SF_TZ", json.dumps(conn))
     params = snowflake_hook("sf_tz", _cfg())._get_conn_params
@@ -101,8 +124,9 @@ def test_session_timezone_is_pinned_whatever_the_connection_says(monkeypatch: py
     assert params["arrow_number_to_decimal"] is True
 
 
-def test_same_load_under_a_non_utc_session_gives_identical_rows(sfdb: Any, catalog: Any, variables: Any,
-                                                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+def test_same_load_under_a_non_utc_session_gives_identical_rows(
+    sfdb: Any, catalog: Any, variables: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
     """Load through the Airflow hook with a Los Angeles session and with a UTC one.
 
     The emulator ignores TIMEZONE, so on it this proves our SQL and casts do
@@ -114,14 +138,28 @@ def test_same_load_under_a_non_utc_session_gives_identical_rows(sfdb: Any, catal
     from snowberg.load.run import load_window, plan_run
     from snowberg.snowflake.source import snowflake_hook
 
-    sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(5,0), LTZ TIMESTAMP_LTZ, TZ TIMESTAMP_TZ, UPDATED_AT TIMESTAMP_NTZ)")
-    sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES (1, '2026-03-29 01:30:00'::TIMESTAMP_LTZ, "
-             "'2026-03-29 01:30:00-07:00'::TIMESTAMP_TZ, '2026-03-29 01:30:00'::TIMESTAMP_NTZ)")
+    sfdb.sql(
+        f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(5,0), LTZ TIMESTAMP_LTZ, TZ TIMESTAMP_TZ, UPDATED_AT TIMESTAMP_NTZ)"
+    )
+    sfdb.sql(
+        f"INSERT INTO {sfdb.table('SRC')} VALUES (1, '2026-03-29 01:30:00'::TIMESTAMP_LTZ, "
+        "'2026-03-29 01:30:00-07:00'::TIMESTAMP_TZ, '2026-03-29 01:30:00'::TIMESTAMP_NTZ)"
+    )
     results = []
     for tz in ("America/Los_Angeles", "UTC"):
-        conn = {"conn_type": "snowflake", "login": "fake", "password": "snow",
-                "extra": {"account": "fakesnow", "host": "127.0.0.1", "port": sfdb.server.port, "protocol": "http",
-                          "database": sfdb.name, "session_parameters": {"TIMEZONE": tz}}}
+        conn = {
+            "conn_type": "snowflake",
+            "login": "fake",
+            "password": "snow",
+            "extra": {
+                "account": "fakesnow",
+                "host": "127.0.0.1",
+                "port": sfdb.server.port,
+                "protocol": "http",
+                "database": sfdb.name,
+                "session_parameters": {"TIMEZONE": tz},
+            },
+        }
         monkeypatch.setenv("AIRFLOW_CONN_SF_TZ2", json.dumps(conn))
         cfg = _cfg(source={"table": sfdb.table("SRC")}, snowflake_conn_id="sf_tz2")
         cat = SqlCatalog("l", uri=f"sqlite:///{tmp_path}/{tz.replace('/', '_')}.db", warehouse=f"file://{tmp_path}")

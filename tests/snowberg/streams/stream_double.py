@@ -44,15 +44,21 @@ _QNAME = rf"{_NAME}(?:\s*\.\s*{_NAME}){{0,2}}"
 
 _CREATE_STREAM = re.compile(
     rf"^CREATE\s+(?P<replace>OR\s+REPLACE\s+)?STREAM\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?(?P<name>{_QNAME})\s+"
-    rf"ON\s+TABLE\s+(?P<table>{_QNAME})(?P<opts>.*)$", re.I | re.S)
+    rf"ON\s+TABLE\s+(?P<table>{_QNAME})(?P<opts>.*)$",
+    re.I | re.S,
+)
 _DROP_STREAM = re.compile(rf"^DROP\s+STREAM\s+(?P<ie>IF\s+EXISTS\s+)?(?P<name>{_QNAME})\s*$", re.I)
 _SHOW = re.compile(
     r"^SHOW\s+(?:TERSE\s+)?STREAMS(?:\s+LIKE\s+(?P<like>'[^']*'|%\(\w+\)s))?"
-    rf"(?:\s+IN\s+(?:(?P<account>ACCOUNT)|DATABASE\s+(?P<db>{_NAME})|(?:SCHEMA\s+)?(?P<sch>{_QNAME})))?\s*$", re.I)
+    rf"(?:\s+IN\s+(?:(?P<account>ACCOUNT)|DATABASE\s+(?P<db>{_NAME})|(?:SCHEMA\s+)?(?P<sch>{_QNAME})))?\s*$",
+    re.I,
+)
 _CHANGE_TRACKING = re.compile(rf"^ALTER\s+TABLE\s+(?P<table>{_QNAME})\s+SET\s+CHANGE_TRACKING\s*=\s*TRUE\s*$", re.I)
 _DML = re.compile(
     rf"^(?:INSERT\s+(?:OVERWRITE\s+)?INTO|UPDATE|DELETE\s+FROM|MERGE\s+INTO|TRUNCATE\s+(?:TABLE\s+)?(?:IF\s+EXISTS\s+)?)"
-    rf"\s*(?P<table>{_QNAME})", re.I)
+    rf"\s*(?P<table>{_QNAME})",
+    re.I,
+)
 _CHANGES = re.compile(rf"(?P<table>{_QNAME})\s+CHANGES\s*\(", re.I)
 
 
@@ -97,8 +103,14 @@ class Tracked:
 class StreamDouble:
     """A connection wrapper: ``.cursor()`` returns a cursor that understands streams."""
 
-    def __init__(self, conn: Any, *, database: str, keys: dict[str, Sequence[str]] | None = None,
-                 retention: timedelta = timedelta(days=14)) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        *,
+        database: str,
+        keys: dict[str, Sequence[str]] | None = None,
+        retention: timedelta = timedelta(days=14),
+    ) -> None:
         self.conn = conn
         self.database = database.upper()
         self.keys = {k.upper(): [c.upper() for c in v] for k, v in (keys or {}).items()}
@@ -136,9 +148,12 @@ class StreamDouble:
             f"CREATE TABLE IF NOT EXISTS {self.meta}.STREAMS (NAME VARCHAR, DATABASE_NAME VARCHAR, SCHEMA_NAME VARCHAR, "
             "STREAM_NAME VARCHAR, TABLE_NAME VARCHAR, MODE VARCHAR, OFFSET_VERSION NUMBER(38,0), "
             "INITIAL_PENDING BOOLEAN, CREATED_ON TIMESTAMP_LTZ, STALE_AFTER TIMESTAMP_LTZ, STALE BOOLEAN, "
-            "COMMENT VARCHAR)")
-        self._raw(f"CREATE TABLE IF NOT EXISTS {self.meta}.VERSIONS (TABLE_NAME VARCHAR, VERSION NUMBER(38,0), "
-                  "VERSION_AT TIMESTAMP_LTZ)")
+            "COMMENT VARCHAR)"
+        )
+        self._raw(
+            f"CREATE TABLE IF NOT EXISTS {self.meta}.VERSIONS (TABLE_NAME VARCHAR, VERSION NUMBER(38,0), "
+            "VERSION_AT TIMESTAMP_LTZ)"
+        )
         self._raw(f"CREATE TABLE IF NOT EXISTS {self.meta}.TRACKED (TABLE_NAME VARCHAR, KEYS VARCHAR, COLS VARCHAR)")
         if db and sch:  # CREATE SCHEMA switched the session's schema: put it back
             self._raw(f"USE SCHEMA {_qi(db.upper())}.{_qi(sch.upper())}")
@@ -179,48 +194,63 @@ class StreamDouble:
         t = self.tracked(table)
         if t is not None:
             return t
-        cols = [d[0] for d in self._raw(f"SELECT * FROM {'.'.join(_qi(p) for p in table.split('.'))} LIMIT 0").description]
+        cols = [
+            d[0] for d in self._raw(f"SELECT * FROM {'.'.join(_qi(p) for p in table.split('.'))} LIMIT 0").description
+        ]
         keys = self.keys.get(table) or cols
         t = Tracked(table, keys, cols)
-        self._raw(f"CREATE TABLE IF NOT EXISTS {t.hist} AS SELECT CAST(0 AS NUMBER(38,0)) AS SNOWBERG_V, * "
-                  f"FROM {t.quoted} WHERE 1 = 0")
-        self._raw(f"CREATE TABLE IF NOT EXISTS {t.appends} AS SELECT CAST(0 AS NUMBER(38,0)) AS SNOWBERG_V, * "
-                  f"FROM {t.quoted} WHERE 1 = 0")
-        self._raw(f"INSERT INTO {self.meta}.TRACKED VALUES (%(t)s, %(k)s, %(c)s)",
-                  {"t": table, "k": ",".join(keys), "c": ",".join(cols)})
+        self._raw(
+            f"CREATE TABLE IF NOT EXISTS {t.hist} AS SELECT CAST(0 AS NUMBER(38,0)) AS SNOWBERG_V, * "
+            f"FROM {t.quoted} WHERE 1 = 0"
+        )
+        self._raw(
+            f"CREATE TABLE IF NOT EXISTS {t.appends} AS SELECT CAST(0 AS NUMBER(38,0)) AS SNOWBERG_V, * "
+            f"FROM {t.quoted} WHERE 1 = 0"
+        )
+        self._raw(
+            f"INSERT INTO {self.meta}.TRACKED VALUES (%(t)s, %(k)s, %(c)s)",
+            {"t": table, "k": ",".join(keys), "c": ",".join(cols)},
+        )
         self._txn(lambda: self.snapshot(t))
         return t
 
     def snapshot(self, t: Tracked) -> int:
         """Record the table's current rows as a new version (inside the current transaction)."""
         cols = ", ".join(_qi(c) for c in t.columns)
-        (v,) = self._raw(f"SELECT COALESCE(MAX(VERSION), 0) + 1 FROM {self.meta}.VERSIONS WHERE TABLE_NAME = %(t)s",
-                         {"t": t.name}).fetchone()
+        (v,) = self._raw(
+            f"SELECT COALESCE(MAX(VERSION), 0) + 1 FROM {self.meta}.VERSIONS WHERE TABLE_NAME = %(t)s", {"t": t.name}
+        ).fetchone()
         v = int(v)
         self._raw(f"INSERT INTO {self.meta}.VERSIONS VALUES (%(t)s, %(v)s, CURRENT_TIMESTAMP())", {"t": t.name, "v": v})
         self._raw(f"INSERT INTO {t.hist} (SNOWBERG_V, {cols}) SELECT {v}, {cols} FROM {t.quoted}")
         on = " AND ".join(f"p.{_qi(k)} = n.{_qi(k)}" for k in t.keys)
-        self._raw(f"INSERT INTO {t.appends} (SNOWBERG_V, {cols}) SELECT {v}, {', '.join('n.' + _qi(c) for c in t.columns)} "
-                  f"FROM {t.quoted} AS n WHERE NOT EXISTS (SELECT 1 FROM {t.hist} AS p WHERE p.SNOWBERG_V = {v - 1} "
-                  f"AND {on})")
+        self._raw(
+            f"INSERT INTO {t.appends} (SNOWBERG_V, {cols}) SELECT {v}, {', '.join('n.' + _qi(c) for c in t.columns)} "
+            f"FROM {t.quoted} AS n WHERE NOT EXISTS (SELECT 1 FROM {t.hist} AS p WHERE p.SNOWBERG_V = {v - 1} "
+            f"AND {on})"
+        )
         return v
 
     def current_version(self, table: str) -> int:
-        (v,) = self._raw(f"SELECT COALESCE(MAX(VERSION), 0) FROM {self.meta}.VERSIONS WHERE TABLE_NAME = %(t)s",
-                         {"t": table}).fetchone()
+        (v,) = self._raw(
+            f"SELECT COALESCE(MAX(VERSION), 0) FROM {self.meta}.VERSIONS WHERE TABLE_NAME = %(t)s", {"t": table}
+        ).fetchone()
         return int(v)
 
     # -- test controls --------------------------------------------------------------------------------
     def set_stale_after(self, stream: str, when: Any) -> None:
-        self._raw(f"UPDATE {self.meta}.STREAMS SET STALE_AFTER = %(w)s WHERE NAME = %(n)s",
-                  {"w": when, "n": self.fq(stream)})
+        self._raw(
+            f"UPDATE {self.meta}.STREAMS SET STALE_AFTER = %(w)s WHERE NAME = %(n)s", {"w": when, "n": self.fq(stream)}
+        )
 
     def make_stale(self, stream: str) -> None:
         self._raw(f"UPDATE {self.meta}.STREAMS SET STALE = TRUE WHERE NAME = %(n)s", {"n": self.fq(stream)})
 
     def offset(self, stream: str) -> tuple[int, bool]:
-        row = self._raw(f"SELECT OFFSET_VERSION, INITIAL_PENDING FROM {self.meta}.STREAMS WHERE NAME = %(n)s",
-                        {"n": self.fq(stream)}).fetchone()
+        row = self._raw(
+            f"SELECT OFFSET_VERSION, INITIAL_PENDING FROM {self.meta}.STREAMS WHERE NAME = %(n)s",
+            {"n": self.fq(stream)},
+        ).fetchone()
         return int(row[0]), bool(row[1])
 
     # -- SQL generation -------------------------------------------------------------------------------
@@ -235,7 +265,7 @@ class StreamDouble:
             xcols = ", ".join(f"x.{_qi(c)}" for c in t.columns)
             return (
                 f"SELECT {xcols}, '{action}' AS \"METADATA$ACTION\", (o.{_qi(t.keys[0])} IS NOT NULL) AS "
-                f"\"METADATA$ISUPDATE\", 'row:' || {rowid} AS \"METADATA$ROW_ID\" "
+                f'"METADATA$ISUPDATE", \'row:\' || {rowid} AS "METADATA$ROW_ID" '
                 f"FROM (SELECT {cols} FROM {a} AS a1 EXCEPT SELECT {cols} FROM {b} AS b1) AS x "
                 f"LEFT JOIN (SELECT DISTINCT {keys} FROM {b} AS b2) AS o ON {on}"
             )
@@ -245,7 +275,9 @@ class StreamDouble:
     def _appended(self, t: Tracked, low: str, high: str | None, initial_version: str | None) -> str:
         cols = ", ".join(_qi(c) for c in t.columns)
         rowid = " || '|' || ".join(f"COALESCE(CAST({_qi(k)} AS VARCHAR), '')" for k in t.keys)
-        meta = f"'INSERT' AS \"METADATA$ACTION\", FALSE AS \"METADATA$ISUPDATE\", 'row:' || {rowid} AS \"METADATA$ROW_ID\""
+        meta = (
+            f'\'INSERT\' AS "METADATA$ACTION", FALSE AS "METADATA$ISUPDATE", \'row:\' || {rowid} AS "METADATA$ROW_ID"'
+        )
         upper = f" AND SNOWBERG_V <= {high}" if high else ""
         parts = [f"SELECT {cols}, {meta} FROM {t.appends} WHERE SNOWBERG_V > {low}{upper}"]
         if initial_version is not None:
@@ -320,6 +352,7 @@ class DoubleCursor:
         if streams:
             return self._on_stream(text, params, streams)
         if (m := _DML.match(text)) and (t := d.tracked(d.fq(m["table"]))) is not None:
+
             def run() -> None:
                 self.cur.execute(text, params, **kwargs)
                 d.snapshot(t)
@@ -330,7 +363,7 @@ class DoubleCursor:
         return self
 
     def _status(self, msg: str) -> DoubleCursor:
-        self.cur.execute(f"SELECT {_lit(msg)} AS \"status\"")
+        self.cur.execute(f'SELECT {_lit(msg)} AS "status"')
         return self
 
     def _create_stream(self, m: re.Match[str]) -> DoubleCursor:
@@ -353,8 +386,18 @@ class DoubleCursor:
             d._raw(
                 f"INSERT INTO {d.meta}.STREAMS SELECT %(n)s, %(db)s, %(sch)s, %(st)s, %(t)s, %(mode)s, %(v)s, %(init)s, "
                 f"CURRENT_TIMESTAMP(), DATEADD(second, %(ret)s, CURRENT_TIMESTAMP()), FALSE, %(c)s",
-                {"n": name, "db": db, "sch": sch, "st": st, "t": t.name, "mode": "APPEND_ONLY" if append_only else "DEFAULT",
-                 "v": version, "init": initial, "ret": int(d.retention.total_seconds()), "c": "snowberg change capture"},
+                {
+                    "n": name,
+                    "db": db,
+                    "sch": sch,
+                    "st": st,
+                    "t": t.name,
+                    "mode": "APPEND_ONLY" if append_only else "DEFAULT",
+                    "v": version,
+                    "init": initial,
+                    "ret": int(d.retention.total_seconds()),
+                    "c": "snowberg change capture",
+                },
             )
 
         d._txn(run)
@@ -378,11 +421,11 @@ class DoubleCursor:
             binds["__db"], binds["__sch"] = db, parts[-1]
             where.append("DATABASE_NAME = %(__db)s AND SCHEMA_NAME = %(__sch)s")
         self.cur.execute(
-            f"SELECT CREATED_ON AS \"created_on\", STREAM_NAME AS \"name\", DATABASE_NAME AS \"database_name\", "
-            f"SCHEMA_NAME AS \"schema_name\", 'SNOWBERG_TEST' AS \"owner\", COMMENT AS \"comment\", "
-            f"TABLE_NAME AS \"table_name\", 'Table' AS \"source_type\", TABLE_NAME AS \"base_tables\", "
+            f'SELECT CREATED_ON AS "created_on", STREAM_NAME AS "name", DATABASE_NAME AS "database_name", '
+            f'SCHEMA_NAME AS "schema_name", \'SNOWBERG_TEST\' AS "owner", COMMENT AS "comment", '
+            f'TABLE_NAME AS "table_name", \'Table\' AS "source_type", TABLE_NAME AS "base_tables", '
             f"'DELTA' AS \"type\", CASE WHEN STALE OR STALE_AFTER <= CURRENT_TIMESTAMP() THEN 'true' ELSE 'false' END "
-            f"AS \"stale\", MODE AS \"mode\", STALE_AFTER AS \"stale_after\", "
+            f'AS "stale", MODE AS "mode", STALE_AFTER AS "stale_after", '
             f"CASE WHEN STALE THEN 'stream is stale' ELSE 'N/A' END AS \"invalid_reason\", 'ROLE' AS \"owner_role_type\" "
             f"FROM {d.meta}.STREAMS WHERE {' AND '.join(where)} ORDER BY DATABASE_NAME, SCHEMA_NAME, STREAM_NAME",
             binds,
@@ -411,7 +454,8 @@ class DoubleCursor:
             ).fetchone()[0]
             if stale:
                 raise StreamDoubleError(
-                    msg=f"Stream {s['NAME']} has become stale and cannot be read (stream double)", errno=91901)
+                    msg=f"Stream {s['NAME']} has become stale and cannot be read (stream double)", errno=91901
+                )
             rewritten = re.sub(s["_pattern"], lambda _m, s=s: d.stream_rows_sql(s), rewritten, flags=re.I)
         consuming = bool(re.match(r"^(INSERT|MERGE|UPDATE|DELETE|CREATE)\b", text, re.I))
         if not consuming:
@@ -441,12 +485,14 @@ class DoubleCursor:
             raise StreamDoubleError(msg=f"Change tracking is not enabled on table {table}", errno=2003)
         ch_open = m.end() - 1
         ch_close = _balanced(text, ch_open)
-        info = text[ch_open + 1:ch_close - 1]
+        info = text[ch_open + 1 : ch_close - 1]
         append_only = "APPEND_ONLY" in info.upper()
         rest = text[ch_close:]
         at = re.match(r"\s*AT\s*\(", rest, re.I)
         if not at:
-            raise StreamDoubleError(msg="CHANGES needs AT(...) (stream double supports AT(TIMESTAMP => ...))", errno=1003)
+            raise StreamDoubleError(
+                msg="CHANGES needs AT(...) (stream double supports AT(TIMESTAMP => ...))", errno=1003
+            )
         at_open = ch_close + at.end() - 1
         at_close = _balanced(text, at_open)
         end_match = re.match(r"\s*END\s*\(", text[at_close:], re.I)
@@ -455,19 +501,24 @@ class DoubleCursor:
         if end_match:
             end_open = at_close + end_match.end() - 1
             end_close = _balanced(text, end_open)
-            end_expr = self._ts_expr(text[end_open + 1:end_close - 1])
-        at_expr = self._ts_expr(text[at_open + 1:at_close - 1])
+            end_expr = self._ts_expr(text[end_open + 1 : end_close - 1])
+        at_expr = self._ts_expr(text[at_open + 1 : at_close - 1])
 
         def version_at(expr: str) -> str:
-            return (f"(SELECT COALESCE(MAX(VERSION), -1) FROM {d.meta}.VERSIONS WHERE TABLE_NAME = {_lit(table)} "
-                    f"AND VERSION_AT <= ({expr}))")
+            return (
+                f"(SELECT COALESCE(MAX(VERSION), -1) FROM {d.meta}.VERSIONS WHERE TABLE_NAME = {_lit(table)} "
+                f"AND VERSION_AT <= ({expr}))"
+            )
 
-        (n,) = d._raw(f"SELECT COUNT(*) FROM {d.meta}.VERSIONS WHERE TABLE_NAME = {_lit(table)} AND VERSION_AT <= ({at_expr})",
-                      params).fetchone()
+        (n,) = d._raw(
+            f"SELECT COUNT(*) FROM {d.meta}.VERSIONS WHERE TABLE_NAME = {_lit(table)} AND VERSION_AT <= ({at_expr})",
+            params,
+        ).fetchone()
         if not n:
             raise StreamDoubleError(
                 msg=f"Change tracking is not enabled or the requested time is outside the retention for {table}",
-                errno=707)
+                errno=707,
+            )
         (lo,) = d._raw(f"SELECT {version_at(at_expr)}", params).fetchone()
         hi = None
         if end_expr is not None:
@@ -476,9 +527,13 @@ class DoubleCursor:
             rows = d._appended(t, str(lo), str(hi) if hi is not None else None, None)
         else:
             cols = ", ".join(_qi(c) for c in t.columns)
-            new = f"(SELECT {cols} FROM {t.hist} WHERE SNOWBERG_V = {hi})" if hi is not None else f"(SELECT * FROM {t.quoted})"
+            new = (
+                f"(SELECT {cols} FROM {t.hist} WHERE SNOWBERG_V = {hi})"
+                if hi is not None
+                else f"(SELECT * FROM {t.quoted})"
+            )
             rows = d._diff(t, str(lo), new)
-        rewritten = text[:m.start()] + rows + text[end_close:]
+        rewritten = text[: m.start()] + rows + text[end_close:]
         self.cur.execute(rewritten, params)
         return self
 

@@ -17,8 +17,12 @@ from snowberg.config.table_config import TableConfig
 from snowberg.streams.settings import StreamSource
 from snowberg.streams.steps import cleanup_step, consume_step, load_step
 
-LIVE_ENV = ("SNOWBERG_LIVE_SNOWFLAKE_ACCOUNT", "SNOWBERG_LIVE_SNOWFLAKE_USER", "SNOWBERG_LIVE_SNOWFLAKE_PASSWORD",
-            "SNOWBERG_LIVE_SNOWFLAKE_WAREHOUSE")
+LIVE_ENV = (
+    "SNOWBERG_LIVE_SNOWFLAKE_ACCOUNT",
+    "SNOWBERG_LIVE_SNOWFLAKE_USER",
+    "SNOWBERG_LIVE_SNOWFLAKE_PASSWORD",
+    "SNOWBERG_LIVE_SNOWFLAKE_WAREHOUSE",
+)
 
 
 def live_connect(database: str | None) -> Any:
@@ -53,14 +57,22 @@ def connect_kwargs(server: dict[str, Any]) -> dict[str, Any]:
 class Harness:
     """``run()`` does consume → load → cleanup in process; ``run_step_in_subprocess`` crashes for real."""
 
-    def __init__(self, server: dict[str, Any] | None, tmp_path: Path, *, append_only: bool = False,
-                 changelog: bool = False, primary_key: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        server: dict[str, Any] | None,
+        tmp_path: Path,
+        *,
+        append_only: bool = False,
+        changelog: bool = False,
+        primary_key: list[str] | None = None,
+    ) -> None:
         """``server``: fakesnow connect kwargs (the stream double is used), or None for the live lane."""
         self.server = server
         self.live = server is None
         self.tmp = tmp_path
-        self.db = (os.environ.get("SNOWBERG_LIVE_DATABASE_PREFIX", "SNOWBERG_TEST_") if self.live else "SB_") \
-            + uuid.uuid4().hex[:10].upper()
+        self.db = (
+            os.environ.get("SNOWBERG_LIVE_DATABASE_PREFIX", "SNOWBERG_TEST_") if self.live else "SB_"
+        ) + uuid.uuid4().hex[:10].upper()
         self.conns: list[Any] = []
         self.warehouse = tmp_path / "warehouse"
         self.warehouse.mkdir(exist_ok=True)
@@ -75,19 +87,34 @@ class Harness:
         cur = self.admin.cursor()
         cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.db}"."STAGE"')
         cur.execute(f'USE SCHEMA "{self.db}"."SRC"')
-        cur.execute(f'CREATE TABLE "{self.db}"."SRC"."ORDERS" (ID NUMBER(38,0), STATUS VARCHAR, AMOUNT NUMBER(10,2), '
-                    f'UPDATED_AT TIMESTAMP_NTZ)')
+        cur.execute(
+            f'CREATE TABLE "{self.db}"."SRC"."ORDERS" (ID NUMBER(38,0), STATUS VARCHAR, AMOUNT NUMBER(10,2), '
+            f"UPDATED_AT TIMESTAMP_NTZ)"
+        )
         self.runs = 0
         self._pipeline_conn: Any = None
 
-    def configure(self, *, append_only: bool = False, changelog: bool = False, primary_key: list[str] | None = None,
-                  create: bool = True) -> None:
-        self.cfg = TableConfig.model_validate({
-            "name": "orders", "source": {"table": f"{self.db}.SRC.ORDERS"}, "target": "shop.orders",
-            "primary_key": ["id"] if primary_key is None else primary_key, "schedule": "@hourly",
-        })
+    def configure(
+        self,
+        *,
+        append_only: bool = False,
+        changelog: bool = False,
+        primary_key: list[str] | None = None,
+        create: bool = True,
+    ) -> None:
+        self.cfg = TableConfig.model_validate(
+            {
+                "name": "orders",
+                "source": {"table": f"{self.db}.SRC.ORDERS"},
+                "target": "shop.orders",
+                "primary_key": ["id"] if primary_key is None else primary_key,
+                "schedule": "@hourly",
+            }
+        )
         self.stream = StreamSource(
-            name=f"{self.db}.SRC.ORDERS_STREAM", create=create, append_only=append_only,
+            name=f"{self.db}.SRC.ORDERS_STREAM",
+            create=create,
+            append_only=append_only,
             staging_table=f"{self.db}.STAGE.ORDERS_STAGING",
             changelog_target="shop.orders_changelog" if changelog else None,
         )
@@ -132,8 +159,11 @@ class Harness:
 
     def insert(self, *rows: tuple[int, str, str]) -> None:
         for i, status, amount in rows:
-            self.sql(f'INSERT INTO "{self.db}"."SRC"."ORDERS" (ID, STATUS, AMOUNT, UPDATED_AT) '
-                     "VALUES (%(i)s, %(s)s, %(a)s, CURRENT_TIMESTAMP())", {"i": i, "s": status, "a": amount})
+            self.sql(
+                f'INSERT INTO "{self.db}"."SRC"."ORDERS" (ID, STATUS, AMOUNT, UPDATED_AT) '
+                "VALUES (%(i)s, %(s)s, %(a)s, CURRENT_TIMESTAMP())",
+                {"i": i, "s": status, "a": amount},
+            )
 
     def update(self, i: int, status: str) -> None:
         self.sql(f'UPDATE "{self.db}"."SRC"."ORDERS" SET STATUS = %(s)s WHERE ID = %(i)s', {"s": status, "i": i})
@@ -155,8 +185,9 @@ class Harness:
         cleaned = cleanup_step(self.cfg, self.stream, conn, cat)
         return {"consume": consumed, "load": loaded, "cleanup": cleaned}
 
-    def run_step_in_subprocess(self, step: str, fault: str | None, *, consumed: dict[str, Any] | None = None,
-                               run_id: str = "crash__run") -> subprocess.CompletedProcess[str]:
+    def run_step_in_subprocess(
+        self, step: str, fault: str | None, *, consumed: dict[str, Any] | None = None, run_id: str = "crash__run"
+    ) -> subprocess.CompletedProcess[str]:
         """Run one step in a forked child that dies at ``fault`` (``SNOWBERG_FAULT``) like a killed worker.
 
         ``os.fork`` keeps the imports (a fresh interpreter costs seconds on a busy
@@ -196,8 +227,9 @@ class Harness:
     # -- observations ------------------------------------------------------------------------------
     def source_rows(self) -> list[dict[str, Any]]:
         rows = self.sql(f'SELECT ID, STATUS, AMOUNT FROM "{self.db}"."SRC"."ORDERS" ORDER BY ID')
-        return [{"id": Decimal(r[0]), "status": r[1], "amount": Decimal(r[2]) if r[2] is not None else None}
-                for r in rows]
+        return [
+            {"id": Decimal(r[0]), "status": r[1], "amount": Decimal(r[2]) if r[2] is not None else None} for r in rows
+        ]
 
     def target_rows(self, target: str = "shop.orders") -> list[dict[str, Any]]:
         t = self.catalog().load_table(target)
@@ -207,7 +239,9 @@ class Harness:
     def changelog_rows(self) -> list[dict[str, Any]]:
         t = self.catalog().load_table("shop.orders_changelog")
         rows = t.scan().to_arrow().to_pylist()
-        return sorted(rows, key=lambda r: (r["snowberg_batch_id"] or 0, r["snowberg_seq"] or 0, str(r.get("snowberg_row_id"))))
+        return sorted(
+            rows, key=lambda r: (r["snowberg_batch_id"] or 0, r["snowberg_seq"] or 0, str(r.get("snowberg_row_id")))
+        )
 
     def staged_count(self) -> int:
         return int(self.sql(f'SELECT COUNT(*) FROM "{self.db}"."STAGE"."ORDERS_STAGING"')[0][0])

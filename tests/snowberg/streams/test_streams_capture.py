@@ -94,8 +94,10 @@ def test_changelog_records_every_change_with_action_and_batch(fakesnow_server: d
         h.update(1, "paid")
         h.delete(2)
         h.run()
-        log = [(r["snowberg_batch_id"], r["snowberg_action"], r["snowberg_isupdate"], r["id"], r["status"])
-               for r in h.changelog_rows()]
+        log = [
+            (r["snowberg_batch_id"], r["snowberg_action"], r["snowberg_isupdate"], r["id"], r["status"])
+            for r in h.changelog_rows()
+        ]
         assert log == [
             (1, "REFRESH", False, None, None),
             (1, "INSERT", False, 1, "new"),

@@ -39,8 +39,12 @@ def test_changes_window_into_changelog_consumes_nothing(fakesnow_server: dict[st
         assert res["status"] == "committed" and res["rows"] == 4
         rows = [r for r in h.changelog_rows() if r.get("snowberg_changes_start")]
         got = sorted((r["snowberg_action"], r["snowberg_isupdate"], int(r["id"]), r["status"]) for r in rows)
-        assert got == [("DELETE", False, 2, "new"), ("DELETE", True, 1, "new"), ("INSERT", False, 3, "new"),
-                       ("INSERT", True, 1, "paid")]
+        assert got == [
+            ("DELETE", False, 2, "new"),
+            ("DELETE", True, 1, "new"),
+            ("INSERT", False, 3, "new"),
+            ("INSERT", True, 1, "paid"),
+        ]
         again = backfill_changes(h.cfg, h.stream, conn, cat, start=t0, end=t1, run_id="bf2", target="changelog")
         assert again["status"] == "already_committed"
         assert h.stream_pending() == pending_before  # CHANGES has no offset: nothing consumed

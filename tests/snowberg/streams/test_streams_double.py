@@ -19,8 +19,7 @@ def test_offset_moves_only_with_committed_dml_and_updates_are_pairs(harness: Har
     cur.execute(f'SELECT ID, STATUS, METADATA$ACTION, METADATA$ISUPDATE FROM "{h.db}"."SRC"."S"')
     assert _rows(cur) == [(1, "new", "DELETE", True), (1, "paid", "INSERT", True)]
 
-    consume = (f'INSERT INTO "{h.db}"."SRC"."SINK" SELECT ID, METADATA$ACTION, METADATA$ISUPDATE '
-               f'FROM "{h.db}"."SRC"."S"')
+    consume = f'INSERT INTO "{h.db}"."SRC"."SINK" SELECT ID, METADATA$ACTION, METADATA$ISUPDATE FROM "{h.db}"."SRC"."S"'
     cur.execute("BEGIN")
     cur.execute(consume)
     cur.execute("ROLLBACK")
@@ -40,7 +39,9 @@ def test_offset_moves_only_with_committed_dml_and_updates_are_pairs(harness: Har
 def test_append_only_and_initial_rows(harness: Harness) -> None:
     h = harness
     h.insert((1, "new", "10.00"))
-    h.sql(f'CREATE STREAM "{h.db}"."SRC"."A" ON TABLE "{h.db}"."SRC"."ORDERS" APPEND_ONLY = TRUE SHOW_INITIAL_ROWS = TRUE')
+    h.sql(
+        f'CREATE STREAM "{h.db}"."SRC"."A" ON TABLE "{h.db}"."SRC"."ORDERS" APPEND_ONLY = TRUE SHOW_INITIAL_ROWS = TRUE'
+    )
     h.insert((2, "new", "20.00"))
     h.update(1, "paid")
     h.delete(2)  # an append-only stream still returns the inserted row

@@ -20,8 +20,9 @@ from streams_harness import LIVE_ENV, Harness
 
 pytestmark = [
     pytest.mark.live,
-    pytest.mark.skipif(not all(os.environ.get(k) for k in LIVE_ENV),
-                       reason="live Snowflake lane: set " + ", ".join(LIVE_ENV)),
+    pytest.mark.skipif(
+        not all(os.environ.get(k) for k in LIVE_ENV), reason="live Snowflake lane: set " + ", ".join(LIVE_ENV)
+    ),
 ]
 
 
@@ -78,7 +79,8 @@ def test_live_changes_clause_consumes_nothing(live: Harness) -> None:
     (t1,) = h.sql("SELECT CURRENT_TIMESTAMP()")[0]
     h.run()
     pending = h.stream_pending()
-    res = backfill_changes(h.cfg, h.stream, h.connect(), h.catalog(), start=t0, end=t1, run_id="live_bf",
-                           target="changelog")
+    res = backfill_changes(
+        h.cfg, h.stream, h.connect(), h.catalog(), start=t0, end=t1, run_id="live_bf", target="changelog"
+    )
     assert res["rows"] == 2
     assert h.stream_pending() == pending

@@ -35,15 +35,23 @@ def test_modules_a_dag_imports_have_no_heavy_module_level_imports() -> None:
         mod = importlib.import_module(name)
         tree = ast.parse(Path(mod.__file__ or "").read_text())
         for node in tree.body:
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            )
             assert not [n for n in names if n.split(".")[0] in heavy], f"{name} imports {names} at module level"
         assert not [m for m in vars(mod).values() if getattr(m, "__name__", "").split(".")[0] in heavy]
 
 
 def test_operators_are_keyword_only_and_validate_config() -> None:
-    cfg = {"name": "orders", "source": {"table": "DB.SRC.ORDERS"}, "target": "shop.orders", "primary_key": ["id"],
-           "stream": {"name": "DB.SRC.ORDERS_STREAM", "create": True}}
+    cfg = {
+        "name": "orders",
+        "source": {"table": "DB.SRC.ORDERS"},
+        "target": "shop.orders",
+        "primary_key": ["id"],
+        "stream": {"name": "DB.SRC.ORDERS_STREAM", "create": True},
+    }
     op = SnowbergStreamConsumeOperator(task_id="consume", table_config=cfg)
     assert op.snowflake_conn_id == "snowflake_default" and op.catalog == "lake"
     assert "snowflake_conn_id" in op.template_fields
@@ -59,12 +67,23 @@ def test_operators_are_keyword_only_and_validate_config() -> None:
 def test_run_params_are_validated() -> None:
     now = datetime(2026, 6, 1, tzinfo=UTC)
     assert resolve_stream_params({}, now=now).recover is False
-    r = resolve_stream_params({"recover_stale_stream": True, "changes_start": "2026-05-01T00:00:00Z",
-                               "changes_end": "2026-05-02T00:00:00", "changes_target": "table"}, now=now)
+    r = resolve_stream_params(
+        {
+            "recover_stale_stream": True,
+            "changes_start": "2026-05-01T00:00:00Z",
+            "changes_end": "2026-05-02T00:00:00",
+            "changes_target": "table",
+        },
+        now=now,
+    )
     assert r.recover and r.changes_end - r.changes_start == timedelta(days=1) and r.changes_target == "table"
-    for bad in ({"changes_start": "2026-05-01"}, {"changes_start": "2026-05-02", "changes_end": "2026-05-01"},
-                {"changes_start": "2026-05-01", "changes_end": "2026-07-01"}, {"recover_stale_stream": "yes"},
-                {"changes_target": "elsewhere"}):
+    for bad in (
+        {"changes_start": "2026-05-01"},
+        {"changes_start": "2026-05-02", "changes_end": "2026-05-01"},
+        {"changes_start": "2026-05-01", "changes_end": "2026-07-01"},
+        {"recover_stale_stream": "yes"},
+        {"changes_target": "elsewhere"},
+    ):
         with pytest.raises(StreamParamError):
             resolve_stream_params(bad, now=now)
     assert schedule_interval("@hourly") == timedelta(hours=1)
@@ -97,7 +116,9 @@ def test_operators_run_a_capture_end_to_end(harness: Harness, monkeypatch: pytes
         out["consume"] = SnowbergStreamConsumeOperator(task_id="consume", table_config=raw).execute(ctx)
         out["load"] = SnowbergStreamLoadOperator(task_id="load", table_config=raw, consumed=out["consume"]).execute(ctx)
         out["cleanup"] = SnowbergStreamCleanupOperator(task_id="cleanup", table_config=raw).execute(ctx)
-        out["check"] = SnowbergStreamStalenessOperator(task_id="check", table_config=raw, schedule="@hourly").execute(ctx)
+        out["check"] = SnowbergStreamStalenessOperator(task_id="check", table_config=raw, schedule="@hourly").execute(
+            ctx
+        )
         return out
 
     first = run("scheduled__1", {})
@@ -120,8 +141,13 @@ def test_build_stream_tasks_wires_a_dag() -> None:
     from snowberg.airflow.operators.streams import build_stream_tasks
     from snowberg.streams.params import STREAM_PARAM_DEFAULTS, STREAM_PARAM_SCHEMAS
 
-    cfg = {"name": "orders", "source": {"table": "DB.SRC.ORDERS"}, "target": "shop.orders", "primary_key": ["id"],
-           "stream": {"name": "DB.SRC.ORDERS_STREAM", "create": True}}
+    cfg = {
+        "name": "orders",
+        "source": {"table": "DB.SRC.ORDERS"},
+        "target": "shop.orders",
+        "primary_key": ["id"],
+        "stream": {"name": "DB.SRC.ORDERS_STREAM", "create": True},
+    }
     params = {k: Param(STREAM_PARAM_DEFAULTS[k], **s) for k, s in STREAM_PARAM_SCHEMAS.items()}
     with DAG(dag_id="snowberg_orders", schedule="@hourly", params=params) as dag:
         tasks = build_stream_tasks(cfg, schedule="@hourly")

@@ -54,8 +54,13 @@ def test_recovery_that_died_after_consuming_is_finished_by_a_plain_rerun(harness
     h.admin.make_stale(h.stream.name)
     h.delete(2)  # lost with the stale offset: only a full refresh brings the target back in line
     h.insert((3, "new", "30.00"))
-    create_stream(h.connect(), h.stream, h.stream.table_name(h.cfg.source.table), replace=True,
-                  lg=__import__("logging").getLogger("test"))
+    create_stream(
+        h.connect(),
+        h.stream,
+        h.stream.table_name(h.cfg.source.table),
+        replace=True,
+        lg=__import__("logging").getLogger("test"),
+    )
     proc = h.run_step_in_subprocess("consume", "stream_after_consume")
     assert proc.returncode == 137, proc.stderr[-2000:]
     res = h.run()

@@ -21,9 +21,13 @@ STAGING = TableName.parse("DB.STAGE.ORDERS_STAGING")
 def test_settings_validate_names_and_default_the_staging_table() -> None:
     s = StreamSource(name="db.src.orders_stream", create=True, on_table="db.src.orders")
     assert s.staging_name.quoted() == '"DB"."SRC"."ORDERS_STREAM_SNOWBERG_STAGING"'
-    for bad in ({"name": "orders_stream"}, {"name": "DB.SRC.S", "staging_table": "DB.SRC.S"},
-                {"name": "DB.SRC.S", "changelog_target": "not valid"}, {"name": "DB.SRC.S", "unknown": 1},
-                {"name": "DB.SRC.S;DROP"}):
+    for bad in (
+        {"name": "orders_stream"},
+        {"name": "DB.SRC.S", "staging_table": "DB.SRC.S"},
+        {"name": "DB.SRC.S", "changelog_target": "not valid"},
+        {"name": "DB.SRC.S", "unknown": 1},
+        {"name": "DB.SRC.S;DROP"},
+    ):
         with pytest.raises(ValidationError):
             StreamSource.model_validate(bad)
     with pytest.raises(ValidationError):
@@ -44,11 +48,15 @@ def test_create_and_show_stream_sql() -> None:
     table = TableName.parse("DB.SRC.ORDERS")
     assert S.create_stream_sql(STREAM, table, append_only=False, show_initial_rows=True) == (
         'CREATE STREAM IF NOT EXISTS "DB"."SRC"."ORDERS_STREAM" ON TABLE "DB"."SRC"."ORDERS" SHOW_INITIAL_ROWS = TRUE '
-        "COMMENT = 'snowberg change capture'")
+        "COMMENT = 'snowberg change capture'"
+    )
     assert S.create_stream_sql(STREAM, table, append_only=True, show_initial_rows=False, replace=True).startswith(
-        'CREATE OR REPLACE STREAM "DB"."SRC"."ORDERS_STREAM" ON TABLE "DB"."SRC"."ORDERS" APPEND_ONLY = TRUE')
+        'CREATE OR REPLACE STREAM "DB"."SRC"."ORDERS_STREAM" ON TABLE "DB"."SRC"."ORDERS" APPEND_ONLY = TRUE'
+    )
     text, params = S.show_stream_sql(STREAM)
-    assert text == 'SHOW STREAMS LIKE %(stream_like)s IN SCHEMA "DB"."SRC"' and params == {"stream_like": "ORDERS_STREAM"}
+    assert text == 'SHOW STREAMS LIKE %(stream_like)s IN SCHEMA "DB"."SRC"' and params == {
+        "stream_like": "ORDERS_STREAM"
+    }
 
 
 def test_final_rows_take_the_last_change_per_key() -> None:
@@ -64,9 +72,15 @@ def test_changes_sql_reads_a_range_without_an_offset() -> None:
 
 
 def _row(**kw: object) -> dict[str, object]:
-    base = {"name": "ORDERS_STREAM", "table_name": "DB.SRC.ORDERS", "mode": "DEFAULT", "stale": "false",
-            "stale_after": datetime(2026, 6, 10, tzinfo=UTC), "invalid_reason": "N/A",
-            "created_on": datetime(2026, 6, 1, tzinfo=UTC)}
+    base = {
+        "name": "ORDERS_STREAM",
+        "table_name": "DB.SRC.ORDERS",
+        "mode": "DEFAULT",
+        "stale": "false",
+        "stale_after": datetime(2026, 6, 10, tzinfo=UTC),
+        "invalid_reason": "N/A",
+        "created_on": datetime(2026, 6, 1, tzinfo=UTC),
+    }
     return {**base, **kw}
 
 
@@ -92,5 +106,9 @@ def test_stream_table_problems_for_the_table_config_validator() -> None:
     assert stream_table_problems(s, primary_key=["id"], source_table="DB.SRC.T", has_cursor=False) == []
     probs = stream_table_problems(s, primary_key=[], source_table=None, has_cursor=True)
     assert len(probs) == 3 and "primary_key" in probs[1] and "on_table" in probs[2]
-    assert stream_table_problems(StreamSource(name="DB.SRC.S", append_only=True), primary_key=[], source_table=None,
-                                 has_cursor=False) == []
+    assert (
+        stream_table_problems(
+            StreamSource(name="DB.SRC.S", append_only=True), primary_key=[], source_table=None, has_cursor=False
+        )
+        == []
+    )

@@ -95,11 +95,21 @@ def horizon_conn(connection: Callable[[str, dict[str, Any]], str], horizon: Any)
     ``extra.catalog_uri`` points the catalog at the local server instead of
     ``https://<account>.snowflakecomputing.com/polaris/api/catalog``.
     """
-    return connection("snowflake_horizon", {
-        "conn_type": "snowflake", "login": "SYNC_USER", "password": PAT,
-        "extra": {"account": "myorg-myacct", "role": ROLE, "database": DATABASE, "warehouse": "SYNC_WH",
-                  "catalog_uri": horizon.uri},
-    })
+    return connection(
+        "snowflake_horizon",
+        {
+            "conn_type": "snowflake",
+            "login": "SYNC_USER",
+            "password": PAT,
+            "extra": {
+                "account": "myorg-myacct",
+                "role": ROLE,
+                "database": DATABASE,
+                "warehouse": "SYNC_WH",
+                "catalog_uri": horizon.uri,
+            },
+        },
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -119,8 +129,9 @@ def fakesnow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture
-def snowflake(fakesnow_server: Any, connection: Callable[[str, dict[str, Any]], str],
-              request: pytest.FixtureRequest) -> Iterator[tuple[str, Any, str]]:
+def snowflake(
+    fakesnow_server: Any, connection: Callable[[str, dict[str, Any]], str], request: pytest.FixtureRequest
+) -> Iterator[tuple[str, Any, str]]:
     """``(conn_id, connection, database)``: an Airflow connection to the emulator and a fresh database."""
     from snowberg.local.stack import snowflake_connection_uri
     from snowberg.snowflake.source import snowflake_hook
@@ -161,6 +172,11 @@ def s3_bucket(moto_endpoint: str, request: pytest.FixtureRequest) -> str:
     import boto3
 
     name = "lake-" + re.sub(r"[^a-z0-9]", "-", request.node.name.lower())[:40].strip("-")
-    boto3.client("s3", endpoint_url=moto_endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
-                 region_name="us-east-1").create_bucket(Bucket=name)
+    boto3.client(
+        "s3",
+        endpoint_url=moto_endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=name)
     return name

@@ -138,7 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _authorized(self, rec: Recorded) -> bool:
         auth = rec.headers.get("Authorization", "")
-        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else None
+        token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else None
         if token is None or token not in self.srv.tokens:
             self._error(401, "NotAuthorizedException", "missing or unknown bearer token")
             return False
@@ -163,7 +163,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = rec.path
         if not path.startswith(BASE + "/v1/"):
             return self._error(404, "NotFoundException", f"no route {path}")
-        rest = path[len(BASE + "/v1/"):]
+        rest = path[len(BASE + "/v1/") :]
         try:
             if rest == "oauth/tokens" and rec.method == "POST":
                 return self._token(rec)
@@ -190,8 +190,16 @@ class _Handler(BaseHTTPRequestHandler):
         token = "tok-" + secrets.token_hex(16)
         with self.srv._lock:
             self.srv.tokens[token] = self.srv.role
-        return self._send(200, {"access_token": token, "token_type": "bearer", "expires_in": self.srv.token_ttl,
-                                "issued_token_type": "urn:ietf:params:oauth:token-type:access_token", "scope": scope})
+        return self._send(
+            200,
+            {
+                "access_token": token,
+                "token_type": "bearer",
+                "expires_in": self.srv.token_ttl,
+                "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                "scope": scope,
+            },
+        )
 
     def _config(self, rec: Recorded) -> None:
         wh = (rec.query.get("warehouse") or [None])[0]
@@ -238,7 +246,9 @@ class _Handler(BaseHTTPRequestHandler):
                     props = cat.load_namespace_properties(ns)
             except NoSuchNamespaceError as exc:
                 return self._error(404, "NoSuchNamespaceException", str(exc))
-            return self._send(200 if m == "GET" else 204, {"namespace": list(ns), "properties": props} if m == "GET" else None)
+            return self._send(
+                200 if m == "GET" else 204, {"namespace": list(ns), "properties": props} if m == "GET" else None
+            )
         if len(parts) == 3 and parts[0] == "namespaces" and parts[2] == "tables":
             ns = _ns(parts[1])
             if m == "GET":
@@ -252,8 +262,12 @@ class _Handler(BaseHTTPRequestHandler):
                 try:
                     with lock:
                         table = cat.create_table(
-                            ns + (req.name,), schema=req.table_schema, location=req.location,
-                            partition_spec=req.partition_spec, sort_order=req.write_order, properties=req.properties,
+                            ns + (req.name,),
+                            schema=req.table_schema,
+                            location=req.location,
+                            partition_spec=req.partition_spec,
+                            sort_order=req.write_order,
+                            properties=req.properties,
                         )
                 except TableAlreadyExistsError as exc:
                     return self._error(409, "AlreadyExistsException", str(exc))

@@ -35,9 +35,14 @@ class Conn:
 
 
 def test_snowflake_connection_builds_the_horizon_rest_config() -> None:
-    props = catalog_properties(Conn("snowflake", login="U", password=PAT,
-                                    extra={"account": "myorg-myacct", "role": ROLE, "database": DATABASE,
-                                           "warehouse": "COMPUTE_WH"}))  # the SQL warehouse, not the catalog's
+    props = catalog_properties(
+        Conn(
+            "snowflake",
+            login="U",
+            password=PAT,
+            extra={"account": "myorg-myacct", "role": ROLE, "database": DATABASE, "warehouse": "COMPUTE_WH"},
+        )
+    )  # the SQL warehouse, not the catalog's
     assert props == {
         "type": "rest",
         "uri": "https://myorg-myacct.snowflakecomputing.com/polaris/api/catalog",
@@ -50,8 +55,14 @@ def test_snowflake_connection_builds_the_horizon_rest_config() -> None:
 
 
 def test_snowflake_account_from_host_and_missing_fields_are_named() -> None:
-    props = catalog_properties(Conn("snowflake", host="xy12345.eu-west-1.snowflakecomputing.com", password=PAT,
-                                    extra={"role": "R", "database": "D"}))
+    props = catalog_properties(
+        Conn(
+            "snowflake",
+            host="xy12345.eu-west-1.snowflakecomputing.com",
+            password=PAT,
+            extra={"role": "R", "database": "D"},
+        )
+    )
     assert props["uri"] == "https://xy12345.eu-west-1.snowflakecomputing.com/polaris/api/catalog"
     with pytest.raises(CatalogConfigError, match=r"password \(the PAT\).*extra.role"):
         catalog_properties(Conn("snowflake", extra={"account": "a", "database": "D"}))
@@ -60,26 +71,57 @@ def test_snowflake_account_from_host_and_missing_fields_are_named() -> None:
 
 
 def test_aws_connection_builds_glue_and_s3_settings() -> None:
-    props = catalog_properties(Conn("aws", login="AKIA1", password="s3cr3t-key", extra={
-        "region_name": "eu-west-1", "aws_session_token": "sess-token-1",
-        "service_config": {"glue": {"endpoint_url": "http://glue:5000"}, "s3": {"endpoint_url": "http://s3:5000"}},
-        "warehouse": "s3://bucket/lake", "glue.id": "123456789012",
-    }))
+    props = catalog_properties(
+        Conn(
+            "aws",
+            login="AKIA1",
+            password="s3cr3t-key",
+            extra={
+                "region_name": "eu-west-1",
+                "aws_session_token": "sess-token-1",
+                "service_config": {
+                    "glue": {"endpoint_url": "http://glue:5000"},
+                    "s3": {"endpoint_url": "http://s3:5000"},
+                },
+                "warehouse": "s3://bucket/lake",
+                "glue.id": "123456789012",
+            },
+        )
+    )
     assert props == {
         "type": "glue",
-        "glue.region": "eu-west-1", "s3.region": "eu-west-1",
-        "glue.access-key-id": "AKIA1", "s3.access-key-id": "AKIA1",
-        "glue.secret-access-key": "s3cr3t-key", "s3.secret-access-key": "s3cr3t-key",
-        "glue.session-token": "sess-token-1", "s3.session-token": "sess-token-1",
-        "glue.endpoint": "http://glue:5000", "s3.endpoint": "http://s3:5000",
-        "warehouse": "s3://bucket/lake", "glue.id": "123456789012",
+        "glue.region": "eu-west-1",
+        "s3.region": "eu-west-1",
+        "glue.access-key-id": "AKIA1",
+        "s3.access-key-id": "AKIA1",
+        "glue.secret-access-key": "s3cr3t-key",
+        "s3.secret-access-key": "s3cr3t-key",
+        "glue.session-token": "sess-token-1",
+        "s3.session-token": "sess-token-1",
+        "glue.endpoint": "http://glue:5000",
+        "s3.endpoint": "http://s3:5000",
+        "warehouse": "s3://bucket/lake",
+        "glue.id": "123456789012",
     }
 
 
 def test_sql_catalog_connections() -> None:
-    pg = catalog_properties(Conn("postgres", host="db", port=5432, schema="iceberg", login="me", password="p@ss:word",
-                                 extra={"warehouse": "s3://b/w"}))
-    assert pg == {"type": "sql", "uri": "postgresql+psycopg2://me:p%40ss%3Aword@db:5432/iceberg", "warehouse": "s3://b/w"}
+    pg = catalog_properties(
+        Conn(
+            "postgres",
+            host="db",
+            port=5432,
+            schema="iceberg",
+            login="me",
+            password="p@ss:word",
+            extra={"warehouse": "s3://b/w"},
+        )
+    )
+    assert pg == {
+        "type": "sql",
+        "uri": "postgresql+psycopg2://me:p%40ss%3Aword@db:5432/iceberg",
+        "warehouse": "s3://b/w",
+    }
     lite = catalog_properties(Conn("sqlite", host="/data/cat.db", extra={"warehouse": "file:///data/wh"}))
     assert lite == {"type": "sql", "uri": "sqlite:////data/cat.db", "warehouse": "file:///data/wh"}
     with pytest.raises(CatalogConfigError, match="needs extra.warehouse"):
@@ -87,15 +129,30 @@ def test_sql_catalog_connections() -> None:
 
 
 def test_generic_rest_connection_passthrough_and_overrides() -> None:
-    props = catalog_properties(Conn("generic", host="https://polaris.example.com", schema="api/catalog",
-                                    login="client", password="secret-1",
-                                    extra={"type": "rest", "warehouse": "w", "scope": "PRINCIPAL_ROLE:ALL",
-                                           "header.X-Iceberg-Access-Delegation": "vended-credentials",
-                                           "not_a_catalog_key": "ignored",
-                                           "catalog_properties": {"rest-page-size": 100}}))
+    props = catalog_properties(
+        Conn(
+            "generic",
+            host="https://polaris.example.com",
+            schema="api/catalog",
+            login="client",
+            password="secret-1",
+            extra={
+                "type": "rest",
+                "warehouse": "w",
+                "scope": "PRINCIPAL_ROLE:ALL",
+                "header.X-Iceberg-Access-Delegation": "vended-credentials",
+                "not_a_catalog_key": "ignored",
+                "catalog_properties": {"rest-page-size": 100},
+            },
+        )
+    )
     assert props == {
-        "type": "rest", "uri": "https://polaris.example.com/api/catalog", "credential": "client:secret-1",
-        "warehouse": "w", "scope": "PRINCIPAL_ROLE:ALL", "header.X-Iceberg-Access-Delegation": "vended-credentials",
+        "type": "rest",
+        "uri": "https://polaris.example.com/api/catalog",
+        "credential": "client:secret-1",
+        "warehouse": "w",
+        "scope": "PRINCIPAL_ROLE:ALL",
+        "header.X-Iceberg-Access-Delegation": "vended-credentials",
         "rest-page-size": "100",
     }
     with pytest.raises(CatalogConfigError, match="set extra.type"):
@@ -103,19 +160,33 @@ def test_generic_rest_connection_passthrough_and_overrides() -> None:
 
 
 def test_secret_values_and_redaction() -> None:
-    props = {"credential": "client:secret-1", "s3.secret-access-key": "sk-1", "s3.access-key-id": "AKIA",
-             "uri": "postgresql+psycopg2://me:pw-123@db/x", "token": "tok-1", "scope": "session:role:R"}
+    props = {
+        "credential": "client:secret-1",
+        "s3.secret-access-key": "sk-1",
+        "s3.access-key-id": "AKIA",
+        "uri": "postgresql+psycopg2://me:pw-123@db/x",
+        "token": "tok-1",
+        "scope": "session:role:R",
+    }
     assert set(secret_values(props)) == {"client:secret-1", "secret-1", "sk-1", "pw-123", "tok-1"}
     shown = redacted(props)
     assert shown["uri"] == "postgresql+psycopg2://me:***@db/x"
     assert shown["credential"] == "***" and shown["scope"] == "session:role:R" and shown["s3.access-key-id"] == "AKIA"
 
 
-def test_open_catalog_prefers_the_connection_and_falls_back_to_pyiceberg_config(tmp_path, connection, monkeypatch) -> None:
+def test_open_catalog_prefers_the_connection_and_falls_back_to_pyiceberg_config(
+    tmp_path, connection, monkeypatch
+) -> None:
     wh = tmp_path / "wh"
     wh.mkdir()
-    connection("lake_conn", {"conn_type": "sqlite", "host": str(tmp_path / "a.db"),
-                             "extra": {"warehouse": f"file://{wh}", "catalog_name": "lake"}})
+    connection(
+        "lake_conn",
+        {
+            "conn_type": "sqlite",
+            "host": str(tmp_path / "a.db"),
+            "extra": {"warehouse": f"file://{wh}", "catalog_name": "lake"},
+        },
+    )
     cat = open_catalog("lake_conn")
     assert type(cat).__name__ == "SqlCatalog" and cat.name == "lake"
 

@@ -65,7 +65,10 @@ def test_columns_and_ddl_are_validated_and_quoted() -> None:
     )
     cols = target_columns(schema)
     assert [(c.name, c.sql_type, c.semi_structured) for c in cols] == [
-        ("ORDER_ID", "NUMBER(19,0)", False), ("Amount", "NUMBER(10,2)", False), ("TAGS", "ARRAY", True)]
+        ("ORDER_ID", "NUMBER(19,0)", False),
+        ("Amount", "NUMBER(10,2)", False),
+        ("TAGS", "ARRAY", True),
+    ]
     sql = create_table_sql(TableName.parse("db.shop.orders"), cols, "_SNOWBERG_SOURCE_SNAPSHOT_ID")
     assert sql == (
         'CREATE TABLE IF NOT EXISTS "DB"."SHOP"."ORDERS" (\n'

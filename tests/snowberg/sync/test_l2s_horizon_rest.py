@@ -57,7 +57,10 @@ def test_token_exchange_headers_and_commit_request(lake, horizon, horizon_store,
     for t in tokens:
         assert t.headers["Content-Type"] == "application/x-www-form-urlencoded"
         assert {k: v for k, v in t.form.items()} == {
-            "grant_type": ["client_credentials"], "client_secret": [PAT], "scope": [f"session:role:{ROLE}"]}
+            "grant_type": ["client_credentials"],
+            "client_secret": [PAT],
+            "scope": [f"session:role:{ROLE}"],
+        }
 
     # 2. every other call: the issued bearer token (never the PAT), delegation header, warehouse/prefix
     others = [r for r in horizon.requests if not r.path.endswith("/oauth/tokens")]
@@ -76,7 +79,9 @@ def test_token_exchange_headers_and_commit_request(lake, horizon, horizon_store,
     assert body["identifier"] == {"namespace": ["SHOP"], "name": "ORDERS"}
     kinds = {r["type"]: r for r in body["requirements"]}
     assert kinds["assert-table-uuid"]["uuid"] == str(horizon_store.load_table(("SHOP", "ORDERS")).metadata.table_uuid)
-    assert kinds["assert-ref-snapshot-id"]["ref"] == "main" and kinds["assert-ref-snapshot-id"].get("snapshot-id") is None
+    assert (
+        kinds["assert-ref-snapshot-id"]["ref"] == "main" and kinds["assert-ref-snapshot-id"].get("snapshot-id") is None
+    )
     add = next(u for u in body["updates"] if u["action"] == "add-snapshot")["snapshot"]
     assert add["summary"]["operation"] == "append"
     assert add["summary"][SOURCE_SNAPSHOT] == str(src.current_snapshot().snapshot_id)
@@ -141,8 +146,12 @@ def test_target_with_rows_but_no_state_is_refused(lake, horizon, horizon_store, 
     import pyarrow as pa
 
     target = horizon_store.load_table(("SHOP", "ORDERS"))
-    target.append(pa.Table.from_pylist([{"ORDER_ID": 99, "CUSTOMER": "from spark", "AMOUNT": None, "PLACED_AT": None}],
-                                        schema=target.schema().as_arrow()))
+    target.append(
+        pa.Table.from_pylist(
+            [{"ORDER_ID": 99, "CUSTOMER": "from spark", "AMOUNT": None, "PLACED_AT": None}],
+            schema=target.schema().as_arrow(),
+        )
+    )
     src = lake.create_table("shop.orders", schema=orders_schema())
     src.append(orders([1]))
     with pytest.raises(TargetStateError, match="holds rows but no snowberg sync state"):
@@ -185,8 +194,10 @@ def test_a_source_column_the_target_lacks_is_refused(lake, horizon, horizon_stor
 def test_wrong_pat_or_role_fails_at_the_token_exchange(horizon, connection) -> None:
     from pyiceberg.exceptions import OAuthError
 
-    base = {"conn_type": "snowflake", "extra": {"account": "a", "role": ROLE, "database": DATABASE,
-                                                "catalog_uri": horizon.uri}}
+    base = {
+        "conn_type": "snowflake",
+        "extra": {"account": "a", "role": ROLE, "database": DATABASE, "catalog_uri": horizon.uri},
+    }
     connection("bad_pat", {**base, "password": "pat-wrong-0000000000"})
     with pytest.raises(OAuthError, match="invalid_client") as exc:
         open_catalog("bad_pat")
@@ -199,12 +210,23 @@ def test_wrong_pat_or_role_fails_at_the_token_exchange(horizon, connection) -> N
 def test_operator_runs_the_sync(lake, horizon, horizon_store, horizon_conn, connection, tmp_path) -> None:
     from snowberg.airflow.operators.lake_to_snowflake import IcebergToSnowflakeIcebergOperator
 
-    connection("lake", {"conn_type": "sqlite", "host": lake.properties["uri"].removeprefix("sqlite:///"),
-                        "extra": {"warehouse": lake.properties["warehouse"]}})
+    connection(
+        "lake",
+        {
+            "conn_type": "sqlite",
+            "host": lake.properties["uri"].removeprefix("sqlite:///"),
+            "extra": {"warehouse": lake.properties["warehouse"]},
+        },
+    )
     src = lake.create_table("shop.orders", schema=orders_schema())
     src.append(orders([1, 2]))
-    op = IcebergToSnowflakeIcebergOperator(task_id="sync", source_catalog="lake", source_table="shop.orders",
-                                           target_catalog=horizon_conn, target_table="SHOP.ORDERS")
+    op = IcebergToSnowflakeIcebergOperator(
+        task_id="sync",
+        source_catalog="lake",
+        source_table="shop.orders",
+        target_catalog=horizon_conn,
+        target_table="SHOP.ORDERS",
+    )
     out = op.execute({"run_id": "scheduled__1"})
     assert (out["status"], out["rows"], out["source"]) == ("committed", 2, "lake:shop.orders")
     assert json.loads(json.dumps(out)) == out  # an XCom-able dict

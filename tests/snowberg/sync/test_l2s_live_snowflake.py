@@ -42,11 +42,20 @@ pytestmark = [
 def live(connection) -> Iterator[tuple[str, Any, str]]:
     from snowberg.snowflake.source import snowflake_hook
 
-    conn_id = connection("snowflake_live", {
-        "conn_type": "snowflake", "login": ENV["USER"], "password": ENV["PAT"],
-        "extra": {"account": ENV["ACCOUNT"], "role": ENV["ROLE"], "database": ENV["DATABASE"],
-                  "warehouse": ENV["WAREHOUSE"]},
-    })
+    conn_id = connection(
+        "snowflake_live",
+        {
+            "conn_type": "snowflake",
+            "login": ENV["USER"],
+            "password": ENV["PAT"],
+            "extra": {
+                "account": ENV["ACCOUNT"],
+                "role": ENV["ROLE"],
+                "database": ENV["DATABASE"],
+                "warehouse": ENV["WAREHOUSE"],
+            },
+        },
+    )
     conn = snowflake_hook(conn_id).get_conn()
     schema = ENV["SCHEMA"] or "PUBLIC"
     try:
@@ -64,8 +73,10 @@ def test_live_horizon_sync_is_visible_in_snowflake_at_once(lake, live) -> None:
     sql_name = TableName(ENV["DATABASE"] or "", schema, name)
     cur = conn.cursor()
     # Iceberg types in the DDL, as the docs show: the lake's long stays long
-    cur.execute(f"CREATE ICEBERG TABLE {sql_name.quoted()} (ORDER_ID long, CUSTOMER string, "
-                "AMOUNT decimal(10,2), PLACED_AT timestamp_ltz(6))")
+    cur.execute(
+        f"CREATE ICEBERG TABLE {sql_name.quoted()} (ORDER_ID long, CUSTOMER string, "
+        "AMOUNT decimal(10,2), PLACED_AT timestamp_ltz(6))"
+    )
     try:
         src = lake.create_table("shop.orders", schema=orders_schema())
         src.append(orders([1, 2]))
@@ -77,7 +88,10 @@ def test_live_horizon_sync_is_visible_in_snowflake_at_once(lake, live) -> None:
         r2 = sync_iceberg(src, horizon, IcebergName(schema, name), source_label="live", run_id="live-2")
         assert (r2.mode, r2.rows) == ("incremental", 1)
         assert check_iceberg(conn, sql_name, r2.to_dict(), timeout=30)["rows"] == 3
-        assert sync_iceberg(src, horizon, IcebergName(schema, name), source_label="live", run_id="live-3").status == "nothing_new"
+        assert (
+            sync_iceberg(src, horizon, IcebergName(schema, name), source_label="live", run_id="live-3").status
+            == "nothing_new"
+        )
         cur.execute(f'SELECT "ORDER_ID" FROM {sql_name.quoted()} ORDER BY 1')
         assert [int(r[0]) for r in cur.fetchall()] == [1, 2, 3]
     finally:

@@ -41,7 +41,10 @@ def _ids(conn: Any, database: str) -> list[int]:
 
 
 def _state(conn: Any, database: str) -> tuple[Any, ...]:
-    (row,) = _rows(conn, f'SELECT "SOURCE_SNAPSHOT_ID", "MODE", "ROWS_LOADED", "RUN_ID" FROM "{database}"."SHOP"."SNOWBERG_SYNC_STATE"')
+    (row,) = _rows(
+        conn,
+        f'SELECT "SOURCE_SNAPSHOT_ID", "MODE", "ROWS_LOADED", "RUN_ID" FROM "{database}"."SHOP"."SNOWBERG_SYNC_STATE"',
+    )
     return row
 
 
@@ -49,20 +52,41 @@ def test_every_type_lands_with_its_mapped_snowflake_type(lake, snowflake) -> Non
     import pyarrow as pa
 
     _, conn, db = snowflake
-    schema = pa.schema([
-        ("id", pa.int64()), ("qty", pa.int32()), ("name", pa.string()), ("price", pa.decimal128(12, 3)),
-        ("ratio", pa.float64()), ("score", pa.float32()), ("ok", pa.bool_()), ("day", pa.date32()),
-        ("at_time", pa.time64("us")), ("local_ts", pa.timestamp("us")), ("utc_ts", pa.timestamp("us", tz="UTC")),
-        ("raw", pa.binary()), ("tags", pa.list_(pa.string())),
-        ("attrs", pa.struct([("k", pa.string()), ("n", pa.int64()), ("d", pa.decimal128(5, 2))])),
-        ("props", pa.map_(pa.string(), pa.int64())),
-    ])
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("qty", pa.int32()),
+            ("name", pa.string()),
+            ("price", pa.decimal128(12, 3)),
+            ("ratio", pa.float64()),
+            ("score", pa.float32()),
+            ("ok", pa.bool_()),
+            ("day", pa.date32()),
+            ("at_time", pa.time64("us")),
+            ("local_ts", pa.timestamp("us")),
+            ("utc_ts", pa.timestamp("us", tz="UTC")),
+            ("raw", pa.binary()),
+            ("tags", pa.list_(pa.string())),
+            ("attrs", pa.struct([("k", pa.string()), ("n", pa.int64()), ("d", pa.decimal128(5, 2))])),
+            ("props", pa.map_(pa.string(), pa.int64())),
+        ]
+    )
     src = lake.create_table("shop.all_types", schema=schema)
     row = {
-        "id": 9_007_199_254_740_993, "qty": -2_147_483_648, "name": "it's \"quoted\" \\ ünïcode", "price": Decimal("123456789.125"),
-        "ratio": 0.1, "score": 1.5, "ok": False, "day": dt.date(2026, 2, 28), "at_time": dt.time(23, 59, 59, 999999),
-        "local_ts": dt.datetime(2026, 1, 2, 3, 4, 5, 6), "utc_ts": dt.datetime(2026, 1, 2, 3, 4, 5, 7, tzinfo=dt.UTC),
-        "raw": b"\x00\xffsnow", "tags": ["a", "b"], "attrs": {"k": "v", "n": 7, "d": Decimal("1.50")},
+        "id": 9_007_199_254_740_993,
+        "qty": -2_147_483_648,
+        "name": 'it\'s "quoted" \\ ünïcode',
+        "price": Decimal("123456789.125"),
+        "ratio": 0.1,
+        "score": 1.5,
+        "ok": False,
+        "day": dt.date(2026, 2, 28),
+        "at_time": dt.time(23, 59, 59, 999999),
+        "local_ts": dt.datetime(2026, 1, 2, 3, 4, 5, 6),
+        "utc_ts": dt.datetime(2026, 1, 2, 3, 4, 5, 7, tzinfo=dt.UTC),
+        "raw": b"\x00\xffsnow",
+        "tags": ["a", "b"],
+        "attrs": {"k": "v", "n": 7, "d": Decimal("1.50")},
         "props": [("x", 1), ("y", 2)],
     }
     nulls = {k: None for k in row} | {"id": 2, "local_ts": row["local_ts"], "utc_ts": row["utc_ts"]}
@@ -73,10 +97,22 @@ def test_every_type_lands_with_its_mapped_snowflake_type(lake, snowflake) -> Non
 
     described = {r[0]: r[1] for r in _rows(conn, f"DESCRIBE TABLE {target.quoted()}")}
     assert described == {  # the emulator reports its widest precisions for TIME/TIMESTAMP/BINARY/ARRAY
-        "ID": "NUMBER(19,0)", "QTY": "NUMBER(10,0)", "NAME": "VARCHAR(16777216)", "PRICE": "NUMBER(12,3)",
-        "RATIO": "FLOAT", "SCORE": "FLOAT", "OK": "BOOLEAN", "DAY": "DATE", "AT_TIME": "TIME(9)",
-        "LOCAL_TS": "TIMESTAMP_NTZ(9)", "UTC_TS": "TIMESTAMP_TZ(9)", "RAW": "BINARY(8388608)", "TAGS": "VARIANT",
-        "ATTRS": "VARIANT", "PROPS": "VARIANT", "_SNOWBERG_SOURCE_SNAPSHOT_ID": "NUMBER(19,0)",
+        "ID": "NUMBER(19,0)",
+        "QTY": "NUMBER(10,0)",
+        "NAME": "VARCHAR(16777216)",
+        "PRICE": "NUMBER(12,3)",
+        "RATIO": "FLOAT",
+        "SCORE": "FLOAT",
+        "OK": "BOOLEAN",
+        "DAY": "DATE",
+        "AT_TIME": "TIME(9)",
+        "LOCAL_TS": "TIMESTAMP_NTZ(9)",
+        "UTC_TS": "TIMESTAMP_TZ(9)",
+        "RAW": "BINARY(8388608)",
+        "TAGS": "VARIANT",
+        "ATTRS": "VARIANT",
+        "PROPS": "VARIANT",
+        "_SNOWBERG_SOURCE_SNAPSHOT_ID": "NUMBER(19,0)",
     }
     got = _rows(conn, f'SELECT * FROM {target.quoted()} ORDER BY "ID" DESC')
     first = dict(zip(described, got[0], strict=True))
@@ -199,7 +235,10 @@ def test_new_source_columns_are_added_and_old_rows_stay(lake, snowflake) -> None
     src.append(orders([2]).append_column("channel", pa.array(["web"])))
     r = _load(src, conn, db, "r2")
     assert r.rows == 1
-    assert _rows(conn, f'SELECT "ORDER_ID", "CHANNEL" FROM {_target(db).quoted()} ORDER BY 1') == [(1, None), (2, "web")]
+    assert _rows(conn, f'SELECT "ORDER_ID", "CHANNEL" FROM {_target(db).quoted()} ORDER BY 1') == [
+        (1, None),
+        (2, "web"),
+    ]
 
 
 def test_a_populated_target_without_state_is_not_appended_to(lake, snowflake) -> None:
@@ -227,8 +266,10 @@ def test_visibility_check_fails_when_rows_or_state_are_missing(lake, snowflake) 
     cur.execute(f'DELETE FROM {_target(db).quoted()} WHERE "ORDER_ID" = 2')
     with pytest.raises(VisibilityError, match=r"expected 3, found 2"):
         check_native(conn, result)
-    cur.execute(f'INSERT INTO {_target(db).quoted()} ("ORDER_ID", "_SNOWBERG_SOURCE_SNAPSHOT_ID") VALUES (2, %(s)s)',
-                {"s": result["to_snapshot_id"]})
+    cur.execute(
+        f'INSERT INTO {_target(db).quoted()} ("ORDER_ID", "_SNOWBERG_SOURCE_SNAPSHOT_ID") VALUES (2, %(s)s)',
+        {"s": result["to_snapshot_id"]},
+    )
     check_native(conn, result)
     cur.execute(f'UPDATE "{db}"."SHOP"."SNOWBERG_SYNC_STATE" SET "SOURCE_SNAPSHOT_ID" = 1')
     with pytest.raises(VisibilityError, match="synced to source snapshot 1"):
@@ -259,16 +300,28 @@ def test_operators_load_then_check(lake, snowflake, connection) -> None:
     )
 
     conn_id, conn, db = snowflake
-    connection("lake", {"conn_type": "sqlite", "host": lake.properties["uri"].removeprefix("sqlite:///"),
-                        "extra": {"warehouse": lake.properties["warehouse"]}})
+    connection(
+        "lake",
+        {
+            "conn_type": "sqlite",
+            "host": lake.properties["uri"].removeprefix("sqlite:///"),
+            "extra": {"warehouse": lake.properties["warehouse"]},
+        },
+    )
     src = lake.create_table("shop.orders", schema=orders_schema())
     src.append(orders([1, 2]))
-    load = IcebergToSnowflakeNativeOperator(task_id="sync", source_catalog="lake", source_table="shop.orders",
-                                            snowflake_conn_id=conn_id, target_table=f"{db}.SHOP.ORDERS")
+    load = IcebergToSnowflakeNativeOperator(
+        task_id="sync",
+        source_catalog="lake",
+        source_table="shop.orders",
+        snowflake_conn_id=conn_id,
+        target_table=f"{db}.SHOP.ORDERS",
+    )
     out = load.execute({"run_id": "manual__1"})
     assert json.loads(json.dumps(out)) == out and out["rows"] == 2
-    check = SnowflakeVisibilityCheckOperator(task_id="check_visible", kind="native", snowflake_conn_id=conn_id,
-                                             table=f"{db}.SHOP.ORDERS", sync_result=out)
+    check = SnowflakeVisibilityCheckOperator(
+        task_id="check_visible", kind="native", snowflake_conn_id=conn_id, table=f"{db}.SHOP.ORDERS", sync_result=out
+    )
     assert check.execute({})["status"] == "visible"
     cur = conn.cursor()
     cur.execute(f'DELETE FROM "{db}"."SHOP"."ORDERS"')

@@ -96,7 +96,10 @@ def test_replace_snapshots_change_no_rows_and_are_skipped(lake, monkeypatch) -> 
     assert t.current_snapshot().summary.operation.value == "replace"
     plan = plan_changes(t, last)
     assert plan.mode == "incremental"
-    assert [(s.snapshot_id, s.action) for s in plan.steps] == [(added, "load"), (t.current_snapshot().snapshot_id, "skip")]
+    assert [(s.snapshot_id, s.action) for s in plan.steps] == [
+        (added, "load"),
+        (t.current_snapshot().snapshot_id, "skip"),
+    ]
     assert _ids(t, plan) == [2]  # the compacted file (holding 1 and 2 again) is not re-read
 
 

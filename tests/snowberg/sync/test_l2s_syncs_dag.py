@@ -49,7 +49,9 @@ def test_one_dag_per_sync_with_owner_retries_tags_and_docs(monkeypatch) -> None:
     assert [a.uri for a in native_dag.timetable.asset_condition.objects] == ["iceberg://lake/shop/menu"]
     assert [a.uri for a in native_dag.task_dict["sync"].outlets] == ["snowflake://snowberg_demo/shop/menu_from_lake"]
     assert type(native_dag.task_dict["sync"]).__name__ == "IcebergToSnowflakeNativeOperator"
-    assert type(dags["snowberg_sync_orders_to_horizon"].task_dict["sync"]).__name__ == "IcebergToSnowflakeIcebergOperator"
+    assert (
+        type(dags["snowberg_sync_orders_to_horizon"].task_dict["sync"]).__name__ == "IcebergToSnowflakeIcebergOperator"
+    )
 
 
 def test_parsing_imports_no_heavy_library() -> None:
@@ -59,21 +61,36 @@ def test_parsing_imports_no_heavy_library() -> None:
         mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
         print(sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r} or m in {HEAVY!r}))
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True,
-                         env={**os.environ, "SNOWBERG_SYNCS_CONFIG": str(ROOT / "include" / "syncs.yaml")})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        env={**os.environ, "SNOWBERG_SYNCS_CONFIG": str(ROOT / "include" / "syncs.yaml")},
+    )
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-2000:]
 
 
-@pytest.mark.parametrize("entry,message", [
-    ({"target": {"kind": "native", "table": "DB.S.T", "bogus": 1}}, "field 'target.bogus': unknown key"),
-    ({"target": {"kind": "native", "table": "S.T"}}, "field 'target.table'"),
-    ({"target": {"kind": "iceberg", "catalog": "h", "table": "S.T"}}, "needs check.snowflake_conn_id and check.table"),
-    ({"target": {"kind": "native", "table": "DB.S.T"}, "on_rewrite": "maybe"}, "field 'on_rewrite'"),
-    ({"source": {"catalog": "lake", "table": "no_namespace"}}, "field 'source.table'"),
-])
+@pytest.mark.parametrize(
+    "entry,message",
+    [
+        ({"target": {"kind": "native", "table": "DB.S.T", "bogus": 1}}, "field 'target.bogus': unknown key"),
+        ({"target": {"kind": "native", "table": "S.T"}}, "field 'target.table'"),
+        (
+            {"target": {"kind": "iceberg", "catalog": "h", "table": "S.T"}},
+            "needs check.snowflake_conn_id and check.table",
+        ),
+        ({"target": {"kind": "native", "table": "DB.S.T"}, "on_rewrite": "maybe"}, "field 'on_rewrite'"),
+        ({"source": {"catalog": "lake", "table": "no_namespace"}}, "field 'source.table'"),
+    ],
+)
 def test_config_errors_name_the_sync_and_field(entry: dict[str, Any], message: str) -> None:
-    base = {"name": "s1", "source": {"catalog": "lake", "table": "shop.orders"},
-            "target": {"kind": "native", "table": "DB.S.T"}}
+    base = {
+        "name": "s1",
+        "source": {"catalog": "lake", "table": "shop.orders"},
+        "target": {"kind": "native", "table": "DB.S.T"},
+    }
     with pytest.raises(SyncConfigError, match="sync 's1'") as exc:
         parse_syncs({"syncs": [{**base, **entry}]})
     assert message in str(exc.value)
@@ -90,19 +107,39 @@ def test_dag_test_runs_sync_then_check_on_the_emulator(lake, snowflake, connecti
     """``dag.test()``: the real task runner, XCom from ``sync`` into ``check_visible``, connections from env."""
     conn_id, conn, db = snowflake
     env = {**os.environ}
-    migrate = subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"], env=env,
-                             capture_output=True, text=True, timeout=300)
+    migrate = subprocess.run(
+        [str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert migrate.returncode == 0, migrate.stderr[-3000:]
-    connection("lake", {"conn_type": "sqlite", "host": lake.properties["uri"].removeprefix("sqlite:///"),
-                        "extra": {"warehouse": lake.properties["warehouse"]}})
+    connection(
+        "lake",
+        {
+            "conn_type": "sqlite",
+            "host": lake.properties["uri"].removeprefix("sqlite:///"),
+            "extra": {"warehouse": lake.properties["warehouse"]},
+        },
+    )
     src = lake.create_table("shop.orders", schema=orders_schema())
     src.append(orders([1, 2, 3]))
     config = tmp_path / "syncs.yaml"
-    config.write_text(json.dumps({"syncs": [{
-        "name": "orders_native", "schedule": None,
-        "source": {"catalog": "lake", "table": "shop.orders"},
-        "target": {"kind": "native", "snowflake_conn_id": conn_id, "table": f"{db}.SHOP.ORDERS"},
-    }]}))
+    config.write_text(
+        json.dumps(
+            {
+                "syncs": [
+                    {
+                        "name": "orders_native",
+                        "schedule": None,
+                        "source": {"catalog": "lake", "table": "shop.orders"},
+                        "target": {"kind": "native", "snowflake_conn_id": conn_id, "table": f"{db}.SHOP.ORDERS"},
+                    }
+                ]
+            }
+        )
+    )
     dag = _load_dags(monkeypatch, config)["snowberg_sync_orders_native"]
     run = dag.test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}

@@ -45,7 +45,9 @@ class SnowbergCheckFailed(CheckFailed, AirflowFailException):
         )
 
 
-def _rebuild_check_failed(message: str, table: str | None, check: str, observed: Any, expected: Any, details: dict[str, Any]) -> SnowbergCheckFailed:
+def _rebuild_check_failed(
+    message: str, table: str | None, check: str, observed: Any, expected: Any, details: dict[str, Any]
+) -> SnowbergCheckFailed:
     return SnowbergCheckFailed(message, table=table, check=check, observed=observed, expected=expected, details=details)
 
 
@@ -88,9 +90,20 @@ class _SnowbergCheck(BaseOperator):
             except Exception:  # noqa: BLE001 - a failed XCom must not hide the check's own failure
                 self.log.warning("could not push the check result to XCom", exc_info=True)
 
-    def _fail(self, context: Mapping[str, Any], message: str, *, table: str | None, observed: Any, expected: Any, details: dict[str, Any]) -> SnowbergCheckFailed:
+    def _fail(
+        self,
+        context: Mapping[str, Any],
+        message: str,
+        *,
+        table: str | None,
+        observed: Any,
+        expected: Any,
+        details: dict[str, Any],
+    ) -> SnowbergCheckFailed:
         self._push(context, details)
-        return SnowbergCheckFailed(message, table=table, check=self.snowberg_check, observed=observed, expected=expected, details=details)
+        return SnowbergCheckFailed(
+            message, table=table, check=self.snowberg_check, observed=observed, expected=expected, details=details
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -139,7 +152,9 @@ class FreshnessTrigger(BaseTrigger):
             table,
             name=self.table,
             sla=timedelta(seconds=self.sla_seconds) if self.sla_seconds is not None else None,
-            max_watermark_lag=timedelta(seconds=self.max_watermark_lag_seconds) if self.max_watermark_lag_seconds is not None else None,
+            max_watermark_lag=timedelta(seconds=self.max_watermark_lag_seconds)
+            if self.max_watermark_lag_seconds is not None
+            else None,
         ).to_dict()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -159,7 +174,12 @@ class FreshnessTrigger(BaseTrigger):
             if remaining <= 0:
                 yield TriggerEvent({"status": "deadline", "result": result, "polls": polls})
                 return
-            self.log.info("%s is not fresh yet (%s); next look in %.0fs", self.table, "; ".join(result["reasons"]), min(self.poll_interval, remaining))
+            self.log.info(
+                "%s is not fresh yet (%s); next look in %.0fs",
+                self.table,
+                "; ".join(result["reasons"]),
+                min(self.poll_interval, remaining),
+            )
             await asyncio.sleep(min(self.poll_interval, remaining))
 
 
@@ -204,7 +224,13 @@ class SnapshotFreshnessOperator(_SnowbergCheck):
     """
 
     template_fields: Sequence[str] = (
-        "table", "catalog", "freshness_sla", "max_watermark_lag", "table_name", "wait_timeout", "poll_interval",
+        "table",
+        "catalog",
+        "freshness_sla",
+        "max_watermark_lag",
+        "table_name",
+        "wait_timeout",
+        "poll_interval",
     )
     snowberg_check = "freshness"
 
@@ -249,7 +275,12 @@ class SnapshotFreshnessOperator(_SnowbergCheck):
         if self.deferrable and wait is not None and wait.total_seconds() > 0 and result.exists:
             deadline = datetime.now(UTC) + wait
             poll = _duration(self.poll_interval, "poll_interval") or timedelta(minutes=5)
-            self.log.info("%s is stale; waiting up to %s (until %s) for a fresh snapshot", self.table, format_duration(wait), deadline.isoformat(timespec="seconds"))
+            self.log.info(
+                "%s is stale; waiting up to %s (until %s) for a fresh snapshot",
+                self.table,
+                format_duration(wait),
+                deadline.isoformat(timespec="seconds"),
+            )
             self.defer(
                 trigger=FreshnessTrigger(
                     catalog=self.catalog,
@@ -332,7 +363,9 @@ class TableHealthOperator(_SnowbergCheck):
         self.table = table
         self.catalog = catalog
         self.thresholds = (
-            thresholds if isinstance(thresholds, HealthThresholds) else HealthThresholds.model_validate(dict(thresholds or {}))
+            thresholds
+            if isinstance(thresholds, HealthThresholds)
+            else HealthThresholds.model_validate(dict(thresholds or {}))
         )
         self.table_name = table_name
 
@@ -343,8 +376,12 @@ class TableHealthOperator(_SnowbergCheck):
         table = _load_table(_open_catalog(self.catalog), self.table)
         if table is None:
             raise self._fail(
-                context, f"{label}: table {self.table} does not exist", table=self.table,
-                observed="table does not exist", expected="an existing table", details={"table": self.table, "exists": False},
+                context,
+                f"{label}: table {self.table} does not exist",
+                table=self.table,
+                observed="table does not exist",
+                expected="an existing table",
+                details={"table": self.table, "exists": False},
             )
         report = health.collect(table, name=self.table, thresholds=self.thresholds)
         self.log.info("\n%s", health.render(report))
@@ -355,7 +392,10 @@ class TableHealthOperator(_SnowbergCheck):
                 f"{label} is unhealthy: " + "; ".join(b.message for b in report.breaches),
                 table=self.table,
                 observed={b.metric: b.observed for b in report.breaches},
-                expected={b.metric: (f">= {b.limit}" if b.metric == "stats_coverage" else f"<= {b.limit}") for b in report.breaches},
+                expected={
+                    b.metric: (f">= {b.limit}" if b.metric == "stats_coverage" else f"<= {b.limit}")
+                    for b in report.breaches
+                },
                 details=out,
             )
         for b in report.breaches:
@@ -401,7 +441,15 @@ class LakeProbeOperator(_SnowbergCheck):
     template_fields: Sequence[str] = ("catalog", "table", "location", "table_name")
     snowberg_check = "lake_probe"
 
-    def __init__(self, *, catalog: str = "lake", table: str | None = None, location: str | None = None, table_name: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        catalog: str = "lake",
+        table: str | None = None,
+        location: str | None = None,
+        table_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.catalog = catalog
         self.table = table
@@ -419,7 +467,9 @@ class LakeProbeOperator(_SnowbergCheck):
             raise self._fail(
                 context,
                 f"lake storage probe of {result.location} failed: "
-                + "; ".join(f"{s.label}: {s.message}" + (f" (likely cause: {s.cause})" if s.cause else "") for s in failed),
+                + "; ".join(
+                    f"{s.label}: {s.message}" + (f" (likely cause: {s.cause})" if s.cause else "") for s in failed
+                ),
                 table=self.table,
                 observed={s.label: f"FAILED: {s.message}" for s in failed},
                 expected="write, read, list and delete PASSED",
@@ -465,7 +515,14 @@ class VerifyExternalVolumeOperator(_SnowbergCheck):
     :param table_name: label for reports and alerts. Templated.
     """
 
-    template_fields: Sequence[str] = ("external_volume", "snowflake_conn_id", "catalog", "table", "probe_location", "table_name")
+    template_fields: Sequence[str] = (
+        "external_volume",
+        "snowflake_conn_id",
+        "catalog",
+        "table",
+        "probe_location",
+        "table_name",
+    )
     snowberg_check = "external_volume"
 
     def __init__(
@@ -508,8 +565,12 @@ class VerifyExternalVolumeOperator(_SnowbergCheck):
         except ProgrammingError as exc:  # the query failed: a missing volume, or no privilege on it
             msg = f"SYSTEM$VERIFY_EXTERNAL_VOLUME('{vol}') failed: {exc}"
             raise self._fail(
-                context, msg, table=self.table, observed={"verification": str(exc)},
-                expected="the volume exists and this role owns it", details={"volume": vol, "error": str(exc)},
+                context,
+                msg,
+                table=self.table,
+                observed={"verification": str(exc)},
+                expected="the volume exists and this role owns it",
+                details={"volume": vol, "error": str(exc)},
             ) from exc
         finally:
             conn.close()
@@ -528,7 +589,9 @@ class VerifyExternalVolumeOperator(_SnowbergCheck):
             self.log.info("\n%s", probe.render(pr))
             result["probe"] = pr.to_dict()
             for s in pr.failed:
-                problems.append(f"lake writer: {s.label} failed: {s.message}" + (f" (likely cause: {s.cause})" if s.cause else ""))
+                problems.append(
+                    f"lake writer: {s.label} failed: {s.message}" + (f" (likely cause: {s.cause})" if s.cause else "")
+                )
                 observed[f"lake writer {s.label}"] = f"FAILED: {s.message}"
         result["ok"] = not problems
         if problems:

@@ -40,8 +40,14 @@ class _SnowbergOperator(BaseOperator):
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog")
     ui_color = "#d6ecfa"
 
-    def __init__(self, *, table_config: dict[str, Any], snowflake_conn_id: str | None = None, catalog: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        table_config: dict[str, Any],
+        snowflake_conn_id: str | None = None,
+        catalog: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         cfg = _cfg(table_config)  # validates; cheap (pydantic only)
         self.table_config = cfg.model_dump(mode="json")
@@ -90,7 +96,11 @@ class SnowbergPlanOperator(_SnowbergOperator):
         conn = hook.get_conn()
         try:
             window = plan_run(
-                cfg, conn, table, run_id=_attempt_id(context), mode=request.mode,
+                cfg,
+                conn,
+                table,
+                run_id=_attempt_id(context),
+                mode=request.mode,
                 start=request.start.isoformat() if request.mode == BACKFILL and request.start else None,
                 end=request.end.isoformat() if request.mode == BACKFILL and request.end else None,
                 dry_run=request.dry_run,

@@ -60,9 +60,18 @@ class IcebergToSnowflakeIcebergOperator(BaseOperator):
     template_fields: Sequence[str] = ("source_catalog", "source_table", "target_catalog", "target_table", "on_rewrite")
     ui_color = "#e0f2ff"
 
-    def __init__(self, *, source_catalog: str, source_table: str, target_catalog: str, target_table: str,
-                 on_rewrite: Literal["fail", "full_reload"] = "fail", create_if_missing: bool = False,
-                 batch_rows: int = 250_000, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        source_catalog: str,
+        source_table: str,
+        target_catalog: str,
+        target_table: str,
+        on_rewrite: Literal["fail", "full_reload"] = "fail",
+        create_if_missing: bool = False,
+        batch_rows: int = 250_000,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.source_catalog = source_catalog
         self.source_table = source_table
@@ -79,9 +88,15 @@ class IcebergToSnowflakeIcebergOperator(BaseOperator):
         source, label = _source_table(self.source_catalog, self.source_table)
         target = _target_name(self.target_table)
         result = sync_iceberg(
-            source, open_catalog(self.target_catalog), target, source_label=label, run_id=context["run_id"],
-            on_rewrite=self.on_rewrite, create_if_missing=self.create_if_missing,  # type: ignore[arg-type]
-            batch_rows=self.batch_rows, logger=self.log,  # type: ignore[arg-type]
+            source,
+            open_catalog(self.target_catalog),
+            target,
+            source_label=label,
+            run_id=context["run_id"],
+            on_rewrite=self.on_rewrite,
+            create_if_missing=self.create_if_missing,  # type: ignore[arg-type]
+            batch_rows=self.batch_rows,
+            logger=self.log,  # type: ignore[arg-type]
         )
         return result.to_dict()
 
@@ -106,15 +121,29 @@ class IcebergToSnowflakeNativeOperator(BaseOperator):
     Returns the ``NativeLoadResult`` as a dict (XCom).
     """
 
-    template_fields: Sequence[str] = ("source_catalog", "source_table", "snowflake_conn_id", "target_table",
-                                      "state_table", "on_rewrite")
+    template_fields: Sequence[str] = (
+        "source_catalog",
+        "source_table",
+        "snowflake_conn_id",
+        "target_table",
+        "state_table",
+        "on_rewrite",
+    )
     ui_color = "#d9f2e6"
 
-    def __init__(self, *, source_catalog: str, source_table: str, target_table: str,
-                 snowflake_conn_id: str = "snowflake_default", state_table: str | None = None,
-                 on_rewrite: Literal["fail", "full_reload"] = "fail",
-                 lineage_column: str | None = "_SNOWBERG_SOURCE_SNAPSHOT_ID", insert_batch_rows: int = 1000,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        source_catalog: str,
+        source_table: str,
+        target_table: str,
+        snowflake_conn_id: str = "snowflake_default",
+        state_table: str | None = None,
+        on_rewrite: Literal["fail", "full_reload"] = "fail",
+        lineage_column: str | None = "_SNOWBERG_SOURCE_SNAPSHOT_ID",
+        insert_batch_rows: int = 1000,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.source_catalog = source_catalog
         self.source_table = source_table
@@ -133,10 +162,15 @@ class IcebergToSnowflakeNativeOperator(BaseOperator):
         conn = snowflake_hook(self.snowflake_conn_id).get_conn()
         try:
             result = load_native(
-                source, conn, target=TableName.parse(self.target_table), source_label=label, run_id=context["run_id"],
+                source,
+                conn,
+                target=TableName.parse(self.target_table),
+                source_label=label,
+                run_id=context["run_id"],
                 state_table=TableName.parse(self.state_table) if self.state_table else None,
                 on_rewrite=self.on_rewrite,  # type: ignore[arg-type]
-                lineage_column=self.lineage_column, insert_batch_rows=self.insert_batch_rows,
+                lineage_column=self.lineage_column,
+                insert_batch_rows=self.insert_batch_rows,
                 logger=self.log,  # type: ignore[arg-type]
             )
         finally:
@@ -156,9 +190,18 @@ class SnowflakeVisibilityCheckOperator(BaseOperator):
     template_fields: Sequence[str] = ("snowflake_conn_id", "table", "sync_result", "target_catalog", "target_table")
     ui_color = "#fff3d6"
 
-    def __init__(self, *, kind: Literal["native", "iceberg"], snowflake_conn_id: str, table: str, sync_result: Any,
-                 target_catalog: str | None = None, target_table: str | None = None, timeout: float = 60.0,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        kind: Literal["native", "iceberg"],
+        snowflake_conn_id: str,
+        table: str,
+        sync_result: Any,
+        target_catalog: str | None = None,
+        target_table: str | None = None,
+        timeout: float = 60.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if kind not in ("native", "iceberg"):
             raise ValueError(f"kind must be 'native' or 'iceberg', not {kind!r}")
@@ -181,9 +224,14 @@ class SnowflakeVisibilityCheckOperator(BaseOperator):
         try:
             if self.kind == "native":
                 return visibility.check_native(conn, result, logger=self.log)  # type: ignore[arg-type]
-            return visibility.check_iceberg(conn, TableName.parse(self.table), result,
-                                            current_rows=self._current_rows(), timeout=self.timeout,
-                                            logger=self.log)  # type: ignore[arg-type]
+            return visibility.check_iceberg(
+                conn,
+                TableName.parse(self.table),
+                result,
+                current_rows=self._current_rows(),
+                timeout=self.timeout,
+                logger=self.log,  # type: ignore[arg-type]
+            )
         finally:
             conn.close()
 

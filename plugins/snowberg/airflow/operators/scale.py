@@ -47,8 +47,9 @@ class SnowbergSlicePlanOperator(_SnowbergOperator):
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window", "max_rows_per_slice")
     ui_color = "#c9e4f5"
 
-    def __init__(self, *, window: Any, max_rows_per_slice: int | None = None, slice_method: str = "quantiles",
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *, window: Any, max_rows_per_slice: int | None = None, slice_method: str = "quantiles", **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.window = window
         self.max_rows_per_slice = max_rows_per_slice
@@ -64,9 +65,13 @@ class SnowbergSlicePlanOperator(_SnowbergOperator):
         conn = snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
         try:
             return prepare_slices(
-                cfg, conn, open_catalog(self.catalog), w,
+                cfg,
+                conn,
+                open_catalog(self.catalog),
+                w,
                 max_rows=int(self.max_rows_per_slice) if self.max_rows_per_slice else None,
-                method=self.slice_method, logger=self._logger(),
+                method=self.slice_method,
+                logger=self._logger(),
             )
         finally:
             conn.close()
@@ -117,8 +122,9 @@ class SnowbergSliceCommitOperator(_SnowbergOperator):
         from snowberg.snowflake.source import Window
 
         results = [dict(r) for r in (self.slice_results or []) if r]
-        return commit_slices(self.cfg, open_catalog(self.catalog), Window.from_dict(self.window), results,
-                             logger=self._logger())
+        return commit_slices(
+            self.cfg, open_catalog(self.catalog), Window.from_dict(self.window), results, logger=self._logger()
+        )
 
 
 def sliced_load(
@@ -135,15 +141,21 @@ def sliced_load(
     slices running at once in one DAG run (``max_active_tis_per_dagrun``).
     """
     prepare = SnowbergSlicePlanOperator(
-        task_id="plan_slices", table_config=table_config, window=plan.output,
-        max_rows_per_slice=max_rows_per_slice, slice_method=slice_method,
+        task_id="plan_slices",
+        table_config=table_config,
+        window=plan.output,
+        max_rows_per_slice=max_rows_per_slice,
+        slice_method=slice_method,
     )
     partial_kwargs: dict[str, Any] = {"task_id": "load_slice", "table_config": table_config}
     if max_parallel:
         partial_kwargs["max_active_tis_per_dagrun"] = max_parallel
     slices = SnowbergSliceLoadOperator.partial(**partial_kwargs).expand(slice_task=prepare.output)
     commit = SnowbergSliceCommitOperator(
-        task_id="commit", table_config=table_config, window=plan.output, slice_results=slices.output,
+        task_id="commit",
+        table_config=table_config,
+        window=plan.output,
+        slice_results=slices.output,
     )
     plan >> prepare >> slices >> commit
     return commit
@@ -164,8 +176,16 @@ class SnowbergUnloadOperator(_SnowbergOperator):
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window", "stage", "stage_url", "prefix")
     ui_color = "#e1f0fa"
 
-    def __init__(self, *, window: Any, stage: str, stage_url: str, prefix: str = "snowberg-unload",
-                 max_file_size: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        window: Any,
+        stage: str,
+        stage_url: str,
+        prefix: str = "snowberg-unload",
+        max_file_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.window = window
         self.stage = stage
@@ -179,11 +199,16 @@ class SnowbergUnloadOperator(_SnowbergOperator):
         from snowberg.snowflake.source import Window, snowflake_hook
 
         cfg = self.cfg
-        target = UnloadTarget(stage=self.stage, stage_url=self.stage_url, prefix=self.prefix,
-                              max_file_size=int(self.max_file_size or DEFAULT_MAX_FILE_SIZE))
+        target = UnloadTarget(
+            stage=self.stage,
+            stage_url=self.stage_url,
+            prefix=self.prefix,
+            max_file_size=int(self.max_file_size or DEFAULT_MAX_FILE_SIZE),
+        )
         conn = snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
         try:
-            return unload_window(cfg, conn, open_catalog(self.catalog), Window.from_dict(self.window), target,
-                                 logger=self._logger())
+            return unload_window(
+                cfg, conn, open_catalog(self.catalog), Window.from_dict(self.window), target, logger=self._logger()
+            )
         finally:
             conn.close()

@@ -28,7 +28,9 @@ from snowberg.config.table_config import TableConfig
 from snowberg.streams.settings import StreamSource
 
 
-def split_config(raw: dict[str, Any] | TableConfig, stream: dict[str, Any] | StreamSource | None) -> tuple[TableConfig, StreamSource]:
+def split_config(
+    raw: dict[str, Any] | TableConfig, stream: dict[str, Any] | StreamSource | None
+) -> tuple[TableConfig, StreamSource]:
     """The table config and its stream settings (``table_config['stream']`` unless given apart)."""
     if isinstance(raw, TableConfig):
         cfg, embedded = raw, getattr(raw, "stream", None)
@@ -50,11 +52,20 @@ class _StreamOperator(BaseOperator):
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog")
     ui_color = "#e0f2f1"
 
-    def __init__(self, *, table_config: dict[str, Any] | TableConfig, stream: dict[str, Any] | StreamSource | None = None,
-                 snowflake_conn_id: str | None = None, catalog: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        table_config: dict[str, Any] | TableConfig,
+        stream: dict[str, Any] | StreamSource | None = None,
+        snowflake_conn_id: str | None = None,
+        catalog: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         cfg, src = split_config(table_config, stream)  # validates; pydantic only
-        self.table_config = table_config.model_dump(mode="json") if isinstance(table_config, TableConfig) else dict(table_config)
+        self.table_config = (
+            table_config.model_dump(mode="json") if isinstance(table_config, TableConfig) else dict(table_config)
+        )
         self.stream = src.model_dump(mode="json")
         self.snowflake_conn_id = snowflake_conn_id or cfg.snowflake_conn_id
         self.catalog = catalog or cfg.catalog
@@ -90,8 +101,15 @@ class SnowbergStreamConsumeOperator(_StreamOperator):
         request = resolve_stream_params(dict(context.get("params") or {}))
         conn = self.connect(cfg)
         try:
-            return consume_step(cfg, stream, conn, open_catalog(self.catalog), run_id=context["run_id"],
-                                recover=request.recover, logger=self._logger())
+            return consume_step(
+                cfg,
+                stream,
+                conn,
+                open_catalog(self.catalog),
+                run_id=context["run_id"],
+                recover=request.recover,
+                logger=self._logger(),
+            )
         finally:
             conn.close()
 
@@ -112,8 +130,15 @@ class SnowbergStreamLoadOperator(_StreamOperator):
         cfg, stream = self.configs()
         conn = self.connect(cfg)
         try:
-            return load_step(cfg, stream, conn, open_catalog(self.catalog), run_id=context["run_id"],
-                             consumed=self.consumed, logger=self._logger())
+            return load_step(
+                cfg,
+                stream,
+                conn,
+                open_catalog(self.catalog),
+                run_id=context["run_id"],
+                consumed=self.consumed,
+                logger=self._logger(),
+            )
         finally:
             conn.close()
 
@@ -129,8 +154,9 @@ class SnowbergStreamCleanupOperator(_StreamOperator):
         cfg, stream = self.configs()
         conn = self.connect(cfg)
         try:
-            return cleanup_step(cfg, stream, conn, open_catalog(self.catalog), variables=AirflowVariables(),
-                                logger=self._logger())
+            return cleanup_step(
+                cfg, stream, conn, open_catalog(self.catalog), variables=AirflowVariables(), logger=self._logger()
+            )
         finally:
             conn.close()
 
@@ -175,23 +201,38 @@ class SnowbergStreamChangesOperator(_StreamOperator):
             return {"status": "not_requested"}
         conn = self.connect(cfg)
         try:
-            return backfill_changes(cfg, stream, conn, open_catalog(self.catalog), start=request.changes_start,
-                                    end=request.changes_end, run_id=context["run_id"], target=request.changes_target,
-                                    logger=self._logger())
+            return backfill_changes(
+                cfg,
+                stream,
+                conn,
+                open_catalog(self.catalog),
+                start=request.changes_start,
+                end=request.changes_end,
+                run_id=context["run_id"],
+                target=request.changes_target,
+                logger=self._logger(),
+            )
         finally:
             conn.close()
 
 
-def build_stream_tasks(table_config: dict[str, Any], *, schedule: str | None,
-                       outlets: Sequence[Any] = ()) -> dict[str, BaseOperator]:
+def build_stream_tasks(
+    table_config: dict[str, Any], *, schedule: str | None, outlets: Sequence[Any] = ()
+) -> dict[str, BaseOperator]:
     """Create and chain a stream table's tasks (call inside ``with DAG(...)``; the DAG takes
     ``snowberg.streams.params.STREAM_PARAM_SCHEMAS`` as its params)."""
     backfill = SnowbergStreamChangesOperator(task_id="changes_backfill", table_config=table_config)
     consume = SnowbergStreamConsumeOperator(task_id="consume", table_config=table_config)
     load = SnowbergStreamLoadOperator(task_id="load", table_config=table_config, consumed=consume.output)
     cleanup = SnowbergStreamCleanupOperator(task_id="cleanup", table_config=table_config, outlets=list(outlets))
-    check = SnowbergStreamStalenessOperator(task_id="stream_staleness", table_config=table_config, schedule=schedule,
-                                            trigger_rule="all_done", retries=0)
+    check = SnowbergStreamStalenessOperator(
+        task_id="stream_staleness", table_config=table_config, schedule=schedule, trigger_rule="all_done", retries=0
+    )
     backfill >> consume >> load >> cleanup >> check
-    return {"changes_backfill": backfill, "consume": consume, "load": load, "cleanup": cleanup,
-            "stream_staleness": check}
+    return {
+        "changes_backfill": backfill,
+        "consume": consume,
+        "load": load,
+        "cleanup": cleanup,
+        "stream_staleness": check,
+    }

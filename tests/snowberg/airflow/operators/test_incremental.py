@@ -21,9 +21,17 @@ def table_env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflo
         "FROM TABLE(GENERATOR(ROWCOUNT => 5000))"
     )
     conn = {
-        "conn_type": "snowflake", "login": "fake", "password": SECRET,
-        "extra": {"account": "fakesnow", "host": "127.0.0.1", "port": sfdb.server.port, "protocol": "http",
-                  "database": sfdb.name, "session_parameters": {"TIMEZONE": "America/Los_Angeles"}},
+        "conn_type": "snowflake",
+        "login": "fake",
+        "password": SECRET,
+        "extra": {
+            "account": "fakesnow",
+            "host": "127.0.0.1",
+            "port": sfdb.server.port,
+            "protocol": "http",
+            "database": sfdb.name,
+            "session_parameters": {"TIMEZONE": "America/Los_Angeles"},
+        },
     }
     monkeypatch.setenv("AIRFLOW_CONN_SF_OPTEST", json.dumps(conn))
     (tmp_path / "wh").mkdir()
@@ -31,8 +39,13 @@ def table_env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflo
     monkeypatch.setenv("PYICEBERG_CATALOG__OPTEST__URI", f"sqlite:///{tmp_path}/c.db")
     monkeypatch.setenv("PYICEBERG_CATALOG__OPTEST__WAREHOUSE", f"file://{tmp_path}/wh")
     entry = {
-        "name": f"optest_{sfdb.name.lower()}", "source": {"table": sfdb.table("SRC")}, "target": f"ops.{sfdb.name.lower()}",
-        "cursor": {"column": "updated_at"}, "primary_key": ["id"], "snowflake_conn_id": "sf_optest", "catalog": "optest",
+        "name": f"optest_{sfdb.name.lower()}",
+        "source": {"table": sfdb.table("SRC")},
+        "target": f"ops.{sfdb.name.lower()}",
+        "cursor": {"column": "updated_at"},
+        "primary_key": ["id"],
+        "snowflake_conn_id": "sf_optest",
+        "catalog": "optest",
         "retries": 0,
     }
     import shutil
@@ -60,8 +73,9 @@ def _dag(cfg: Any) -> Any:
     return bag.dags[cfg.dag_id]
 
 
-def test_dag_run_loads_logs_progress_and_never_the_password(table_env: Any, capfd: pytest.CaptureFixture[str],
-                                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_dag_run_loads_logs_progress_and_never_the_password(
+    table_env: Any, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     from airflow.models import Variable
 
     sfdb, cfg = table_env
@@ -83,7 +97,9 @@ def test_dag_run_loads_logs_progress_and_never_the_password(table_env: Any, capf
     assert json.loads(Variable.get(cfg.variable_key))["snapshot_id"] == mirror["snapshot_id"]
 
     # a dry-run backfill writes nothing and leaves the watermark alone
-    dr3 = dag.test(run_conf={"window_start": "2026-01-01T00:00:00Z", "window_end": "2026-01-01T00:10:00Z", "dry_run": True})
+    dr3 = dag.test(
+        run_conf={"window_start": "2026-01-01T00:00:00Z", "window_end": "2026-01-01T00:10:00Z", "dry_run": True}
+    )
     assert dr3.state == "success"
     assert json.loads(Variable.get(cfg.variable_key)) == mirror | {"run_id": mirror["run_id"]}
 
