@@ -76,7 +76,7 @@ def warm_bytecode_cache() -> None:
         [
             sys.executable,
             "-c",
-            "import bench.worker, snowberg.load.run, snowberg.load.slices, pyiceberg.catalog.sql, "
+            "import bench.worker, snowberg.load.plan, snowberg.load.extract, snowberg.load.slices, pyiceberg.catalog.sql, "
             "pyarrow.parquet, snowflake.connector, pyiceberg.io.pyarrow",
         ],
         cwd=REPO,

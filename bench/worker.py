@@ -188,7 +188,9 @@ def phase_raw(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_snowberg(spec: dict[str, Any]) -> dict[str, Any]:
-    from snowberg.load.run import load_window, plan_run, publish, reconcile_before_plan
+    from snowberg.load.extract import load_window
+    from snowberg.load.plan import plan_run
+    from snowberg.load.publish import publish, reconcile_before_plan
     from snowberg.load.slices import plan_slices
 
     cfg = table_config(spec)
@@ -220,7 +222,8 @@ def phase_snowberg(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_prepare(spec: dict[str, Any]) -> dict[str, Any]:
-    from snowberg.load.run import plan_run, reconcile_before_plan
+    from snowberg.load.plan import plan_run
+    from snowberg.load.publish import reconcile_before_plan
     from snowberg.load.slices import prepare_slices
 
     cfg = table_config(spec)
@@ -249,7 +252,7 @@ def phase_slice(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_commit(spec: dict[str, Any]) -> dict[str, Any]:
-    from snowberg.load.run import publish
+    from snowberg.load.publish import publish
     from snowberg.load.slices import commit_slices
     from snowberg.snowflake.source import Window
 

@@ -19,7 +19,8 @@ from snowberg.config.table_config import TableConfig
 from snowberg.core import faults
 from snowberg.iceberg import state
 from snowberg.iceberg.tables import load_table_or_none
-from snowberg.load.run import BACKFILL, INCREMENTAL, load_window, plan_run
+from snowberg.load.extract import load_window
+from snowberg.load.plan import BACKFILL, INCREMENTAL, plan_run
 from snowberg.local.stack import FakesnowServer
 from snowberg.snowflake.source import session_parameters
 

@@ -342,15 +342,8 @@ def prepare_slices(
     """
     from snowberg.iceberg import state
     from snowberg.iceberg.tables import apply_schema_changes, create_table, load_table_or_none, plan_schema_changes
-    from snowberg.load.run import (
-        BACKFILL,
-        INCREMENTAL,
-        _carry_watermark,
-        _check_base,
-        _merges,
-        describe_window,
-        mapping_options,
-    )
+    from snowberg.load.extract import _carry_watermark, _check_base, _merges, mapping_options
+    from snowberg.load.plan import BACKFILL, INCREMENTAL, describe_window
     from snowberg.mapping.types import map_columns
     from snowberg.snowflake.source import result_columns
 
@@ -410,7 +403,7 @@ def duplicate_keys_sql(cfg: TableConfig, w: Window) -> tuple[str, dict[str, Any]
 
 
 def check_unique_in_source(cfg: TableConfig, conn: Any, w: Window) -> None:
-    from snowberg.load.run import DuplicateKeyError
+    from snowberg.load.extract import DuplicateKeyError
 
     sql, params = duplicate_keys_sql(cfg, w)
     cur = conn.cursor()
@@ -440,7 +433,7 @@ def write_slice(
     the files named by the attempt that succeeded (its XCom).
     """
     from snowberg.iceberg.tables import arrow_schema
-    from snowberg.load.run import KeyCollector, _merges, _write_data_files, mapping_options
+    from snowberg.load.extract import KeyCollector, _merges, _write_data_files, mapping_options
     from snowberg.mapping.types import cast_batch, map_columns
     from snowberg.snowflake.source import Progress, fetch_batches, result_columns
 
@@ -596,7 +589,8 @@ def commit_slices(
     """
     import time
 
-    from snowberg.load.run import BACKFILL, KeyCollector, LoadResult, _carry_watermark, describe_window
+    from snowberg.load.extract import KeyCollector, LoadResult, _carry_watermark
+    from snowberg.load.plan import BACKFILL, describe_window
 
     lg = logger or log
     started = time.monotonic()
@@ -661,7 +655,7 @@ def commit_data_files(
     logger: logging.Logger | None = None,
 ) -> int:
     """The single commit shared by the mapped slices and the push-down unload. Returns the snapshot id."""
-    from snowberg.load.run import _check_base, commit_window
+    from snowberg.load.extract import _check_base, commit_window
 
     lg = logger or log
     _check_base(table, w)

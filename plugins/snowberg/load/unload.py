@@ -315,7 +315,8 @@ def register_files(
     from snowberg.core import faults
     from snowberg.iceberg import state
     from snowberg.iceberg.tables import load_table_or_none
-    from snowberg.load.run import BACKFILL, LoadResult, _carry_watermark, _check_base, _delete_replaced, _snapshot_props
+    from snowberg.load.extract import LoadResult, _carry_watermark, _check_base, _delete_replaced, _snapshot_props
+    from snowberg.load.plan import BACKFILL
 
     lg = logger or log
     started = time.monotonic()
@@ -358,7 +359,7 @@ def register_files(
 
 def _check_push_down_allowed(cfg: TableConfig, table: Table, w: Window) -> None:
     """Merges need the keys of every unloaded row; push-down reads no rows, so it only loads what replaces nothing."""
-    from snowberg.load.run import _merges
+    from snowberg.load.extract import _merges
 
     if _merges(cfg, w) and table.current_snapshot() is not None:
         raise UnloadError(
@@ -380,15 +381,8 @@ def unload_window(
     """Unload the window with COPY INTO the stage, then register the files in one commit."""
     from snowberg.iceberg import state
     from snowberg.iceberg.tables import apply_schema_changes, create_table, load_table_or_none, plan_schema_changes
-    from snowberg.load.run import (
-        BACKFILL,
-        INCREMENTAL,
-        LoadResult,
-        _carry_watermark,
-        _check_base,
-        describe_window,
-        mapping_options,
-    )
+    from snowberg.load.extract import LoadResult, _carry_watermark, _check_base, mapping_options
+    from snowberg.load.plan import BACKFILL, INCREMENTAL, describe_window
     from snowberg.mapping.types import map_columns
     from snowberg.snowflake.source import result_columns
 

@@ -32,7 +32,7 @@ from snowberg.config.table_config import TableConfig
 from snowberg.core import faults
 from snowberg.iceberg import state as core_state
 from snowberg.iceberg.tables import begin_write, load_table_or_none
-from snowberg.load.run import _write_data_files, cast_fetched, mapping_options
+from snowberg.load.extract import _write_data_files, cast_fetched, mapping_options
 from snowberg.mapping.types import MappedColumn, MappingOptions, cast_array, map_columns
 from snowberg.snowflake.source import Progress, fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp

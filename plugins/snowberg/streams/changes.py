@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from snowberg.config.table_config import TableConfig
 from snowberg.iceberg import state as core_state
 from snowberg.iceberg.tables import begin_write, load_table_or_none
-from snowberg.load.run import _write_data_files, mapping_options
+from snowberg.load.extract import _write_data_files, mapping_options
 from snowberg.mapping.types import MappingOptions, cast_batch, map_columns
 from snowberg.snowflake.source import fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp

@@ -295,7 +295,7 @@ def sync_iceberg(
         tx = table.transaction()
         schema = _target_arrow_schema(tx.table_metadata.schema())
         counts: dict[str, int] = {}
-        from snowberg.load.run import _write_data_files
+        from snowberg.load.extract import _write_data_files
 
         batches = _counted_batches(source, plan, mapping, schema, counts)
         data_files = list(_write_data_files(table, tx, schema, batches, batch_rows))

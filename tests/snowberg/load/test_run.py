@@ -20,7 +20,9 @@ import pytest
 
 from snowberg.config.table_config import TableConfig, parse_config
 from snowberg.iceberg import state
-from snowberg.load.run import load_window, plan_run, publish, reconcile_before_plan
+from snowberg.load.extract import load_window
+from snowberg.load.plan import plan_run
+from snowberg.load.publish import publish, reconcile_before_plan
 from snowberg.mapping.types import SchemaEvolutionError
 
 DDL = "CREATE TABLE {t} (ID NUMBER(38,0), AMOUNT NUMBER(10,2), NOTE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ(9))"
@@ -94,7 +96,9 @@ def test_exactly_once_d_updated_rows_are_picked_up(src: Any, catalog: Any, varia
 CHILD = r"""
 import json, sys
 from snowberg.config.table_config import parse_config
-from snowberg.load.run import load_window, plan_run, reconcile_before_plan, publish
+from snowberg.load.plan import plan_run
+from snowberg.load.publish import reconcile_before_plan, publish
+from snowberg.load.extract import load_window
 from snowberg.local.stack import FakesnowServer
 from pyiceberg.catalog.sql import SqlCatalog
 a = json.loads(sys.argv[1])

@@ -239,14 +239,14 @@ def test_small_window_costs_no_query() -> None:
 
 def _plan(cfg: Any, conn: Any, catalog: Any, run_id: str, **kw: Any) -> Window:
     from snowberg.iceberg.tables import load_table_or_none
-    from snowberg.load.run import plan_run
+    from snowberg.load.plan import plan_run
 
     return plan_run(cfg, conn, load_table_or_none(catalog, cfg), run_id=run_id, **kw)
 
 
 @pytest.mark.parametrize("method", ["quantiles", "range"])
 def test_sliced_first_load_one_query_per_slice_one_commit(sfdb: Any, catalog: Any, method: str) -> None:
-    from snowberg.load.run import load_window
+    from snowberg.load.extract import load_window
 
     src = make_orders(sfdb, 12_000)
     cfg = table_cfg(src, number_as_long=["order_id"])
@@ -275,7 +275,8 @@ def test_sliced_first_load_one_query_per_slice_one_commit(sfdb: Any, catalog: An
 
 
 def test_sliced_merge_after_updates(sfdb: Any, catalog: Any, variables: Any) -> None:
-    from snowberg.load.run import load_window, publish
+    from snowberg.load.extract import load_window
+    from snowberg.load.publish import publish
 
     src = make_orders(sfdb, 8_000)
     cfg = table_cfg(src, number_as_long=["order_id"])
@@ -301,7 +302,7 @@ def test_sliced_merge_after_updates(sfdb: Any, catalog: Any, variables: Any) -> 
 
 
 def test_rows_tied_on_one_cursor_value_stay_in_one_slice(sfdb: Any, catalog: Any, caplog: Any) -> None:
-    from snowberg.load.run import load_window
+    from snowberg.load.extract import load_window
 
     src = make_orders(sfdb, 3_000, tie=True)
     cfg = table_cfg(src, number_as_long=["order_id"])
@@ -314,7 +315,8 @@ def test_rows_tied_on_one_cursor_value_stay_in_one_slice(sfdb: Any, catalog: Any
 def test_nothing_new_issues_one_query_and_writes_nothing(
     sfdb: Any, catalog: Any, variables: Any, tmp_path: Path
 ) -> None:
-    from snowberg.load.run import load_window, publish
+    from snowberg.load.extract import load_window
+    from snowberg.load.publish import publish
 
     src = make_orders(sfdb, 2_000)
     cfg = table_cfg(src, number_as_long=["order_id"])
@@ -340,7 +342,8 @@ import json, sys
 import snowflake.connector
 from pyiceberg.catalog.sql import SqlCatalog
 from snowberg.config.table_config import parse_config
-from snowberg.load.run import load_window, plan_run
+from snowberg.load.plan import plan_run
+from snowberg.load.extract import load_window
 from snowberg.load.slices import plan_slices
 
 def hwm_kb():
@@ -485,7 +488,7 @@ def test_slice_refuses_a_schema_changed_after_planning(sfdb: Any, catalog: Any) 
 def test_mapped_merge_replaces_updated_keys_and_nothing_new_has_no_slices(
     sfdb: Any, catalog: Any, variables: Any
 ) -> None:
-    from snowberg.load.run import publish
+    from snowberg.load.publish import publish
     from snowberg.load.slices import commit_slices, write_slice
 
     src = make_orders(sfdb, 6_000)
@@ -519,7 +522,7 @@ def test_mapped_merge_replaces_updated_keys_and_nothing_new_has_no_slices(
 
 
 def test_mapped_first_load_checks_key_uniqueness_in_snowflake(sfdb: Any, catalog: Any) -> None:
-    from snowberg.load.run import DuplicateKeyError
+    from snowberg.load.extract import DuplicateKeyError
 
     src = make_orders(sfdb, 1_000)
     sfdb.sql(f"UPDATE {src} SET ORDER_ID = 1 WHERE ORDER_ID <= 3")
@@ -531,7 +534,8 @@ def test_mapped_first_load_checks_key_uniqueness_in_snowflake(sfdb: Any, catalog
 def test_mapped_backfill_commits_after_an_incremental_run_without_moving_the_watermark(
     sfdb: Any, catalog: Any, variables: Any
 ) -> None:
-    from snowberg.load.run import load_window, publish
+    from snowberg.load.extract import load_window
+    from snowberg.load.publish import publish
     from snowberg.load.slices import commit_slices, prepare_slices, write_slice
 
     src = make_orders(sfdb, 4_000)

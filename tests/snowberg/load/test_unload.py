@@ -213,7 +213,7 @@ def cfg_for(src: str, **over: Any) -> Any:
 
 def plan(cfg: Any, conn: Any, catalog: Any, run_id: str, **kw: Any) -> Any:
     from snowberg.iceberg.tables import load_table_or_none
-    from snowberg.load.run import plan_run
+    from snowberg.load.plan import plan_run
 
     return plan_run(cfg, conn, load_table_or_none(catalog, cfg), run_id=run_id, **kw)
 
@@ -234,7 +234,7 @@ def data_files(catalog: Any, ident: str = "shop.orders") -> set[str]:
 
 
 def test_copy_statement_shape(sfdb: Any, catalog: Any) -> None:
-    from snowberg.load.run import mapping_options
+    from snowberg.load.extract import mapping_options
     from snowberg.mapping.types import map_columns
     from snowberg.snowflake.source import result_columns
 
@@ -296,7 +296,7 @@ def test_file_names_from_copy_cannot_escape_the_run_folder() -> None:
 
 
 def test_bucket_partitions_are_refused(sfdb: Any, catalog: Any) -> None:
-    from snowberg.load.run import mapping_options
+    from snowberg.load.extract import mapping_options
     from snowberg.mapping.types import map_columns
     from snowberg.snowflake.source import result_columns
 
@@ -427,7 +427,7 @@ def test_schema_problems_names_every_column() -> None:
 
 
 def test_merge_table_with_data_is_refused(sfdb: Any, catalog: Any, stage: Any, variables: Any) -> None:
-    from snowberg.load.run import publish
+    from snowberg.load.publish import publish
 
     root, target = stage
     src = make_source(sfdb, 500)

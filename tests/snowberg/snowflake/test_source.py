@@ -135,7 +135,8 @@ def test_same_load_under_a_non_utc_session_gives_identical_rows(
     """
     from pyiceberg.catalog.sql import SqlCatalog
 
-    from snowberg.load.run import load_window, plan_run
+    from snowberg.load.extract import load_window
+    from snowberg.load.plan import plan_run
     from snowberg.snowflake.source import snowflake_hook
 
     sfdb.sql(

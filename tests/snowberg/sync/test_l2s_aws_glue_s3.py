@@ -86,7 +86,8 @@ def test_glue_catalog_from_an_airflow_connection_writes_to_s3(glue_conn, ns, mot
 def test_snowflake_to_glue_s3_and_back_to_a_native_table(glue_conn, ns, snowflake, moto_endpoint, s3_bucket) -> None:
     """Both directions on the local stack: emulator → (watermark load) → Glue/S3 → (lake sync) → emulator."""
     from snowberg.config.table_config import TableConfig
-    from snowberg.load.run import load_window, plan_run
+    from snowberg.load.extract import load_window
+    from snowberg.load.plan import plan_run
 
     _, conn, db = snowflake
     cur = conn.cursor()

@@ -74,7 +74,8 @@ class SnowbergPlanOperator(_SnowbergOperator):
         from snowberg.config.run_params import resolve_run
         from snowberg.iceberg.state import AirflowVariables
         from snowberg.iceberg.tables import open_catalog
-        from snowberg.load.run import BACKFILL, plan_run, reconcile_before_plan
+        from snowberg.load.plan import BACKFILL, plan_run
+        from snowberg.load.publish import reconcile_before_plan
         from snowberg.load.slices import plan_slices
         from snowberg.snowflake.source import snowflake_hook
 
@@ -123,7 +124,7 @@ class SnowbergLoadOperator(_SnowbergOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.tables import open_catalog
-        from snowberg.load.run import load_window
+        from snowberg.load.extract import load_window
         from snowberg.snowflake.source import Window, snowflake_hook
 
         cfg = self.cfg
@@ -150,7 +151,7 @@ class SnowbergPublishOperator(_SnowbergOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.state import AirflowVariables
         from snowberg.iceberg.tables import open_catalog
-        from snowberg.load.run import publish
+        from snowberg.load.publish import publish
         from snowberg.snowflake.source import Window
 
         cfg = self.cfg

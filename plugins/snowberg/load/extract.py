@@ -1,18 +1,10 @@
-"""One run of a table: plan the window, load it in one Iceberg commit, publish.
+"""Load a planned window: extract it from Snowflake and commit it to Iceberg, once.
 
-The three steps are separate Airflow tasks so that the window is fixed once
-(the plan is an XCom) and a retried load reads exactly the same rows.
-
-Exactly once rests on three checks, all against the table itself:
-
-1. ``plan``: the window starts at the watermark stored in the table's last
-   snowberg commit (the Variable is reconciled, never trusted).
-2. ``load``: if this run already committed this window (a retry after the
-   commit), nothing is appended. If another run moved the watermark since
-   the plan, the load refuses (``ConcurrentCommitError``). The commit asserts
-   the snapshot it was built on, and snowberg tables disable pyiceberg's
-   rebase-and-retry, so two runs can never both commit the same window.
-3. ``publish``: the commit is read back before the Variable mirror is set.
+If this run already committed this window (a retry after the commit),
+nothing is appended. If another run moved the watermark since the plan,
+the load refuses (``ConcurrentCommitError``). The commit asserts the snapshot
+it was built on, and snowberg tables disable pyiceberg's rebase-and-retry,
+so two runs can never both commit the same window.
 """
 
 from __future__ import annotations
@@ -22,25 +14,21 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from snowberg.config.table_config import NullCursorPolicy, TableConfig, WriteMode
+from snowberg.config.table_config import TableConfig, WriteMode
 from snowberg.core import faults
 from snowberg.iceberg import state
 from snowberg.iceberg.tables import begin_write, load_table_or_none
+from snowberg.load.plan import BACKFILL, FULL_REFRESH, INCREMENTAL, describe_window
 from snowberg.load.slices import check_same_columns, check_unique_in_source, slice_windows
-from snowberg.mapping.types import MappedColumn, MappingOptions, TypeMappingError, cast_batch, map_columns
+from snowberg.mapping.types import MappedColumn, MappingOptions, cast_batch, map_columns
 from snowberg.snowflake.source import (
     Progress,
     SourceQuery,
     Window,
-    cursor_kind,
-    describe_cursor,
     fetch_batches,
-    format_cursor_value,
     result_columns,
-    shift_cursor,
 )
 
 if TYPE_CHECKING:
@@ -49,8 +37,6 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
-
-INCREMENTAL, BACKFILL, FULL_REFRESH = "incremental", "backfill", "full_refresh"
 
 
 class DuplicateKeyError(ValueError):
@@ -63,190 +49,6 @@ def mapping_options(cfg: TableConfig) -> MappingOptions:
         timestamp_nanos=cfg.timestamp_nanos,
         geo_format=cfg.geo_format,
     )
-
-
-# ---------------------------------------------------------------------------
-# Plan
-
-
-def plan_run(
-    cfg: TableConfig,
-    conn: Any,
-    table: Table | None,
-    *,
-    run_id: str,
-    mode: str = INCREMENTAL,
-    start: str | None = None,
-    end: str | None = None,
-    dry_run: bool = False,
-) -> Window:
-    """Fix the window of a run. Reads the table's state and Snowflake's clock."""
-    st = state.read_state(table)
-    base_wm = st.watermark if st else None
-    base_snap = st.snapshot_id if st else None
-    planned_at = datetime.now(UTC).isoformat()
-    sq = SourceQuery(cfg)
-    if cfg.cursor is None:
-        if mode != FULL_REFRESH:
-            raise ValueError(f"table {cfg.name!r} has no cursor: only full refresh is possible")
-        return Window(
-            FULL_REFRESH,
-            None,
-            None,
-            0,
-            None,
-            False,
-            None,
-            False,
-            False,
-            base_wm,
-            base_snap,
-            None,
-            planned_at=planned_at,
-            run_id=run_id,
-            dry_run=dry_run,
-        )
-
-    cur = conn.cursor()
-    try:
-        ccol = describe_cursor(cur, sq)
-        kind = cursor_kind(ccol)
-        scale = ccol.scale or 0 if kind == "number" else 0
-        if st and st.cursor_kind and st.cursor_kind != kind:
-            raise TypeMappingError(
-                f"cursor column {cfg.cursor.column!r} is now {ccol.sql_type} ({kind}); the table's watermark "
-                f"was recorded as {st.cursor_kind}"
-            )
-        policy = cfg.cursor.null_policy
-        include_nulls = policy is NullCursorPolicy.INCLUDE and mode != BACKFILL
-
-        if mode == BACKFILL:
-            if start is None or end is None:
-                raise ValueError("a backfill needs a start and an end")
-            # The window is the backfill's [start, end), not the clock.
-            w = Window(
-                BACKFILL,
-                cfg.cursor.column,
-                kind,
-                scale,
-                format_cursor_value(kind, start),
-                True,
-                format_cursor_value(kind, end),
-                False,
-                False,
-                base_wm,
-                base_snap,
-                new_watermark=base_wm,
-                planned_at=planned_at,
-                run_id=run_id,
-                dry_run=dry_run,
-            )
-            w = _count_backfill(cur, sq, w)
-            log.info("planned backfill window for %s: %s", cfg.name, describe_window(w))
-            return w
-
-        low: str | None
-        if mode == FULL_REFRESH:
-            low, low_inc = None, False
-        elif base_wm is not None:
-            low, low_inc = base_wm, False
-            if cfg.cursor.lookback.total_seconds() > 0:
-                low = shift_cursor(kind, base_wm, cfg.cursor.lookback)
-        elif cfg.cursor.initial_value is not None:
-            low, low_inc = format_cursor_value(kind, cfg.cursor.initial_value), True
-        else:
-            low, low_inc = None, False
-        # NULL cursors are counted under every policy: raise needs the count,
-        # exclude logs it, include loads them.
-        sql, params = sq.plan_sql(kind, scale, low, low_inc, cfg.cursor.commit_lag, count_nulls=True)
-        res = _run_plan(cur, sql, params)
-    finally:
-        cur.close()
-
-    high: str | None
-    if res["high"] is None:
-        # NUMBER cursor on an empty source: nothing to read.
-        high = base_wm
-    else:
-        high = format_cursor_value(kind, res["high"])
-    null_rows = int(res["null_rows"] or 0)
-    if null_rows and policy is NullCursorPolicy.RAISE:
-        raise ValueError(
-            f"table {cfg.name!r}: {null_rows} source rows have NULL in cursor column {cfg.cursor.column!r}. "
-            "Set cursor.null_policy to 'include' (needs primary_key) or 'exclude', or fix the source."
-        )
-    if null_rows and policy is NullCursorPolicy.EXCLUDE:
-        log.warning(
-            "table %s: skipping %d rows with NULL %s (null_policy: exclude)", cfg.name, null_rows, cfg.cursor.column
-        )
-    rows = int(res["rows_in_window"] or 0) + (null_rows if include_nulls else 0)
-    if base_wm is not None and high is not None and mode == INCREMENTAL:
-        from snowberg.snowflake.source import parse_cursor_value
-
-        if parse_cursor_value(kind, high) < parse_cursor_value(kind, base_wm):
-            # The clock minus the lag is behind the committed watermark (a lag
-            # was raised, or clocks differ): never move the watermark back.
-            log.warning("window high %s is below the watermark %s; nothing to read this run", high, base_wm)
-            high, rows = base_wm, 0
-    w = Window(
-        mode,
-        cfg.cursor.column,
-        kind,
-        scale,
-        low,
-        low_inc,
-        high,
-        True,
-        include_nulls,
-        base_wm,
-        base_snap,
-        new_watermark=high,
-        rows_in_window=rows,
-        null_rows=null_rows,
-        planned_at=planned_at,
-        run_id=run_id,
-        dry_run=dry_run,
-        extra={"min_cursor": _str(res["min_cursor"]), "max_cursor": _str(res["max_cursor"])},
-    )
-    log.info("planned %s window for %s: %s", mode, cfg.name, describe_window(w))
-    return w
-
-
-def _str(v: Any) -> str | None:
-    return None if v is None else str(v)
-
-
-def _run_plan(cur: Any, sql: str, params: dict[str, Any]) -> dict[str, Any]:
-    cur.execute(sql, params)
-    row = cur.fetchone()
-    names = [d[0].lower() for d in cur.description]
-    return dict(zip(names, row, strict=True))
-
-
-def _count_backfill(cur: Any, sq: SourceQuery, w: Window) -> Window:
-    where, params = sq.predicate(w)
-    cur.execute(f"SELECT COUNT(*) FROM {sq.from_clause} WHERE {where}", params)
-    (n,) = cur.fetchone()
-    d = w.to_dict()
-    d["rows_in_window"] = int(n)
-    return Window.from_dict(d)
-
-
-def describe_window(w: Window) -> str:
-    if w.cursor_kind is None:
-        return "all rows"
-    lo = "-∞" if w.low is None else w.low
-    hi = "+∞" if w.high is None else w.high
-    text = f"{'[' if w.low_inclusive else '('}{lo}, {hi}{']' if w.high_inclusive else ')'}"
-    if w.include_nulls:
-        text += " + NULL cursors"
-    if w.rows_in_window is not None:
-        text += f", {w.rows_in_window:,} rows"
-    return text
-
-
-# ---------------------------------------------------------------------------
-# Load
 
 
 @dataclass
@@ -563,55 +365,3 @@ def _write_data_files(
         yield from _dataframe_to_data_files(
             tx.table_metadata, pa.Table.from_batches(buf, schema), table.io, write_uuid=write_uuid, counter=counter
         )
-
-
-# ---------------------------------------------------------------------------
-# Publish
-
-
-def publish(
-    cfg: TableConfig,
-    catalog: Catalog,
-    w: Window,
-    variables: state.VariableStore,
-    *,
-    logger: logging.Logger | None = None,
-) -> dict[str, Any]:
-    """Read the commit back, then mirror the watermark into the Variable."""
-    lg = logger or log
-    faults.crash_point("before_publish")
-    table = load_table_or_none(catalog, cfg)
-    st = state.read_state(table)
-    snap = state.find_run_commit(table, w.run_id, w.mode, w.high)
-    if snap is None and not w.dry_run and st is not None and st.watermark != w.base_watermark and w.mode == INCREMENTAL:
-        raise state.StateError(f"run {w.run_id}: no commit of this run found on the table; refusing to publish")
-    action = state.reconcile(cfg.variable_key, st, variables, table) if st is not None else "no state yet"
-    summary = {
-        "table": cfg.target,
-        "rows_loaded": int(snap.summary.additional_properties.get(state.ROWS, "0"))
-        if snap is not None and snap.summary
-        else 0,
-        "snapshot_id": snap.snapshot_id if snap is not None else (st.snapshot_id if st else None),
-        "watermark": st.watermark if st else None,
-        "variable": cfg.variable_key,
-        "variable_action": action,
-        "mode": w.mode,
-    }
-    lg.info(
-        "%s: rows loaded %s, snapshot id %s, watermark %s (Variable %s: %s)",
-        cfg.target,
-        summary["rows_loaded"],
-        summary["snapshot_id"],
-        summary["watermark"],
-        cfg.variable_key,
-        action,
-    )
-    return summary
-
-
-def reconcile_before_plan(
-    cfg: TableConfig, catalog: Catalog, variables: state.VariableStore
-) -> tuple[Table | None, str]:
-    table = load_table_or_none(catalog, cfg)
-    st = state.read_state(table)
-    return table, state.reconcile(cfg.variable_key, st, variables, table)

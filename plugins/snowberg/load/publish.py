@@ -1,0 +1,69 @@
+"""Publish a run: read its commit back, then mirror the watermark into the Variable."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from snowberg.config.table_config import TableConfig
+from snowberg.core import faults
+from snowberg.iceberg import state
+from snowberg.iceberg.tables import load_table_or_none
+from snowberg.load.plan import INCREMENTAL
+from snowberg.snowflake.source import (
+    Window,
+)
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+
+def publish(
+    cfg: TableConfig,
+    catalog: Catalog,
+    w: Window,
+    variables: state.VariableStore,
+    *,
+    logger: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """Read the commit back, then mirror the watermark into the Variable."""
+    lg = logger or log
+    faults.crash_point("before_publish")
+    table = load_table_or_none(catalog, cfg)
+    st = state.read_state(table)
+    snap = state.find_run_commit(table, w.run_id, w.mode, w.high)
+    if snap is None and not w.dry_run and st is not None and st.watermark != w.base_watermark and w.mode == INCREMENTAL:
+        raise state.StateError(f"run {w.run_id}: no commit of this run found on the table; refusing to publish")
+    action = state.reconcile(cfg.variable_key, st, variables, table) if st is not None else "no state yet"
+    summary = {
+        "table": cfg.target,
+        "rows_loaded": int(snap.summary.additional_properties.get(state.ROWS, "0"))
+        if snap is not None and snap.summary
+        else 0,
+        "snapshot_id": snap.snapshot_id if snap is not None else (st.snapshot_id if st else None),
+        "watermark": st.watermark if st else None,
+        "variable": cfg.variable_key,
+        "variable_action": action,
+        "mode": w.mode,
+    }
+    lg.info(
+        "%s: rows loaded %s, snapshot id %s, watermark %s (Variable %s: %s)",
+        cfg.target,
+        summary["rows_loaded"],
+        summary["snapshot_id"],
+        summary["watermark"],
+        cfg.variable_key,
+        action,
+    )
+    return summary
+
+
+def reconcile_before_plan(
+    cfg: TableConfig, catalog: Catalog, variables: state.VariableStore
+) -> tuple[Table | None, str]:
+    table = load_table_or_none(catalog, cfg)
+    st = state.read_state(table)
+    return table, state.reconcile(cfg.variable_key, st, variables, table)
