@@ -252,9 +252,9 @@ def phase_slice(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_commit(spec: dict[str, Any]) -> dict[str, Any]:
+    from snowberg.core.window import Window
     from snowberg.load.publish import publish
     from snowberg.load.slices import commit_slices
-    from snowberg.snowflake.source import Window
 
     cfg = table_config(spec)
     cat = catalog(spec)

@@ -112,7 +112,7 @@ def watermark_time(kind: str | None, watermark: str | None) -> datetime | None:
     """The watermark as an aware UTC datetime, for time-like cursors (else None)."""
     if not watermark or kind not in ("timestamp_ntz", "timestamp_tz", "date"):
         return None
-    from snowberg.snowflake.source import parse_cursor_value
+    from snowberg.core.cursor import parse_cursor_value
 
     v = parse_cursor_value(kind, watermark)
     if kind == "date":

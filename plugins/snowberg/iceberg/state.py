@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from snowberg.snowflake.source import parse_cursor_value
+from snowberg.core.cursor import parse_cursor_value
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

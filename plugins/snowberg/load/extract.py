@@ -18,18 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig, WriteMode
 from snowberg.core import faults
+from snowberg.core.progress import Progress
+from snowberg.core.window import Window
 from snowberg.iceberg import state
 from snowberg.iceberg.tables import begin_write, load_table_or_none
 from snowberg.load.plan import BACKFILL, FULL_REFRESH, INCREMENTAL, describe_window
 from snowberg.load.slices import check_same_columns, check_unique_in_source, slice_windows
 from snowberg.mapping.types import MappedColumn, MappingOptions, cast_batch, map_columns
-from snowberg.snowflake.source import (
-    Progress,
-    SourceQuery,
-    Window,
-    fetch_batches,
-    result_columns,
-)
+from snowberg.snowflake.source import SourceQuery, fetch_batches, result_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -317,7 +313,7 @@ def _delete_replaced(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | 
 
 
 def _literal(kind: str | None, text: str | None) -> Any:
-    from snowberg.snowflake.source import parse_cursor_value
+    from snowberg.core.cursor import parse_cursor_value
 
     if kind is None or text is None:
         raise ValueError("backfill window without a cursor")

@@ -12,16 +12,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import NullCursorPolicy, TableConfig
+from snowberg.core.cursor import format_cursor_value, shift_cursor
+from snowberg.core.window import Window
 from snowberg.iceberg import state
 from snowberg.mapping.types import TypeMappingError
-from snowberg.snowflake.source import (
-    SourceQuery,
-    Window,
-    cursor_kind,
-    describe_cursor,
-    format_cursor_value,
-    shift_cursor,
-)
+from snowberg.snowflake.source import SourceQuery, cursor_kind, describe_cursor
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -143,7 +138,7 @@ def plan_run(
         )
     rows = int(res["rows_in_window"] or 0) + (null_rows if include_nulls else 0)
     if base_wm is not None and high is not None and mode == INCREMENTAL:
-        from snowberg.snowflake.source import parse_cursor_value
+        from snowberg.core.cursor import parse_cursor_value
 
         if parse_cursor_value(kind, high) < parse_cursor_value(kind, base_wm):
             # The clock minus the lag is behind the committed watermark (a lag

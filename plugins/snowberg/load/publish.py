@@ -7,12 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig
 from snowberg.core import faults
+from snowberg.core.window import Window
 from snowberg.iceberg import state
 from snowberg.iceberg.tables import load_table_or_none
 from snowberg.load.plan import INCREMENTAL
-from snowberg.snowflake.source import (
-    Window,
-)
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

@@ -41,7 +41,9 @@ from decimal import ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig
-from snowberg.snowflake.source import SourceQuery, Window, format_cursor_value, parse_cursor_value
+from snowberg.core.cursor import format_cursor_value, parse_cursor_value
+from snowberg.core.window import Window
+from snowberg.snowflake.source import SourceQuery
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -432,10 +434,11 @@ def write_slice(
     A retried slice writes new files under new names; the commit uses only
     the files named by the attempt that succeeded (its XCom).
     """
+    from snowberg.core.progress import Progress
     from snowberg.iceberg.tables import arrow_schema
     from snowberg.load.extract import KeyCollector, _merges, _write_data_files, mapping_options
     from snowberg.mapping.types import cast_batch, map_columns
-    from snowberg.snowflake.source import Progress, fetch_batches, result_columns
+    from snowberg.snowflake.source import fetch_batches, result_columns
 
     lg = logger or log
     t = task if isinstance(task, SliceTask) else SliceTask.from_dict(task)

@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig
 from snowberg.core.identifiers import TableName
-from snowberg.snowflake.source import SourceQuery, Window
+from snowberg.core.window import Window
+from snowberg.snowflake.source import SourceQuery
 
 if TYPE_CHECKING:
     import pyarrow as pa

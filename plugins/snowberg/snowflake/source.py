@@ -8,16 +8,15 @@ connector) and cast in SQL to the cursor's type.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
+from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig
+from snowberg.core.cursor import SQL_TYPES
 from snowberg.core.identifiers import TableName, quote_identifier
+from snowberg.core.window import Window
 from snowberg.mapping.types import SnowflakeColumn
 
 if TYPE_CHECKING:
@@ -88,9 +87,6 @@ def snowflake_hook(conn_id: str, cfg: TableConfig | None = None) -> Any:
 # Cursor values
 
 
-CURSOR_KINDS = ("timestamp_ntz", "timestamp_tz", "date", "number")
-
-
 def cursor_kind(col: SnowflakeColumn) -> str:
     if col.type == "TIMESTAMP_NTZ":
         return "timestamp_ntz"
@@ -103,109 +99,6 @@ def cursor_kind(col: SnowflakeColumn) -> str:
     raise ValueError(
         f"cursor column {col.name!r} is {col.sql_type}; a watermark cursor must be TIMESTAMP_*, DATE or NUMBER"
     )
-
-
-_SQL_TYPE = {
-    "timestamp_ntz": "TIMESTAMP_NTZ(9)",
-    "timestamp_tz": "TIMESTAMP_TZ(9)",
-    "date": "DATE",
-    "number": "NUMBER(38,{scale})",
-}
-
-
-def format_cursor_value(kind: str, value: Any) -> str:
-    """Serialise a cursor value for the snapshot summary and bind parameters."""
-    if value is None:
-        raise ValueError("cursor value is NULL")
-    if kind == "timestamp_ntz":
-        if isinstance(value, datetime):
-            if value.tzinfo is not None:
-                value = value.astimezone(UTC).replace(tzinfo=None)
-            return value.isoformat(sep=" ", timespec="microseconds")
-        return str(datetime.fromisoformat(str(value)).isoformat(sep=" ", timespec="microseconds"))
-    if kind == "timestamp_tz":
-        if isinstance(value, datetime):
-            if value.tzinfo is None:
-                value = value.replace(tzinfo=UTC)
-            return value.astimezone(UTC).isoformat(sep=" ", timespec="microseconds")
-        return format_cursor_value(kind, parse_cursor_value(kind, str(value)))
-    if kind == "date":
-        if isinstance(value, datetime):
-            value = value.date()
-        if isinstance(value, date):
-            return value.isoformat()
-        return date.fromisoformat(str(value)).isoformat()
-    if kind == "number":
-        return str(Decimal(str(value)))
-    raise ValueError(f"unknown cursor kind {kind!r}")
-
-
-def parse_cursor_value(kind: str, text: str) -> Any:
-    """Inverse of ``format_cursor_value``: a comparable Python value."""
-    if kind == "timestamp_ntz":
-        v = datetime.fromisoformat(text)
-        return v.astimezone(UTC).replace(tzinfo=None) if v.tzinfo else v
-    if kind == "timestamp_tz":
-        v = datetime.fromisoformat(text)
-        return (v if v.tzinfo else v.replace(tzinfo=UTC)).astimezone(UTC)
-    if kind == "date":
-        return date.fromisoformat(text)
-    if kind == "number":
-        return Decimal(text)
-    raise ValueError(f"unknown cursor kind {kind!r}")
-
-
-def shift_cursor(kind: str, text: str, delta: timedelta) -> str:
-    """``text - delta`` for lookback (timestamps and dates only)."""
-    v = parse_cursor_value(kind, text)
-    if kind == "date":
-        days = -(-int(delta.total_seconds()) // 86400)
-        return format_cursor_value(kind, v - timedelta(days=days))
-    if kind == "number":
-        raise ValueError("lookback is a duration and does not apply to a NUMBER cursor")
-    return format_cursor_value(kind, v - delta)
-
-
-# ---------------------------------------------------------------------------
-# Windows
-
-
-@dataclass(frozen=True)
-class Window:
-    """The rows a run reads, fixed when the run is planned.
-
-    incremental: ``low < cursor <= high`` (``low`` None on the first run, or
-                 ``cursor >= initial_value`` when one is configured)
-    backfill:    ``low <= cursor < high`` (the run's data interval or params)
-    full_refresh: every row with ``cursor <= high`` (or every row, no cursor)
-    NULL cursor rows are added when the table's policy is ``include``.
-    """
-
-    mode: str  # incremental | backfill | full_refresh
-    cursor_column: str | None
-    cursor_kind: str | None
-    cursor_scale: int
-    low: str | None
-    low_inclusive: bool
-    high: str | None
-    high_inclusive: bool
-    include_nulls: bool
-    base_watermark: str | None  # the table's watermark when planned
-    base_snapshot_id: int | None
-    new_watermark: str | None  # what the commit records (backfills keep the base)
-    rows_in_window: int | None = None
-    null_rows: int = 0
-    planned_at: str = ""
-    run_id: str = ""
-    dry_run: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Window:
-        return cls(**dict(d))
 
 
 class SourceQuery:
@@ -223,7 +116,7 @@ class SourceQuery:
         return f"SELECT {self.cursor_sql} FROM {self.from_clause} LIMIT 0"
 
     def _typed(self, window_kind: str, scale: int, param: str) -> str:
-        return f"CAST(%({param})s AS {_SQL_TYPE[window_kind].format(scale=scale)})"
+        return f"CAST(%({param})s AS {SQL_TYPES[window_kind].format(scale=scale)})"
 
     def high_expr(self, kind: str, lag: timedelta) -> str:
         secs = int(lag.total_seconds())
@@ -300,32 +193,6 @@ def result_columns(cur: Any) -> list[SnowflakeColumn]:
     """Snowflake's own column metadata for the current result."""
     mds = getattr(cur, "_description", None) or cur.description
     return [SnowflakeColumn.from_metadata(md) for md in mds]
-
-
-class Progress:
-    """Logs rows, bytes and rate at most every ``every`` seconds."""
-
-    def __init__(self, what: str, logger: logging.Logger, every: float = 10.0) -> None:
-        self.what, self.log, self.every = what, logger, every
-        self.rows = 0
-        self.bytes = 0
-        self.started = time.monotonic()
-        self._last = self.started
-
-    def add(self, rows: int, nbytes: int) -> None:
-        self.rows += rows
-        self.bytes += nbytes
-        now = time.monotonic()
-        if now - self._last >= self.every:
-            self._last = now
-            self.log.info("%s: %s", self.what, self.summary())
-
-    def summary(self) -> str:
-        secs = max(time.monotonic() - self.started, 1e-9)
-        return (
-            f"{self.rows:,} rows, {self.bytes / 1e6:,.1f} MB in {secs:,.1f} s "
-            f"({self.rows / secs:,.0f} rows/s, {self.bytes / 1e6 / secs:,.1f} MB/s)"
-        )
 
 
 def fetch_batches(cur: Any) -> Iterator[pa.RecordBatch]:

@@ -41,6 +41,8 @@ from typing import Any
 import pytest
 
 from snowberg.config.table_config import parse_config
+from snowberg.core.cursor import format_cursor_value, parse_cursor_value
+from snowberg.core.window import Window
 from snowberg.load.slices import (
     SLICE_BOUNDS,
     clean_bounds,
@@ -49,7 +51,6 @@ from snowberg.load.slices import (
     slice_windows,
     with_slices,
 )
-from snowberg.snowflake.source import Window, format_cursor_value, parse_cursor_value
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from snowberg.config.table_config import parse_config
+from snowberg.core.cursor import format_cursor_value, parse_cursor_value, shift_cursor
 from snowberg.core.identifiers import IdentifierError, TableName, quote_identifier
-from snowberg.snowflake.source import SourceQuery, Window, format_cursor_value, parse_cursor_value, shift_cursor
+from snowberg.core.window import Window
+from snowberg.snowflake.source import SourceQuery
 
 
 def _cfg(**over: Any) -> Any:

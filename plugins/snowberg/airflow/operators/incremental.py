@@ -123,9 +123,10 @@ class SnowbergLoadOperator(_SnowbergOperator):
         self.window = window
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.core.window import Window
         from snowberg.iceberg.tables import open_catalog
         from snowberg.load.extract import load_window
-        from snowberg.snowflake.source import Window, snowflake_hook
+        from snowberg.snowflake.source import snowflake_hook
 
         cfg = self.cfg
         w = Window.from_dict(self.window)
@@ -149,10 +150,10 @@ class SnowbergPublishOperator(_SnowbergOperator):
         self.window = window
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.core.window import Window
         from snowberg.iceberg.state import AirflowVariables
         from snowberg.iceberg.tables import open_catalog
         from snowberg.load.publish import publish
-        from snowberg.snowflake.source import Window
 
         cfg = self.cfg
         w = Window.from_dict(self.window)

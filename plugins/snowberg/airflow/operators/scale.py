@@ -56,9 +56,10 @@ class SnowbergSlicePlanOperator(_SnowbergOperator):
         self.slice_method = slice_method
 
     def execute(self, context: Any) -> list[dict[str, Any]]:
+        from snowberg.core.window import Window
         from snowberg.iceberg.tables import open_catalog
         from snowberg.load.slices import prepare_slices
-        from snowberg.snowflake.source import Window, snowflake_hook
+        from snowberg.snowflake.source import snowflake_hook
 
         cfg = self.cfg
         w = Window.from_dict(self.window)
@@ -117,9 +118,9 @@ class SnowbergSliceCommitOperator(_SnowbergOperator):
         self.slice_results = slice_results
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.core.window import Window
         from snowberg.iceberg.tables import open_catalog
         from snowberg.load.slices import commit_slices
-        from snowberg.snowflake.source import Window
 
         results = [dict(r) for r in (self.slice_results or []) if r]
         return commit_slices(
@@ -194,9 +195,10 @@ class SnowbergUnloadOperator(_SnowbergOperator):
         self.max_file_size = max_file_size
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.core.window import Window
         from snowberg.iceberg.tables import open_catalog
         from snowberg.load.unload import DEFAULT_MAX_FILE_SIZE, UnloadTarget, unload_window
-        from snowberg.snowflake.source import Window, snowflake_hook
+        from snowberg.snowflake.source import snowflake_hook
 
         cfg = self.cfg
         target = UnloadTarget(
