@@ -168,7 +168,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
-    from snowberg.mapping.types import render_markdown
+    from snowberg.mapping.docs import render_markdown
 
     out = REPO / "docs" / "type-mapping.md"
     text = render_markdown()

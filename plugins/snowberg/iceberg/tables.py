@@ -14,7 +14,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import PartitionField, TableConfig
-from snowberg.mapping.types import MappedColumn, SchemaEvolutionError, arrow_type_for, can_hold, can_widen
+from snowberg.mapping.columns import SchemaEvolutionError
+from snowberg.mapping.evolution import can_hold, can_widen
+from snowberg.mapping.rules import MappedColumn, arrow_type_for
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -24,7 +24,8 @@ from snowberg.iceberg import state
 from snowberg.iceberg.tables import begin_write, load_table_or_none
 from snowberg.load.plan import BACKFILL, FULL_REFRESH, INCREMENTAL, describe_window
 from snowberg.load.slices import check_same_columns, check_unique_in_source, slice_windows
-from snowberg.mapping.types import MappedColumn, MappingOptions, cast_batch, map_columns
+from snowberg.mapping.cast import cast_batch
+from snowberg.mapping.rules import MappedColumn, MappingOptions, map_columns
 from snowberg.snowflake.source import SourceQuery, fetch_batches, result_columns
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from snowberg.config.table_config import NullCursorPolicy, TableConfig
 from snowberg.core.cursor import format_cursor_value, shift_cursor
 from snowberg.core.window import Window
 from snowberg.iceberg import state
-from snowberg.mapping.types import TypeMappingError
+from snowberg.mapping.columns import TypeMappingError
 from snowberg.snowflake.source import SourceQuery, cursor_kind, describe_cursor
 
 if TYPE_CHECKING:

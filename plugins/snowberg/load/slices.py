@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-    from snowberg.mapping.types import SnowflakeColumn
+    from snowberg.mapping.columns import SnowflakeColumn
 
 log = logging.getLogger(__name__)
 
@@ -346,7 +346,7 @@ def prepare_slices(
     from snowberg.iceberg.tables import apply_schema_changes, create_table, load_table_or_none, plan_schema_changes
     from snowberg.load.extract import _carry_watermark, _check_base, _merges, mapping_options
     from snowberg.load.plan import BACKFILL, INCREMENTAL, describe_window
-    from snowberg.mapping.types import map_columns
+    from snowberg.mapping.rules import map_columns
     from snowberg.snowflake.source import result_columns
 
     lg = logger or log
@@ -437,7 +437,8 @@ def write_slice(
     from snowberg.core.progress import Progress
     from snowberg.iceberg.tables import arrow_schema
     from snowberg.load.extract import KeyCollector, _merges, _write_data_files, mapping_options
-    from snowberg.mapping.types import cast_batch, map_columns
+    from snowberg.mapping.cast import cast_batch
+    from snowberg.mapping.rules import map_columns
     from snowberg.snowflake.source import fetch_batches, result_columns
 
     lg = logger or log

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table
 
-    from snowberg.mapping.types import MappedColumn
+    from snowberg.mapping.rules import MappedColumn
 
 log = logging.getLogger(__name__)
 
@@ -384,7 +384,7 @@ def unload_window(
     from snowberg.iceberg.tables import apply_schema_changes, create_table, load_table_or_none, plan_schema_changes
     from snowberg.load.extract import LoadResult, _carry_watermark, _check_base, mapping_options
     from snowberg.load.plan import BACKFILL, INCREMENTAL, describe_window
-    from snowberg.mapping.types import map_columns
+    from snowberg.mapping.rules import map_columns
     from snowberg.snowflake.source import result_columns
 
     lg = logger or log

@@ -17,7 +17,7 @@ from snowberg.config.table_config import TableConfig
 from snowberg.core.cursor import SQL_TYPES
 from snowberg.core.identifiers import TableName, quote_identifier
 from snowberg.core.window import Window
-from snowberg.mapping.types import SnowflakeColumn
+from snowberg.mapping.columns import SnowflakeColumn
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -34,7 +34,8 @@ from snowberg.core.progress import Progress
 from snowberg.iceberg import state as core_state
 from snowberg.iceberg.tables import begin_write, load_table_or_none
 from snowberg.load.extract import _write_data_files, cast_fetched, mapping_options
-from snowberg.mapping.types import MappedColumn, MappingOptions, cast_array, map_columns
+from snowberg.mapping.cast import cast_array
+from snowberg.mapping.rules import MappedColumn, MappingOptions, map_columns
 from snowberg.snowflake.source import fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp
 from snowberg.streams import sql as S

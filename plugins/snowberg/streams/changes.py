@@ -31,7 +31,8 @@ from snowberg.config.table_config import TableConfig
 from snowberg.iceberg import state as core_state
 from snowberg.iceberg.tables import begin_write, load_table_or_none
 from snowberg.load.extract import _write_data_files, mapping_options
-from snowberg.mapping.types import MappingOptions, cast_batch, map_columns
+from snowberg.mapping.cast import cast_batch
+from snowberg.mapping.rules import MappingOptions, map_columns
 from snowberg.snowflake.source import fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp
 from snowberg.streams import sql as S
@@ -187,7 +188,7 @@ def backfill_changes(
         core_state.VERSION: "1",
     }
     if keys is not None and keys.num_rows and tx.table_metadata.current_snapshot() is not None:
-        from snowberg.mapping.types import cast_array
+        from snowberg.mapping.cast import cast_array
 
         by_name = {m.source.name: m for m in mapped}
         cast = {
@@ -226,6 +227,6 @@ def _const(n: int, value: str) -> pa.Array:
 
 
 def _extra_text_columns(names: tuple[str, ...], opts: MappingOptions) -> list[Any]:
-    from snowberg.mapping.types import SnowflakeColumn
+    from snowberg.mapping.columns import SnowflakeColumn
 
     return map_columns([SnowflakeColumn(n, "TEXT") for n in names], opts)

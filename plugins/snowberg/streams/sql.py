@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from snowberg.core.identifiers import TableName, quote_identifier
-from snowberg.mapping.types import SnowflakeColumn
+from snowberg.mapping.columns import SnowflakeColumn
 
 # Stream metadata columns (Snowflake names).
 ACTION = "METADATA$ACTION"

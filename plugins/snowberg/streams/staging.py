@@ -28,7 +28,7 @@ from typing import Any
 
 from snowberg.core import faults
 from snowberg.core.identifiers import TableName
-from snowberg.mapping.types import SnowflakeColumn
+from snowberg.mapping.columns import SnowflakeColumn
 from snowberg.snowflake.source import result_columns
 from snowberg.streams import sql as S
 from snowberg.streams.errors import StreamConfigError, StreamError

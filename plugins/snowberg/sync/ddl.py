@@ -1,6 +1,6 @@
 """Iceberg → Snowflake type mapping for native tables, and the DDL built from it.
 
-The inverse of ``snowberg.mapping.types`` (Snowflake → Iceberg), following Snowflake's
+The inverse of ``snowberg.mapping`` (rules.py) (Snowflake → Iceberg), following Snowflake's
 own Iceberg type table where one exists. ``TYPE_TABLE`` at the end of this
 module is the single statement of the mapping (the docs render it, the tests
 walk it). Every Iceberg type has exactly one target and nothing is narrowed:

@@ -23,7 +23,7 @@ from snowberg.iceberg import state
 from snowberg.load.extract import load_window
 from snowberg.load.plan import plan_run
 from snowberg.load.publish import publish, reconcile_before_plan
-from snowberg.mapping.types import SchemaEvolutionError
+from snowberg.mapping.columns import SchemaEvolutionError
 
 DDL = "CREATE TABLE {t} (ID NUMBER(38,0), AMOUNT NUMBER(10,2), NOTE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ(9))"
 

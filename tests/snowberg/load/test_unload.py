@@ -62,7 +62,7 @@ COPY_RE = re.compile(
 
 def _snowflake_arrow_type(md: Any, arrow_t: pa.DataType) -> pa.DataType:
     """The Parquet type Snowflake writes for a result column (logical types, microseconds)."""
-    from snowberg.mapping.types import SnowflakeColumn
+    from snowberg.mapping.columns import SnowflakeColumn
 
     col = SnowflakeColumn.from_metadata(md)
     if col.type == "NUMBER":
@@ -235,7 +235,7 @@ def data_files(catalog: Any, ident: str = "shop.orders") -> set[str]:
 
 def test_copy_statement_shape(sfdb: Any, catalog: Any) -> None:
     from snowberg.load.extract import mapping_options
-    from snowberg.mapping.types import map_columns
+    from snowberg.mapping.rules import map_columns
     from snowberg.snowflake.source import result_columns
 
     src = make_source(sfdb, 10)
@@ -297,7 +297,7 @@ def test_file_names_from_copy_cannot_escape_the_run_folder() -> None:
 
 def test_bucket_partitions_are_refused(sfdb: Any, catalog: Any) -> None:
     from snowberg.load.extract import mapping_options
-    from snowberg.mapping.types import map_columns
+    from snowberg.mapping.rules import map_columns
     from snowberg.snowflake.source import result_columns
 
     src = make_source(sfdb, 10)

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from snowberg.core.identifiers import TableName
-from snowberg.mapping.types import SnowflakeColumn
+from snowberg.mapping.columns import SnowflakeColumn
 from snowberg.streams import sql as S
 from snowberg.streams.errors import StaleStreamError, StreamGoingStaleError, StreamMissingError
 from snowberg.streams.settings import StreamSource

@@ -10,20 +10,11 @@ import pyarrow as pa
 import pytest
 from pyiceberg import types as it
 
-from snowberg.mapping.types import (
-    TYPE_RULES,
-    LossyConversionError,
-    MappingOptions,
-    SnowflakeColumn,
-    TypeMappingError,
-    UnsupportedTypeError,
-    can_hold,
-    can_widen,
-    cast_array,
-    map_columns,
-    render_markdown,
-    rule_for,
-)
+from snowberg.mapping.cast import cast_array
+from snowberg.mapping.columns import LossyConversionError, SnowflakeColumn, TypeMappingError, UnsupportedTypeError
+from snowberg.mapping.docs import render_markdown
+from snowberg.mapping.evolution import can_hold, can_widen
+from snowberg.mapping.rules import TYPE_RULES, MappingOptions, map_columns, rule_for
 
 OPTS = MappingOptions(number_as_long=frozenset({"ID"}))
 

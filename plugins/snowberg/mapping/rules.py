@@ -1,0 +1,300 @@
+"""Snowflake -> Iceberg type rules: ``TYPE_RULES`` is the single mapping table.
+
+Real Snowflake may send one NUMBER(38,0) column as int8 in one chunk and
+decimal128 in the next; the mapping is decided from column metadata and does
+not move. ``docs/type-mapping.md`` is rendered from this table and the
+table-driven tests walk every rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from snowberg.mapping.columns import SnowflakeColumn, TypeMappingError, UnsupportedTypeError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.types import IcebergType
+
+
+@dataclass(frozen=True)
+class MappingOptions:
+    """Per-table opt-ins from the config (all default to the lossless choice)."""
+
+    number_as_long: frozenset[str] = frozenset()  # upper-case Snowflake column names
+    timestamp_nanos: str = "error"  # or "truncate"
+    geo_format: str = "geojson"  # or "wkt"
+
+
+def _iceberg(name: str) -> Callable[[SnowflakeColumn], IcebergType]:
+    def build(col: SnowflakeColumn) -> IcebergType:
+        from pyiceberg import types as it
+
+        if name == "decimal":
+            return it.DecimalType(col.precision or 38, col.scale or 0)
+        if name == "list<int>":
+            return it.ListType(element_id=1, element_type=it.IntegerType(), element_required=False)
+        if name == "list<float>":
+            return it.ListType(element_id=1, element_type=it.FloatType(), element_required=False)
+        return {
+            "long": it.LongType,
+            "double": it.DoubleType,
+            "string": it.StringType,
+            "binary": it.BinaryType,
+            "boolean": it.BooleanType,
+            "date": it.DateType,
+            "time": it.TimeType,
+            "timestamp": it.TimestampType,
+            "timestamptz": it.TimestamptzType,
+        }[name]()
+
+    return build
+
+
+def _ts(col: SnowflakeColumn) -> bool:
+    return col.type in ("TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ", "TIME")
+
+
+@dataclass(frozen=True)
+class TypeRule:
+    """One row of the mapping table."""
+
+    snowflake: str  # how the docs show the source type
+    iceberg: str  # how the docs show the target type
+    values: str  # what happens to values
+    matches: Callable[[SnowflakeColumn, MappingOptions], bool]
+    target: Callable[[SnowflakeColumn], IcebergType]
+    examples: tuple[SnowflakeColumn, ...] = field(default_factory=tuple)
+
+
+_C = SnowflakeColumn
+
+
+TYPE_RULES: tuple[TypeRule, ...] = (
+    TypeRule(
+        "NUMBER(p,0), p ≤ 18",
+        "long",
+        "Exact: every value of 18 digits fits in a signed 64-bit integer.",
+        lambda c, o: c.type == "NUMBER" and c.scale == 0 and (c.precision or 38) <= 18,
+        _iceberg("long"),
+        (_C("A", "NUMBER", 18, 0), _C("B", "NUMBER", 1, 0)),
+    ),
+    TypeRule(
+        "NUMBER(p,0), p ≥ 19, column listed in `number_as_long`",
+        "long",
+        "Opt-in. Each value is range-checked; one outside the 64-bit range fails the run.",
+        lambda c, o: (
+            c.type == "NUMBER" and c.scale == 0 and (c.precision or 38) > 18 and c.name.upper() in o.number_as_long
+        ),
+        _iceberg("long"),
+        (_C("ID", "NUMBER", 38, 0),),
+    ),
+    TypeRule(
+        "NUMBER(p,0), p ≥ 19 (INT, INTEGER, BIGINT are NUMBER(38,0))",
+        "decimal(p,0)",
+        "Exact. Arrives as int8…int64 or decimal128 per chunk; all are cast to decimal(p,0).",
+        lambda c, o: c.type == "NUMBER" and c.scale == 0 and (c.precision or 38) > 18,
+        _iceberg("decimal"),
+        (_C("A", "NUMBER", 38, 0), _C("B", "NUMBER", 19, 0)),
+    ),
+    TypeRule(
+        "NUMBER(p,s), s > 0",
+        "decimal(p,s)",
+        "Exact. A batch that arrives as float is refused rather than rounded.",
+        lambda c, o: c.type == "NUMBER" and (c.scale or 0) > 0,
+        _iceberg("decimal"),
+        (_C("A", "NUMBER", 10, 2), _C("B", "NUMBER", 38, 37)),
+    ),
+    TypeRule(
+        "FLOAT, FLOAT4, FLOAT8, DOUBLE, REAL",
+        "double",
+        "Exact (Snowflake floats are 64-bit), NaN and ±inf kept.",
+        lambda c, o: c.type == "FLOAT",
+        _iceberg("double"),
+        (_C("A", "FLOAT"),),
+    ),
+    TypeRule(
+        "VARCHAR(n), STRING, TEXT, CHAR(n)",
+        "string",
+        "Exact.",
+        lambda c, o: c.type == "TEXT",
+        _iceberg("string"),
+        (_C("A", "TEXT", length=20), _C("B", "TEXT", length=16777216)),
+    ),
+    TypeRule(
+        "BINARY(n), VARBINARY",
+        "binary",
+        "Exact.",
+        lambda c, o: c.type == "BINARY",
+        _iceberg("binary"),
+        (_C("A", "BINARY"),),
+    ),
+    TypeRule(
+        "BOOLEAN", "boolean", "Exact.", lambda c, o: c.type == "BOOLEAN", _iceberg("boolean"), (_C("A", "BOOLEAN"),)
+    ),
+    TypeRule("DATE", "date", "Exact.", lambda c, o: c.type == "DATE", _iceberg("date"), (_C("A", "DATE"),)),
+    TypeRule(
+        "TIME(0–6)",
+        "time",
+        "Exact (Iceberg time is microseconds).",
+        lambda c, o: c.type == "TIME" and (c.scale or 0) <= 6,
+        _iceberg("time"),
+        (_C("A", "TIME", scale=0), _C("B", "TIME", scale=6)),
+    ),
+    TypeRule(
+        "TIME(7–9)",
+        "time",
+        "Microseconds. A value with non-zero digits below the microsecond fails the run, "
+        "unless `timestamp_nanos: truncate` is set (then they are truncated).",
+        lambda c, o: c.type == "TIME",
+        _iceberg("time"),
+        (_C("A", "TIME", scale=9),),
+    ),
+    TypeRule(
+        "TIMESTAMP_NTZ(0–6), DATETIME",
+        "timestamp",
+        "Exact; stays naive (no time zone is invented).",
+        lambda c, o: c.type == "TIMESTAMP_NTZ" and (c.scale or 0) <= 6,
+        _iceberg("timestamp"),
+        (_C("A", "TIMESTAMP_NTZ", scale=0), _C("B", "TIMESTAMP_NTZ", scale=6)),
+    ),
+    TypeRule(
+        "TIMESTAMP_NTZ(7–9)",
+        "timestamp",
+        "Naive, microseconds. Non-zero nanoseconds fail the run unless `timestamp_nanos: truncate`.",
+        lambda c, o: c.type == "TIMESTAMP_NTZ",
+        _iceberg("timestamp"),
+        (_C("A", "TIMESTAMP_NTZ", scale=9),),
+    ),
+    TypeRule(
+        "TIMESTAMP_LTZ(0–6), TIMESTAMP_TZ(0–6)",
+        "timestamptz",
+        "The same instant in UTC. TIMESTAMP_TZ's original offset is not kept (Iceberg stores instants).",
+        lambda c, o: c.type in ("TIMESTAMP_LTZ", "TIMESTAMP_TZ") and (c.scale or 0) <= 6,
+        _iceberg("timestamptz"),
+        (_C("A", "TIMESTAMP_LTZ", scale=3), _C("B", "TIMESTAMP_TZ", scale=6)),
+    ),
+    TypeRule(
+        "TIMESTAMP_LTZ(7–9), TIMESTAMP_TZ(7–9)",
+        "timestamptz",
+        "UTC instant, microseconds. Non-zero nanoseconds fail the run unless `timestamp_nanos: truncate`.",
+        lambda c, o: c.type in ("TIMESTAMP_LTZ", "TIMESTAMP_TZ"),
+        _iceberg("timestamptz"),
+        (_C("A", "TIMESTAMP_LTZ", scale=9), _C("B", "TIMESTAMP_TZ", scale=9)),
+    ),
+    TypeRule(
+        "VARIANT, OBJECT, ARRAY (semi-structured)",
+        "string",
+        "JSON text exactly as Snowflake serialises it.",
+        lambda c, o: c.type in ("VARIANT", "OBJECT", "ARRAY"),
+        _iceberg("string"),
+        (_C("A", "VARIANT"), _C("B", "OBJECT"), _C("C", "ARRAY")),
+    ),
+    TypeRule(
+        "GEOGRAPHY, GEOMETRY",
+        "string",
+        "GeoJSON text (session GEOGRAPHY/GEOMETRY_OUTPUT_FORMAT pinned), or WKT with `geo_format: wkt`.",
+        lambda c, o: c.type in ("GEOGRAPHY", "GEOMETRY"),
+        _iceberg("string"),
+        (_C("A", "GEOGRAPHY"), _C("B", "GEOMETRY")),
+    ),
+    TypeRule(
+        "VECTOR(INT, n)",
+        "list<int>",
+        "Exact (32-bit elements).",
+        lambda c, o: c.type == "VECTOR" and c.vector_element == "INT",
+        _iceberg("list<int>"),
+        (_C("A", "VECTOR", vector_element="INT", vector_dimension=3),),
+    ),
+    TypeRule(
+        "VECTOR(FLOAT, n)",
+        "list<float>",
+        "Exact (32-bit elements).",
+        lambda c, o: c.type == "VECTOR" and c.vector_element == "FLOAT",
+        _iceberg("list<float>"),
+        (_C("A", "VECTOR", vector_element="FLOAT", vector_dimension=256),),
+    ),
+)
+
+
+# Types we refuse, with the reason shown in the error and the docs.
+UNSUPPORTED: dict[str, str] = {
+    "MAP": "structured MAP has no lossless mapping yet; select it as VARIANT (col::VARIANT) in a custom query",
+    "STRUCTURED_OBJECT": "structured OBJECT(...) — select it as VARIANT in a custom query",
+    "STRUCTURED_ARRAY": "structured ARRAY(...) — select it as VARIANT in a custom query",
+    "STRUCTURED_MAP": "structured MAP(...) — select it as VARIANT in a custom query",
+    "FILE": "FILE values are stage references, not data",
+    "INTERVAL_YEAR_MONTH": "Iceberg has no interval type",
+    "INTERVAL_DAY_TIME": "Iceberg has no interval type",
+}
+
+
+def rule_for(col: SnowflakeColumn, options: MappingOptions | None = None) -> TypeRule:
+    options = options or MappingOptions()
+    for rule in TYPE_RULES:
+        if rule.matches(col, options):
+            return rule
+    reason = UNSUPPORTED.get(col.type, "no mapping is defined for it")
+    raise UnsupportedTypeError(f"column {col.name!r}: Snowflake type {col.sql_type} is not supported: {reason}")
+
+
+def iceberg_name(snowflake_name: str) -> str:
+    """Iceberg column name for a Snowflake column: lower-cased."""
+    return snowflake_name.lower()
+
+
+@dataclass(frozen=True)
+class MappedColumn:
+    source: SnowflakeColumn
+    name: str  # Iceberg column name
+    iceberg_type: IcebergType
+    rule: TypeRule
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return arrow_type_for(self.iceberg_type)
+
+
+def map_columns(columns: Sequence[SnowflakeColumn], options: MappingOptions | None = None) -> list[MappedColumn]:
+    options = options or MappingOptions()
+    out: list[MappedColumn] = []
+    seen: dict[str, str] = {}
+    for col in columns:
+        rule = rule_for(col, options)
+        name = iceberg_name(col.name)
+        if name in seen:
+            raise TypeMappingError(
+                f"columns {seen[name]!r} and {col.name!r} both map to Iceberg column {name!r}; rename one in a custom query"
+            )
+        seen[name] = col.name
+        out.append(MappedColumn(col, name, rule.target(col), rule))
+    return out
+
+
+def arrow_type_for(t: IcebergType) -> pa.DataType:
+    import pyarrow as pa
+    from pyiceberg import types as it
+
+    if isinstance(t, it.DecimalType):
+        return pa.decimal128(t.precision, t.scale)
+    if isinstance(t, it.ListType):
+        return pa.list_(arrow_type_for(t.element_type))
+    simple: dict[type, pa.DataType] = {
+        it.IntegerType: pa.int32(),
+        it.LongType: pa.int64(),
+        it.FloatType: pa.float32(),
+        it.DoubleType: pa.float64(),
+        it.StringType: pa.large_string(),
+        it.BinaryType: pa.large_binary(),
+        it.BooleanType: pa.bool_(),
+        it.DateType: pa.date32(),
+        it.TimeType: pa.time64("us"),
+        it.TimestampType: pa.timestamp("us"),
+        it.TimestamptzType: pa.timestamp("us", tz="UTC"),
+    }
+    for cls, at in simple.items():
+        if type(t) is cls:
+            return at
+    raise UnsupportedTypeError(f"no Arrow type for Iceberg type {t}")
