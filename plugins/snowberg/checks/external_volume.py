@@ -15,7 +15,8 @@ the likely cause, using ``DESC EXTERNAL VOLUME`` (``parse_describe``) when it
 is available for the principal, external id and ``ALLOW_WRITES``.
 
 Nothing here talks to Snowflake: ``verify_external_volume`` takes an open
-DB-API connection, so the parser is tested on recorded outputs.
+DB-API connection, so the parser is tested on outputs written from Snowflake's
+documentation (the emulator has no such function; the live lane runs the real one).
 """
 
 from __future__ import annotations

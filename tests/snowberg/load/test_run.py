@@ -75,7 +75,7 @@ def src(sfdb: Any) -> Any:
     return sfdb
 
 
-def test_exactly_once_d_updated_rows_are_picked_up(src: Any, catalog: Any, variables: Any) -> None:
+def test_updated_rows_are_picked_up_by_the_next_run(src: Any, catalog: Any, variables: Any) -> None:
     cfg = cfg_for(src)
     _, r1, p1 = run(cfg, src, catalog, variables, "r1")
     assert (r1.status, r1.rows) == ("committed", 100)
@@ -142,7 +142,7 @@ def run_child(
     return res
 
 
-def test_exactly_once_a_crash_after_commit_before_variable(src: Any, catalog: Any, variables: Any) -> None:
+def test_crash_after_commit_before_variable_reads_nothing_twice(src: Any, catalog: Any, variables: Any) -> None:
     cfg = cfg_for(src)
     run(cfg, src, catalog, variables, "r1")
     before = dict(variables)
@@ -166,7 +166,7 @@ def test_exactly_once_a_crash_after_commit_before_variable(src: Any, catalog: An
 
 
 @pytest.mark.parametrize("fault", ["after_extract", "before_commit", "raise:before_commit"])
-def test_exactly_once_b_failure_before_commit_changes_nothing(
+def test_failure_before_commit_changes_nothing(
     src: Any, catalog: Any, variables: Any, fault: str
 ) -> None:
     cfg = cfg_for(src)
@@ -183,7 +183,7 @@ def test_exactly_once_b_failure_before_commit_changes_nothing(
     assert [r["id"] for r in lake_rows(catalog)] == list(range(1, 121))
 
 
-def test_exactly_once_c_retried_load_appends_nothing(src: Any, catalog: Any, variables: Any) -> None:
+def test_retried_load_appends_nothing(src: Any, catalog: Any, variables: Any) -> None:
     cfg = cfg_for(src, write_mode="append", primary_key=[])
     table, _ = reconcile_before_plan(cfg, catalog, variables)
     w = plan_run(cfg, src.conn, table, run_id="r1")
@@ -196,7 +196,7 @@ def test_exactly_once_c_retried_load_appends_nothing(src: Any, catalog: Any, var
     assert len(snapshots(catalog)) == 1
 
 
-def test_exactly_once_e_nothing_new_writes_no_file_and_no_commit(
+def test_nothing_new_writes_no_file_and_no_commit(
     src: Any, catalog: Any, variables: Any, tmp_path: Path
 ) -> None:
     cfg = cfg_for(src)

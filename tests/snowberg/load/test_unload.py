@@ -1,6 +1,6 @@
 """Push-down unload: Snowflake writes Parquet to a stage in the lake, snowberg registers the files.
 
-The emulator cannot run ``COPY INTO @stage`` (shared NOTES), so
+The emulator (fakesnow 0.12) cannot run ``COPY INTO @stage``, so
 ``UnloadingSnowflake`` adds exactly that to it: it runs the COPY's own SELECT
 on the emulator (so the generated SQL is executed for real) and writes the
 result the way Snowflake documents its Parquet unload with
