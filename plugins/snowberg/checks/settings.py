@@ -26,21 +26,17 @@ here: these models are validated when DAG files are parsed.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from snowberg.core.durations import parse_duration
-
-Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+from snowberg.core.models import CONNECTION_ID, Duration, StrictModel
 
 AlertEvent = Literal["load_failure", "check_failure"]
 ALERT_EVENTS: tuple[str, ...] = ("load_failure", "check_failure")
 _DEFAULT_EVENTS: tuple[AlertEvent, ...] = ("load_failure", "check_failure")
 
 _EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
-_CONN_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")
 _SNS_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_\-]{1,256}(\.fifo)?$")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {
@@ -74,17 +70,13 @@ def parse_size(value: object) -> int:
 Size = Annotated[int, BeforeValidator(parse_size)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 def _conn_id(v: str | None, what: str) -> str | None:
-    if v is not None and not _CONN_ID.match(v):
+    if v is not None and not CONNECTION_ID.fullmatch(v):
         raise ValueError(f"{what} {v!r} is not a valid Airflow connection id")
     return v
 
 
-class AlertsConfig(_Strict):
+class AlertsConfig(StrictModel):
     """Where a table's failures are sent.
 
     Every channel is optional; at least one must be set. ``events`` chooses
@@ -174,7 +166,7 @@ class AlertsConfig(_Strict):
         return out
 
 
-class HealthThresholds(_Strict):
+class HealthThresholds(StrictModel):
     """Limits for the table-health report; a breached limit fails the check.
 
     Every limit is optional: an unset one is reported, never enforced.

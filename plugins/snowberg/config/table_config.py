@@ -15,15 +15,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from snowberg.checks.settings import AlertsConfig, HealthThresholds
 from snowberg.config.yaml_loader import read_yaml, validate_entries
-from snowberg.core.durations import parse_duration
 from snowberg.core.identifiers import IcebergName, TableName, validate_identifier
+from snowberg.core.models import Duration, StrictModel
 from snowberg.streams.settings import StreamSource, stream_table_problems
-
-Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
 _TRANSFORM = re.compile(r"^(?:(identity|year|month|day|hour)\((\w+)\)|(bucket|truncate)\[(\d+)\]\((\w+)\)|(\w+))$")
 
@@ -58,11 +56,7 @@ class WriteMode(StrEnum):
     APPEND = "append"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PartitionField(_Strict):
+class PartitionField(StrictModel):
     column: str
     transform: str  # identity | year | month | day | hour | bucket[N] | truncate[W]
 
@@ -95,7 +89,7 @@ def _parse_partition(item: object) -> PartitionField:
     return PartitionField(column=m.group(6).lower(), transform="identity")
 
 
-class Source(_Strict):
+class Source(StrictModel):
     """Where rows come from: a table ``db.schema.table`` or a custom SELECT."""
 
     table: str | None = None
@@ -127,7 +121,7 @@ class Source(_Strict):
         return self
 
 
-class Cursor(_Strict):
+class Cursor(StrictModel):
     """The watermark contract.
 
     The window of a run is ``(watermark - lookback, high]`` where ``high`` is
@@ -151,7 +145,7 @@ class Cursor(_Strict):
         return validate_identifier(v, "cursor column")
 
 
-class UnloadSettings(_Strict):
+class UnloadSettings(StrictModel):
     """Push-down unload (``COPY INTO @stage … PARQUET`` + ``add_files``): a manual DAG for big initial loads."""
 
     stage: str
@@ -167,7 +161,7 @@ class UnloadSettings(_Strict):
         return v
 
 
-class TableConfig(_Strict):
+class TableConfig(StrictModel):
     """One table: a DAG is built for each."""
 
     name: str
@@ -270,7 +264,7 @@ class TableConfig(_Strict):
         return f"snowberg__{n.namespace}__{n.table}__watermark"
 
 
-class SnowbergConfig(_Strict):
+class SnowbergConfig(StrictModel):
     tables: list[TableConfig]
 
 

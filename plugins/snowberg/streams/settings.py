@@ -19,14 +19,15 @@ Example::
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from snowberg.core.identifiers import IcebergName, TableName
+from snowberg.core.models import StrictModel
 
 STAGING_SUFFIX = "_SNOWBERG_STAGING"
 
 
-class StreamSource(BaseModel):
+class StreamSource(StrictModel):
     """Where changes come from and where they wait between the two commits.
 
     name:             the stream ``db.schema.stream``
@@ -49,8 +50,6 @@ class StreamSource(BaseModel):
     stale_alert_intervals: fail with an alert when the stream would go stale
                       within this many schedule intervals
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     on_table: str | None = None

@@ -32,32 +32,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from snowberg.config.yaml_loader import read_yaml, validate_entries
-from snowberg.core.durations import parse_duration
 from snowberg.core.identifiers import IcebergName, TableName, validate_identifier
-
-Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
-_REF = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")
+from snowberg.core.models import Duration, StrictModel, validate_connection_id
 
 
 class SyncConfigError(ValueError):
     """``syncs.yaml`` is invalid; the message names the sync and the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _ref(v: str) -> str:
-    """Connection ids and catalog names: letters, digits, '_', '.', '-'."""
-    if not _REF.match(v):
-        raise ValueError(f"invalid connection id or catalog name {v!r}")
-    return v
-
-
-class IcebergSource(_Strict):
+class IcebergSource(StrictModel):
     """A lake table: catalog = Airflow connection id or pyiceberg catalog name."""
 
     catalog: str
@@ -66,7 +52,7 @@ class IcebergSource(_Strict):
     @field_validator("catalog")
     @classmethod
     def _check_ref(cls, v: str) -> str:
-        return _ref(v)
+        return validate_connection_id(v)
 
     @field_validator("table")
     @classmethod
@@ -75,7 +61,7 @@ class IcebergSource(_Strict):
         return v
 
 
-class IcebergTarget(_Strict):
+class IcebergTarget(StrictModel):
     """A Snowflake-managed Iceberg table reached through an Iceberg REST catalog (Horizon)."""
 
     kind: Literal["iceberg"]
@@ -87,7 +73,7 @@ class IcebergTarget(_Strict):
     @field_validator("catalog")
     @classmethod
     def _check_ref(cls, v: str) -> str:
-        return _ref(v)
+        return validate_connection_id(v)
 
     @field_validator("table")
     @classmethod
@@ -100,7 +86,7 @@ class IcebergTarget(_Strict):
         return v
 
 
-class NativeTarget(_Strict):
+class NativeTarget(StrictModel):
     """A native Snowflake table (created from the source schema if missing)."""
 
     kind: Literal["native"]
@@ -113,7 +99,7 @@ class NativeTarget(_Strict):
     @field_validator("snowflake_conn_id")
     @classmethod
     def _check_ref(cls, v: str) -> str:
-        return _ref(v)
+        return validate_connection_id(v)
 
     @field_validator("table", "state_table")
     @classmethod
@@ -128,7 +114,7 @@ class NativeTarget(_Strict):
         return validate_identifier(v, "lineage column") if v is not None else v
 
 
-class VisibilityCheckConfig(_Strict):
+class VisibilityCheckConfig(StrictModel):
     """Where the check asks Snowflake (for native targets both default to the target's)."""
 
     snowflake_conn_id: str | None = None
@@ -143,7 +129,7 @@ class VisibilityCheckConfig(_Strict):
         return v
 
 
-class SyncConfig(_Strict):
+class SyncConfig(StrictModel):
     name: str
     description: str | None = None
     source: IcebergSource
@@ -193,7 +179,7 @@ class SyncConfig(_Strict):
         return self.target.table
 
 
-class SyncsFile(_Strict):
+class SyncsFile(StrictModel):
     syncs: list[SyncConfig]
 
 

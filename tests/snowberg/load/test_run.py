@@ -166,9 +166,7 @@ def test_crash_after_commit_before_variable_reads_nothing_twice(src: Any, catalo
 
 
 @pytest.mark.parametrize("fault", ["after_extract", "before_commit", "raise:before_commit"])
-def test_failure_before_commit_changes_nothing(
-    src: Any, catalog: Any, variables: Any, fault: str
-) -> None:
+def test_failure_before_commit_changes_nothing(src: Any, catalog: Any, variables: Any, fault: str) -> None:
     cfg = cfg_for(src)
     run(cfg, src, catalog, variables, "r1")
     snaps_before = [s.snapshot_id for s in snapshots(catalog)]
@@ -196,9 +194,7 @@ def test_retried_load_appends_nothing(src: Any, catalog: Any, variables: Any) ->
     assert len(snapshots(catalog)) == 1
 
 
-def test_nothing_new_writes_no_file_and_no_commit(
-    src: Any, catalog: Any, variables: Any, tmp_path: Path
-) -> None:
+def test_nothing_new_writes_no_file_and_no_commit(src: Any, catalog: Any, variables: Any, tmp_path: Path) -> None:
     cfg = cfg_for(src)
     run(cfg, src, catalog, variables, "r1")
     files_before = sorted(p for p in (tmp_path / "wh").rglob("*") if p.is_file())
