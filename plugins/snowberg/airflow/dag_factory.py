@@ -13,13 +13,11 @@ import pendulum
 from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param
 
 from snowberg.airflow.alerts import build_notifiers
-from snowberg.airflow.operators.checks import (
-    SnapshotFreshnessOperator,
-    TableHealthOperator,
-    VerifyExternalVolumeOperator,
-)
+from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
+from snowberg.airflow.operators.health import TableHealthOperator
 from snowberg.airflow.operators.incremental import SnowbergLoadOperator, SnowbergPlanOperator, SnowbergPublishOperator
 from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
+from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 from snowberg.airflow.operators.streams import build_stream_tasks
 from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
 from snowberg.config.table_config import TableConfig, load_config

@@ -7,7 +7,7 @@
 * ``settings``  — the ``alerts:`` and ``health:`` YAML sections
 
 This package imports nothing heavy at module level; the Airflow operators
-live in ``snowberg.airflow.operators.checks``.
+live in ``snowberg.airflow.operators`` (freshness, health, storage).
 """
 
 from __future__ import annotations

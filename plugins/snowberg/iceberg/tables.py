@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import PartitionField, TableConfig
+from snowberg.core.identifiers import IcebergName
 from snowberg.mapping.columns import SchemaEvolutionError
 from snowberg.mapping.evolution import can_hold, can_widen
 from snowberg.mapping.rules import MappedColumn, arrow_type_for
@@ -51,9 +52,15 @@ def open_catalog(name: str) -> Catalog:
 
 
 def load_table_or_none(catalog: Catalog, cfg: TableConfig) -> Table | None:
+    """The configured table's Iceberg table, or None before its first load."""
+    return find_table(catalog, cfg.iceberg_name)
+
+
+def find_table(catalog: Catalog, name: IcebergName | str) -> Table | None:
+    """The table ``namespace.table`` in ``catalog``, or None when it does not exist (one home for the lookup)."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    n = cfg.iceberg_name
+    n = name if isinstance(name, IcebergName) else IcebergName.parse(name)
     try:
         return catalog.load_table((n.namespace, n.table))
     except NoSuchTableError:

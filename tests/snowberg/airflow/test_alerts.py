@@ -159,7 +159,7 @@ def _context(exc: BaseException, task_id: str = "check_freshness") -> dict[str, 
 
 
 def _stale_error() -> BaseException:
-    from snowberg.airflow.operators.checks import SnowbergCheckFailed
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
 
     return SnowbergCheckFailed(
         "orders is stale: last write 2026-01-01T00:00:00+00:00 is 30.00 h old, over the SLA of 2h",
@@ -271,7 +271,7 @@ def test_alert_message_for_a_load() -> None:
 
 def test_check_task_infrastructure_error_counts_as_check_failure() -> None:
     from snowberg.airflow.alerts import build_alert
-    from snowberg.airflow.operators.checks import TableHealthOperator
+    from snowberg.airflow.operators.health import TableHealthOperator
 
     ctx = _context(ConnectionError("catalog unreachable"), task_id="table_health")
     ctx["task"] = TableHealthOperator(task_id="table_health", table="lake.orders")
@@ -449,7 +449,7 @@ from airflow.sdk import DAG
 
 from snowberg.airflow.alerts import build_notifiers
 from snowberg.checks.settings import AlertsConfig
-from snowberg.airflow.operators.checks import SnapshotFreshnessOperator
+from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
 
 alerts = AlertsConfig(
     email=["oncall@example.com"], email_conn_id="smtp_e2e", email_from="snowberg@example.com",

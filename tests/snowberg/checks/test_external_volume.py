@@ -273,7 +273,7 @@ def fake_snowflake(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def test_operator_success_returns_steps(fake_snowflake: dict[str, Any], context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import VerifyExternalVolumeOperator
+    from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 
     fake_snowflake["results"] = {
         "SELECT SYSTEM$VERIFY": [(raw("success_s3"),)],
@@ -289,7 +289,8 @@ def test_operator_success_returns_steps(fake_snowflake: dict[str, Any], context:
 
 
 def test_operator_failure_names_step_and_cause(fake_snowflake: dict[str, Any], context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import SnowbergCheckFailed, VerifyExternalVolumeOperator
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 
     fake_snowflake["results"] = {
         "SELECT SYSTEM$VERIFY": [(raw("trust_policy"),)],
@@ -306,7 +307,8 @@ def test_operator_failure_names_step_and_cause(fake_snowflake: dict[str, Any], c
 
 
 def test_operator_read_only_volume(fake_snowflake: dict[str, Any], context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import SnowbergCheckFailed, VerifyExternalVolumeOperator
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 
     fake_snowflake["results"] = {
         "SELECT SYSTEM$VERIFY": [(raw("read_only"),)],
@@ -323,7 +325,8 @@ def test_operator_read_only_volume(fake_snowflake: dict[str, Any], context: dict
 def test_operator_missing_volume_is_a_check_failure(fake_snowflake: dict[str, Any], context: dict[str, Any]) -> None:
     from snowflake.connector.errors import ProgrammingError
 
-    from snowberg.airflow.operators.checks import SnowbergCheckFailed, VerifyExternalVolumeOperator
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 
     err = ProgrammingError(
         msg="SQL compilation error:\nExternal volume 'NOPE' does not exist or not authorized.", errno=2003
@@ -336,7 +339,7 @@ def test_operator_missing_volume_is_a_check_failure(fake_snowflake: dict[str, An
 def test_operator_also_probes_the_lake(
     fake_snowflake: dict[str, Any], use_catalog: Any, orders: Any, context: dict[str, Any]
 ) -> None:
-    from snowberg.airflow.operators.checks import VerifyExternalVolumeOperator
+    from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 
     fake_snowflake["results"] = {
         "SELECT SYSTEM$VERIFY": [(raw("success_s3"),)],

@@ -108,7 +108,7 @@ def test_unreadable_watermark_is_reported(orders: Any, lake: Any) -> None:
 
 
 def test_operator_fresh_returns_measures(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import SnapshotFreshnessOperator
+    from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
 
     op = SnapshotFreshnessOperator(task_id="freshness", table="lake.orders", freshness_sla="1h", table_name="orders")
     out = op.execute(context)
@@ -121,7 +121,8 @@ def test_operator_fresh_returns_measures(use_catalog: Any, orders: Any, context:
 def test_operator_stale_fails_without_retry(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
     from airflow.sdk.exceptions import AirflowFailException
 
-    from snowberg.airflow.operators.checks import SnapshotFreshnessOperator, SnowbergCheckFailed
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
 
     time.sleep(0.05)
     op = SnapshotFreshnessOperator(task_id="freshness", table="lake.orders", freshness_sla="10ms", table_name="orders")
@@ -137,14 +138,15 @@ def test_operator_stale_fails_without_retry(use_catalog: Any, orders: Any, conte
 
 
 def test_operator_missing_table(use_catalog: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import SnapshotFreshnessOperator, SnowbergCheckFailed
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
 
     with pytest.raises(SnowbergCheckFailed, match="does not exist"):
         SnapshotFreshnessOperator(task_id="f", table="lake.missing", freshness_sla="1h").execute(context)
 
 
 def test_operator_bad_duration_is_clear(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import SnapshotFreshnessOperator
+    from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
 
     with pytest.raises(ValueError, match="freshness_sla: not a duration"):
         SnapshotFreshnessOperator(task_id="f", table="lake.orders", freshness_sla="soon").execute(context)
@@ -155,7 +157,7 @@ def test_operator_bad_duration_is_clear(use_catalog: Any, orders: Any, context: 
 def test_exception_pickles(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
     import pickle
 
-    from snowberg.airflow.operators.checks import SnowbergCheckFailed
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
 
     e = SnowbergCheckFailed(
         "x is stale", table="lake.x", check="freshness", observed="o", expected="e", details={"a": 1}
@@ -194,7 +196,8 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_freshness_and_health_open_no_data_file(
     use_catalog: Any, orders: Any, lake: Any, tmp_path: Path, context: dict[str, Any], opened: list[str]
 ) -> None:
-    from snowberg.airflow.operators.checks import SnapshotFreshnessOperator, TableHealthOperator
+    from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
+    from snowberg.airflow.operators.health import TableHealthOperator
 
     lake.append(orders, lake.batch([11, 12, 13]), watermark="2026-01-02 00:00:00.000000", run_id="r2")
     data_files = list((tmp_path / "wh").rglob("*.parquet"))
@@ -223,7 +226,7 @@ def test_deferrable_defers_then_completes_when_a_write_lands(
 ) -> None:
     from airflow.sdk.exceptions import TaskDeferred
 
-    from snowberg.airflow.operators.checks import FreshnessTrigger, SnapshotFreshnessOperator
+    from snowberg.airflow.operators.freshness import FreshnessTrigger, SnapshotFreshnessOperator
 
     time.sleep(2.1)
     # stale now; the write lands ~1 s into the wait and stays fresh for 2 s: two polls see it
@@ -235,7 +238,7 @@ def test_deferrable_defers_then_completes_when_a_write_lands(
     trigger = ei.value.trigger
     assert isinstance(trigger, FreshnessTrigger) and ei.value.method_name == "execute_complete"
     classpath, kwargs = trigger.serialize()
-    assert classpath == "snowberg.airflow.operators.checks.FreshnessTrigger"
+    assert classpath == "snowberg.airflow.operators.freshness.FreshnessTrigger"
     trigger = FreshnessTrigger(**kwargs)  # as the triggerer rebuilds it
 
     def later() -> None:
@@ -257,7 +260,8 @@ def test_deferrable_defers_then_completes_when_a_write_lands(
 
 
 def test_deferrable_deadline_fails(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import FreshnessTrigger, SnapshotFreshnessOperator, SnowbergCheckFailed
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.airflow.operators.freshness import FreshnessTrigger, SnapshotFreshnessOperator
 
     time.sleep(0.05)
     trigger = FreshnessTrigger(

@@ -122,7 +122,7 @@ def test_empty_table(catalog: Any, lake: Any) -> None:
 
 
 def test_operator_returns_report(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import TableHealthOperator
+    from snowberg.airflow.operators.health import TableHealthOperator
 
     out = TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 10}).execute(context)
     assert out["healthy"] and out["data_files"] == 5 and out["partition_skew"] == 4.0
@@ -130,7 +130,8 @@ def test_operator_returns_report(use_catalog: Any, partitioned: Any, context: di
 
 
 def test_operator_fails_on_breach(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import SnowbergCheckFailed, TableHealthOperator
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.airflow.operators.health import TableHealthOperator
 
     op = TableHealthOperator(
         task_id="h",
@@ -148,7 +149,7 @@ def test_operator_fails_on_breach(use_catalog: Any, partitioned: Any, context: d
 
 
 def test_operator_warn_only(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import TableHealthOperator
+    from snowberg.airflow.operators.health import TableHealthOperator
 
     out = TableHealthOperator(
         task_id="h", table="lake.sales", thresholds={"max_partition_skew": 2, "fail_on_breach": False}
@@ -157,7 +158,8 @@ def test_operator_warn_only(use_catalog: Any, partitioned: Any, context: dict[st
 
 
 def test_operator_missing_table(use_catalog: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import SnowbergCheckFailed, TableHealthOperator
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.airflow.operators.health import TableHealthOperator
 
     with pytest.raises(SnowbergCheckFailed, match="does not exist"):
         TableHealthOperator(task_id="h", table="lake.missing").execute(context)
@@ -166,7 +168,7 @@ def test_operator_missing_table(use_catalog: Any, context: dict[str, Any]) -> No
 def test_operator_rejects_bad_thresholds() -> None:
     from pydantic import ValidationError
 
-    from snowberg.airflow.operators.checks import TableHealthOperator
+    from snowberg.airflow.operators.health import TableHealthOperator
 
     with pytest.raises(ValidationError, match="max_partition_skew"):
         TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 0.5})

@@ -13,9 +13,13 @@ OPERATORS = ("SnapshotFreshnessOperator", "TableHealthOperator", "VerifyExternal
 
 
 def _cls(name: str) -> Any:
-    import snowberg.airflow.operators.checks as mod
+    import importlib
 
-    return getattr(mod, name)
+    for module in ("freshness", "health", "storage"):
+        mod = importlib.import_module(f"snowberg.airflow.operators.{module}")
+        if hasattr(mod, name):
+            return getattr(mod, name)
+    raise AssertionError(f"no operator {name}")
 
 
 @pytest.mark.parametrize("name", OPERATORS)
@@ -35,12 +39,9 @@ def _dag() -> Any:
     from airflow.sdk import DAG
 
     from snowberg.airflow.alerts import build_notifiers
-    from snowberg.airflow.operators.checks import (
-        LakeProbeOperator,
-        SnapshotFreshnessOperator,
-        TableHealthOperator,
-        VerifyExternalVolumeOperator,
-    )
+    from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
+    from snowberg.airflow.operators.health import TableHealthOperator
+    from snowberg.airflow.operators.storage import LakeProbeOperator, VerifyExternalVolumeOperator
 
     notifiers = build_notifiers(
         {"email": ["oncall@example.com"], "webhook_url": "http://127.0.0.1:9/h"},
@@ -96,7 +97,8 @@ def test_templates_render(use_catalog: Any, orders: Any, context: dict[str, Any]
 def test_parsing_a_dag_with_the_operators_imports_nothing_heavy() -> None:
     code = (
         "import sys\n"
-        "import snowberg.airflow.operators.checks, snowberg.airflow.alerts\n"
+        "import snowberg.airflow.operators.freshness, snowberg.airflow.operators.health, "
+        "snowberg.airflow.operators.storage, snowberg.airflow.alerts\n"
         "print([m for m in ('pyiceberg', 'pyarrow', 'pandas', 'boto3', 'snowflake.connector', 'slack_sdk') if m in sys.modules])\n"
     )
     out = (

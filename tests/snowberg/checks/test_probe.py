@@ -104,7 +104,7 @@ def test_writer_file_io_s3_table_on_moto(tmp_path: Path, s3_bucket: str, s3_prop
 
 
 def test_probe_operator_local(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.checks import LakeProbeOperator
+    from snowberg.airflow.operators.storage import LakeProbeOperator
 
     out = LakeProbeOperator(task_id="probe", catalog="lake", table="lake.orders").execute(context)
     assert out["ok"] is True
@@ -115,7 +115,8 @@ def test_probe_operator_fails_with_the_step(
     monkeypatch: pytest.MonkeyPatch, s3_props: dict[str, str], context: dict[str, Any]
 ) -> None:
     import snowberg.iceberg.tables
-    from snowberg.airflow.operators.checks import LakeProbeOperator, SnowbergCheckFailed
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.airflow.operators.storage import LakeProbeOperator
 
     class Cat:
         properties = {**s3_props, "warehouse": "s3://no-such-bucket-snowberg/wh"}

@@ -1,0 +1,95 @@
+"""Table health from metadata: statistics coverage, partition skew, file sizes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from snowberg.airflow.operators.check_base import SnowbergCheckOperator
+from snowberg.checks.settings import HealthThresholds
+
+log = logging.getLogger(__name__)
+
+
+class TableHealthOperator(SnowbergCheckOperator):
+    """Report an Iceberg table's health from metadata, and fail on breached limits.
+
+    Reads the metadata file and the current snapshot's manifests (never a
+    data file): snapshot history, data and delete files, rows, bytes,
+    column-statistics coverage (null counts, lower/upper bounds), partition
+    skew (max/min files per partition), small-file ratio and the table
+    properties. The report is logged as a table and returned (XCom).
+
+    .. code-block:: python
+
+        TableHealthOperator(
+            task_id="table_health",
+            table="lake.orders",
+            catalog="lake",
+            thresholds={"min_stats_coverage": 0.9, "max_small_file_ratio": 0.5, "max_partition_skew": 20},
+            table_name="orders",
+        )
+
+    :param table: Iceberg identifier ``namespace.table``. Templated.
+    :param catalog: pyiceberg catalog name. Templated.
+    :param thresholds: a ``HealthThresholds`` (or its dict form); unset limits are only reported.
+    :param table_name: label for reports and alerts (default: ``table``). Templated.
+    """
+
+    template_fields: Sequence[str] = ("table", "catalog", "table_name")
+    snowberg_check = "health"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        catalog: str = "lake",
+        thresholds: HealthThresholds | Mapping[str, Any] | None = None,
+        table_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.catalog = catalog
+        self.thresholds = (
+            thresholds
+            if isinstance(thresholds, HealthThresholds)
+            else HealthThresholds.model_validate(dict(thresholds or {}))
+        )
+        self.table_name = table_name
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.checks import health
+
+        label = self.table_name or self.table
+        from snowberg.iceberg.tables import find_table, open_catalog
+
+        table = find_table(open_catalog(self.catalog), self.table)
+        if table is None:
+            raise self._fail(
+                context,
+                f"{label}: table {self.table} does not exist",
+                table=self.table,
+                observed="table does not exist",
+                expected="an existing table",
+                details={"table": self.table, "exists": False},
+            )
+        report = health.collect(table, name=self.table, thresholds=self.thresholds)
+        self.log.info("\n%s", health.render(report))
+        out = report.to_dict()
+        if report.breaches and self.thresholds.fail_on_breach:
+            raise self._fail(
+                context,
+                f"{label} is unhealthy: " + "; ".join(b.message for b in report.breaches),
+                table=self.table,
+                observed={b.metric: b.observed for b in report.breaches},
+                expected={
+                    b.metric: (f">= {b.limit}" if b.metric == "stats_coverage" else f"<= {b.limit}")
+                    for b in report.breaches
+                },
+                details=out,
+            )
+        for b in report.breaches:
+            self.log.warning("health limit breached (fail_on_breach is off): %s", b.message)
+        return out
