@@ -28,6 +28,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from snowberg.airflow.metrics import emit_freshness
 from snowberg.checks import CheckFailed
 from snowberg.checks.settings import HealthThresholds
 from snowberg.core.durations import format_duration, parse_duration
@@ -268,6 +269,7 @@ class SnapshotFreshnessOperator(_SnowbergCheck):
         sla, max_lag = self._limits()
         table = _load_table(_open_catalog(self.catalog), self.table)
         result = freshness.evaluate(table, name=self.table, sla=sla, max_watermark_lag=max_lag)
+        emit_freshness(self.table_name or self.table, result.to_dict())
         self.log.info("%s", freshness.render(result))
         if result.fresh:
             return result.to_dict()
@@ -301,6 +303,7 @@ class SnapshotFreshnessOperator(_SnowbergCheck):
         if event.get("status") == "error":
             raise RuntimeError(f"freshness trigger for {self.table} failed: {event.get('error')}")
         result = freshness.Freshness.from_dict(event["result"])
+        emit_freshness(self.table_name or self.table, result.to_dict())
         self.log.info("after %s poll(s) of the metadata:\n%s", event.get("polls", "?"), freshness.render(result))
         if result.fresh:
             return result.to_dict()
