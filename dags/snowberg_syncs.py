@@ -18,6 +18,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, Asset
 
+from snowberg.airflow.alerts import build_notifiers
 from snowberg.airflow.operators.lake_to_snowflake import (
     IcebergToSnowflakeIcebergOperator,
     IcebergToSnowflakeNativeOperator,
@@ -72,6 +73,14 @@ def _doc(cfg: SyncConfig) -> str:
     return "\n".join(lines)
 
 
+def _default_args(cfg: SyncConfig) -> dict[str, Any]:
+    args: dict[str, Any] = {"owner": cfg.owner, "retries": cfg.retries, "retry_delay": cfg.retry_delay}
+    notifiers = build_notifiers(cfg.alerts, table=cfg.name, dag_id=cfg.dag_id)
+    if notifiers:
+        args["on_failure_callback"] = notifiers  # task-level, as for tables: the alert names the failing task
+    return args
+
+
 def build_sync_dag(cfg: SyncConfig) -> DAG:
     schedule: Any = [source_asset(cfg)] if cfg.schedule == ON_SOURCE_CHANGE else cfg.schedule
     with DAG(
@@ -82,7 +91,7 @@ def build_sync_dag(cfg: SyncConfig) -> DAG:
         max_active_runs=1,
         tags=["snowberg", "lake-to-snowflake", cfg.target.kind, *cfg.tags],
         doc_md=_doc(cfg),
-        default_args={"owner": cfg.owner, "retries": cfg.retries, "retry_delay": cfg.retry_delay},
+        default_args=_default_args(cfg),
     ) as dag:
         t = cfg.target
         outlets = [target_asset(cfg)]

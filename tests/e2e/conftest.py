@@ -138,8 +138,21 @@ class Stacks:
         return self.template
 
     def get(
-        self, name: str, *, executor: str = "LocalExecutor", celery_worker: bool = False, unpause: tuple[str, ...] = ()
+        self,
+        name: str,
+        *,
+        executor: str = "LocalExecutor",
+        celery_worker: bool = False,
+        unpause: tuple[str, ...] = (),
+        extra_env: dict[str, str] | None = None,
+        wait_for: list[str] | None = None,
     ) -> AirflowStack:
+        """The stack ``name`` (started now unless it is the running one).
+
+        ``extra_env`` adds to the session's environment for this stack only (its
+        own tables config, lineage and metrics settings); ``wait_for`` lists the
+        DAG ids to wait for (default: the standard test tables').
+        """
         if self.current is not None and self.current.name == name:
             self.current.check_alive()
             return self.current
@@ -156,7 +169,7 @@ class Stacks:
             database=db,
             sql_alchemy_conn=url,
             api_port=free_port(),
-            extra_env=self.env,
+            extra_env={**self.env, **(extra_env or {})},
             executor=executor,
             redis_db=REDIS_DB,
             celery_queue=f"snowberg_e2e_{self.token}",
@@ -169,7 +182,7 @@ class Stacks:
             stack.start(celery_worker=celery_worker)
             stack.wait_healthy()
             api = stack.client()
-            api.wait_dags([dag_id(t["name"]) for t in TABLES])
+            api.wait_dags(wait_for if wait_for is not None else [dag_id(t["name"]) for t in TABLES])
             for table in unpause:
                 api.set_paused(dag_id(table), False)
         except BaseException:

@@ -1,12 +1,20 @@
 """Iceberg catalogs from configuration: an Airflow connection, or pyiceberg's own config.
 
 Catalog settings never live in code. ``open_catalog(ref)`` looks for an
-Airflow connection whose id is ``ref`` and turns it into pyiceberg catalog
-properties (``catalog_properties``); when there is no such connection it falls
-back to pyiceberg's configuration for the catalog *name* ``ref``
+Airflow connection whose id is ``ref``; when there is none it falls back to
+pyiceberg's configuration for the catalog *name* ``ref``
 (``PYICEBERG_CATALOG__<REF>__*`` environment variables or ``~/.pyiceberg.yaml``).
 
-Connection shapes (``conn_type`` picks a preset; ``extra`` completes it):
+A connection of the ``iceberg`` type (the Apache Iceberg provider's) is opened
+by the provider's ``IcebergHook``: ``host`` is the catalog URI, ``login`` and
+``password`` the OAuth2 client id and secret (``credential``), ``extra`` the
+catalog properties verbatim (``type`` defaults to ``rest``; ``{"type": "sql",
+"uri": ..., "warehouse": ...}`` or ``{"type": "glue", ...}`` work too), and the
+catalog is named after the connection id.
+
+The other connection types are presets for what the hook cannot build
+(``catalog_properties`` turns them into pyiceberg properties; ``extra``
+completes them):
 
 ==============  ===========================================================
 ``snowflake``   Snowflake Horizon Iceberg REST catalog. ``password`` is a
@@ -29,13 +37,9 @@ Connection shapes (``conn_type`` picks a preset; ``extra`` completes it):
                 database); ``extra.warehouse`` is required.
 ``sqlite``      pyiceberg SQL catalog on SQLite (``host`` is the file path);
                 ``extra.warehouse`` is required.
-anything else   ``extra.type`` names the pyiceberg catalog type (``rest``,
-                ``sql``, ``glue``, ...). For ``rest``: ``extra.uri`` or the
-                connection's host/port/schema build the URI; ``password``
-                (with ``login`` as client id, if set) becomes ``credential``.
 ==============  ===========================================================
 
-In every shape, ``extra`` keys that are pyiceberg properties pass through
+In every preset, ``extra`` keys that are pyiceberg properties pass through
 verbatim (``uri``, ``warehouse``, ``credential``, ``token``, ``scope``,
 ``prefix``, ``oauth2-server-uri``, ``py-io-impl``, and any dotted key such as
 ``s3.endpoint``, ``glue.id``, ``header.X-Iceberg-Access-Delegation``), and
@@ -43,8 +47,8 @@ verbatim (``uri``, ``warehouse``, ``credential``, ``token``, ``scope``,
 ``extra.catalog_name`` sets the catalog's name (SQL catalogs store it with
 every table; default: the connection id).
 
-Every secret (password, credential, token, secret keys, session tokens) is
-registered with Airflow's secrets masker before the catalog is built, so it
+Every secret (password, credential, token, secret keys, session tokens; for
+``iceberg`` connections the password and the secret-looking extras) is registered with Airflow's secrets masker before the catalog is built, so it
 is masked in every task log line, including pyiceberg's and the provider's.
 """
 
@@ -61,6 +65,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ICEBERG_CONN_TYPE = "iceberg"  # the Apache Iceberg provider's connection type (IcebergHook)
 HORIZON_PATH = "/polaris/api/catalog"
 ACCESS_DELEGATION_HEADER = "header.X-Iceberg-Access-Delegation"
 VENDED_CREDENTIALS = "vended-credentials"
@@ -222,35 +227,6 @@ def _sqlite(conn: ConnectionLike, extra: Mapping[str, Any]) -> dict[str, str]:
     return {"type": "sql", "uri": f"sqlite:///{conn.host}"}
 
 
-def _rest_uri(conn: ConnectionLike) -> str | None:
-    if not conn.host:
-        return None
-    if "://" in conn.host:
-        base = conn.host
-    else:
-        scheme = "https" if (conn.conn_type or "").lower() != "http" else "http"
-        base = f"{scheme}://{conn.host}" + (f":{conn.port}" if conn.port else "")
-    path = (conn.schema or "").strip("/")
-    return base.rstrip("/") + (f"/{path}" if path else "")
-
-
-def _generic(conn: ConnectionLike, extra: Mapping[str, Any]) -> dict[str, str]:
-    ctype = extra.get("type")
-    if not ctype:
-        raise CatalogConfigError(
-            f"connection {conn.conn_id!r} (conn_type {conn.conn_type!r}): set extra.type to a pyiceberg catalog type "
-            "(rest, sql, glue, ...) or use conn_type snowflake, aws, postgres or sqlite"
-        )
-    props: dict[str, str] = {"type": str(ctype)}
-    if str(ctype).lower() == "rest":
-        uri = _rest_uri(conn)
-        if uri:
-            props["uri"] = uri
-        if conn.password:
-            props["credential"] = f"{conn.login}:{conn.password}" if conn.login else conn.password
-    return props
-
-
 _PRESETS = {"snowflake": _snowflake, "aws": _aws, "postgres": _postgres, "postgresql": _postgres, "sqlite": _sqlite}
 
 
@@ -258,7 +234,13 @@ def catalog_properties(conn: ConnectionLike) -> dict[str, str]:
     """pyiceberg catalog properties for an Airflow connection (pure: no I/O, no imports)."""
     extra = dict(conn.extra_dejson or {})
     ctype = (conn.conn_type or "").lower()
-    props = _PRESETS.get(ctype, _generic)(conn, extra)
+    preset = _PRESETS.get(ctype)
+    if preset is None:
+        raise CatalogConfigError(
+            f"connection {conn.conn_id!r} (conn_type {conn.conn_type!r}) is not a catalog connection: use conn_type "
+            f"{ICEBERG_CONN_TYPE} (the Apache Iceberg provider's) or one of {', '.join(sorted(set(_PRESETS)))}"
+        )
+    props = preset(conn, extra)
     passthrough = _passthrough(extra)
     if ctype == "snowflake":
         # The provider's extras mean something else here: ``warehouse`` is the
@@ -334,7 +316,28 @@ def catalog_from_connection(conn_id: str) -> Catalog:
     conn = _airflow_connection(conn_id)
     if conn is None:
         raise CatalogConfigError(f"no Airflow connection {conn_id!r}")
-    return _load(catalog_name(conn), catalog_properties(conn), f"connection {conn_id!r}")
+    return _from_connection(conn)
+
+
+def _from_connection(conn: ConnectionLike) -> Catalog:
+    if (conn.conn_type or "").lower() == ICEBERG_CONN_TYPE:
+        return _from_iceberg_hook(conn)
+    return _load(catalog_name(conn), catalog_properties(conn), f"Airflow connection {conn.conn_id!r}")
+
+
+def _from_iceberg_hook(conn: ConnectionLike) -> Catalog:
+    """The provider's hook builds the catalog (``load_catalog(conn_id, **extra, uri=host, credential=...)``)."""
+    from airflow.providers.apache.iceberg.hooks.iceberg import IcebergHook
+
+    extra = {k: _s(v) for k, v in (conn.extra_dejson or {}).items() if not isinstance(v, dict)}
+    mask_secrets({**extra, **({"password": conn.password} if conn.password else {})})
+    log.info(
+        "opening Iceberg catalog %r through the Iceberg provider's hook (uri %s): %s",
+        conn.conn_id,
+        conn.host,
+        redacted(extra),
+    )
+    return IcebergHook(iceberg_conn_id=conn.conn_id).catalog
 
 
 def _load(name: str, props: Mapping[str, Any], source: str) -> Catalog:
@@ -356,7 +359,7 @@ def open_catalog(ref: str) -> Catalog:
         raise CatalogConfigError(f"invalid catalog reference {ref!r}")
     conn = _airflow_connection(ref)
     if conn is not None:
-        return _load(catalog_name(conn), catalog_properties(conn), f"Airflow connection {ref!r}")
+        return _from_connection(conn)
     from pyiceberg.utils.config import Config
 
     conf = Config().get_catalog_config(ref)

@@ -23,6 +23,8 @@ PyYAML and snowberg's light modules are imported here.
           snowflake_conn_id: snowflake_default
           table: ANALYTICS.SALES.ORDERS_NATIVE
         on_rewrite: full_reload            # or fail (default)
+        alerts:                            # as for tables (docs/checks-and-alerts.md)
+          email: [data-oncall@example.com]
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from snowberg.checks.settings import AlertsConfig
 from snowberg.config.yaml_loader import read_yaml, validate_entries
 from snowberg.core.identifiers import IcebergName, TableName, validate_identifier
 from snowberg.core.models import Duration, StrictModel, validate_connection_id
@@ -142,6 +145,8 @@ class SyncConfig(StrictModel):
     retries: int = Field(default=2, ge=0, le=20)
     retry_delay: Duration = timedelta(minutes=2)
     tags: list[str] = Field(default_factory=list)
+    # Failure alerts of the sync and check tasks, configured as for tables.
+    alerts: AlertsConfig | None = None
 
     @field_validator("name")
     @classmethod

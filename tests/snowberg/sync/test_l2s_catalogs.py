@@ -128,35 +128,32 @@ def test_sql_catalog_connections() -> None:
         catalog_properties(Conn("sqlite", host="/data/cat.db"))
 
 
-def test_generic_rest_connection_passthrough_and_overrides() -> None:
-    props = catalog_properties(
-        Conn(
-            "generic",
-            host="https://polaris.example.com",
-            schema="api/catalog",
-            login="client",
-            password="secret-1",
-            extra={
-                "type": "rest",
-                "warehouse": "w",
-                "scope": "PRINCIPAL_ROLE:ALL",
-                "header.X-Iceberg-Access-Delegation": "vended-credentials",
-                "not_a_catalog_key": "ignored",
-                "catalog_properties": {"rest-page-size": 100},
-            },
-        )
+def test_a_connection_of_another_type_is_refused_with_the_types_that_work() -> None:
+    """A generic connection with ``extra.type`` was our copy of what the Iceberg provider's hook does."""
+    with pytest.raises(CatalogConfigError, match="use conn_type iceberg .*aws, postgres"):
+        catalog_properties(Conn("generic", host="https://polaris.example.com", extra={"type": "rest"}))
+
+
+def test_an_iceberg_connection_opens_the_rest_catalog_through_the_providers_hook(horizon, connection, caplog) -> None:
+    """conn_type iceberg: host = catalog URI, login/password = OAuth2 client id/secret, extra = properties."""
+    connection(
+        "polaris_like",
+        {
+            "conn_type": "iceberg",
+            "host": horizon.uri + "/",
+            "login": "svc",
+            "password": PAT,
+            "extra": {"warehouse": DATABASE, "scope": f"session:role:{ROLE}"},
+        },
     )
-    assert props == {
-        "type": "rest",
-        "uri": "https://polaris.example.com/api/catalog",
-        "credential": "client:secret-1",
-        "warehouse": "w",
-        "scope": "PRINCIPAL_ROLE:ALL",
-        "header.X-Iceberg-Access-Delegation": "vended-credentials",
-        "rest-page-size": "100",
-    }
-    with pytest.raises(CatalogConfigError, match="set extra.type"):
-        catalog_properties(Conn("generic", host="h"))
+    caplog.set_level(logging.INFO)
+    cat = open_catalog("polaris_like")
+    assert type(cat).__name__ == "RestCatalog" and cat.name == "polaris_like"
+    assert cat.list_namespaces() == [("SHOP",)]
+    assert cat.load_table(("SHOP", "ORDERS")).schema().find_field("ORDER_ID")
+    tokens = horizon.calls("POST", "/v1/oauth/tokens")
+    assert tokens and all(t.form["client_id"] == ["svc"] and t.form["client_secret"] == [PAT] for t in tokens)
+    assert PAT not in caplog.text
 
 
 def test_secret_values_and_redaction() -> None:

@@ -148,3 +148,52 @@ def test_dag_test_runs_sync_then_check_on_the_emulator(lake, snowflake, connecti
     cur.execute(f'SELECT COUNT(*) FROM "{db}"."SHOP"."ORDERS"')
     assert cur.fetchone()[0] == 3
     cur.close()
+
+
+def test_a_syncs_alerts_become_the_failure_callbacks_of_its_tasks(tmp_path, monkeypatch) -> None:
+    import yaml
+
+    cfg = tmp_path / "syncs.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "defaults": {"alerts": {"webhook_url": "https://hooks.example.com/a", "events": ["load_failure"]}},
+                "syncs": [
+                    {
+                        "name": "alerting",
+                        "source": {"catalog": "lake", "table": "shop.orders"},
+                        "target": {"kind": "native", "table": "DB.S.ORDERS"},
+                    },
+                    {
+                        "name": "quiet",
+                        "source": {"catalog": "lake", "table": "shop.menu"},
+                        "target": {"kind": "native", "table": "DB.S.MENU"},
+                        "alerts": None,
+                    },
+                ],
+            }
+        )
+    )
+    dags = _load_dags(monkeypatch, cfg)
+    for task in dags["snowberg_sync_alerting"].tasks:
+        [notifier] = task.on_failure_callback
+        assert type(notifier).__name__ == "WebhookNotifier"
+        assert (notifier.table, notifier.dag_id, notifier.events) == (
+            "alerting",
+            "snowberg_sync_alerting",
+            ("load_failure",),
+        )
+    assert all(not t.on_failure_callback for t in dags["snowberg_sync_quiet"].tasks)
+    with pytest.raises(SyncConfigError, match="alerting.*alerts"):
+        parse_syncs(
+            {
+                "syncs": [
+                    {
+                        "name": "alerting",
+                        "source": {"catalog": "lake", "table": "shop.orders"},
+                        "target": {"kind": "native", "table": "DB.S.ORDERS"},
+                        "alerts": {"webhook_url": "ftp://nope"},
+                    }
+                ]
+            }
+        )

@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from snowberg.airflow.lineage import LoadLineage
 from snowberg.config.table_config import TableConfig
 
 
@@ -113,7 +114,7 @@ class SnowbergPlanOperator(_SnowbergOperator):
         return window.to_dict()
 
 
-class SnowbergLoadOperator(_SnowbergOperator):
+class SnowbergLoadOperator(LoadLineage, _SnowbergOperator):
     """Extract the planned window and commit it to Iceberg in one commit (idempotent per run)."""
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window")
@@ -123,6 +124,7 @@ class SnowbergLoadOperator(_SnowbergOperator):
         self.window = window
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.airflow.metrics import observed_load
         from snowberg.core.window import Window
         from snowberg.iceberg.tables import open_catalog
         from snowberg.load.extract import load_window
@@ -137,7 +139,7 @@ class SnowbergLoadOperator(_SnowbergOperator):
             result = load_window(cfg, conn, catalog, w, logger=self._logger())
         finally:
             conn.close()
-        return result.to_dict()
+        return observed_load(self, cfg.name, result.to_dict())
 
 
 class SnowbergPublishOperator(_SnowbergOperator):

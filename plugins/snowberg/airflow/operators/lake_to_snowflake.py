@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from airflow.sdk import BaseOperator
 
+from snowberg.airflow.lineage import IcebergSyncLineage, NativeSyncLineage
 from snowberg.core.identifiers import IcebergName, TableName
 
 
@@ -49,7 +50,7 @@ def _source_table(catalog_ref: str, table: str) -> tuple[Any, str]:
     return catalog.load_table((name.namespace, name.table)), f"{catalog_ref}:{name}"
 
 
-class IcebergToSnowflakeIcebergOperator(BaseOperator):
+class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
     """Sync the source's new snapshots into a Snowflake-managed Iceberg table through a REST catalog.
 
     Returns the ``IcebergSyncResult`` as a dict (XCom) for the visibility check.
@@ -82,6 +83,7 @@ class IcebergToSnowflakeIcebergOperator(BaseOperator):
         self.batch_rows = batch_rows
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.airflow.metrics import observed_sync
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.sync.horizon import sync_iceberg
 
@@ -98,7 +100,7 @@ class IcebergToSnowflakeIcebergOperator(BaseOperator):
             batch_rows=self.batch_rows,
             logger=self.log,  # type: ignore[arg-type]
         )
-        return result.to_dict()
+        return observed_sync(self, self.target_table, result.to_dict())
 
 
 def _target_name(text: str) -> IcebergName:
@@ -113,7 +115,7 @@ def _target_name(text: str) -> IcebergName:
     return IcebergName(parts[0], parts[1])
 
 
-class IcebergToSnowflakeNativeOperator(BaseOperator):
+class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
     """Load the source's new snapshots into a native Snowflake table, exactly once.
 
     Rows and the sync state (``state_table``, default
@@ -155,6 +157,7 @@ class IcebergToSnowflakeNativeOperator(BaseOperator):
         self.insert_batch_rows = insert_batch_rows
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.airflow.metrics import observed_sync
         from snowberg.snowflake.source import snowflake_hook
         from snowberg.sync.native import load_native
 
@@ -175,7 +178,7 @@ class IcebergToSnowflakeNativeOperator(BaseOperator):
             )
         finally:
             conn.close()
-        return result.to_dict()
+        return observed_sync(self, self.target_table, result.to_dict())
 
 
 class SnowflakeVisibilityCheckOperator(BaseOperator):

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from snowberg.airflow.lineage import LoadLineage
 from snowberg.airflow.operators.incremental import _SnowbergOperator
 
 
@@ -101,7 +102,7 @@ class SnowbergSliceLoadOperator(_SnowbergOperator):
             conn.close()
 
 
-class SnowbergSliceCommitOperator(_SnowbergOperator):
+class SnowbergSliceCommitOperator(LoadLineage, _SnowbergOperator):
     """Append every slice's data files in one Iceberg commit with the watermark (idempotent per run).
 
     Runs when no upstream failed (``none_failed``), so a window with nothing
@@ -118,14 +119,16 @@ class SnowbergSliceCommitOperator(_SnowbergOperator):
         self.slice_results = slice_results
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.airflow.metrics import observed_load
         from snowberg.core.window import Window
         from snowberg.iceberg.tables import open_catalog
         from snowberg.load.slices import commit_slices
 
         results = [dict(r) for r in (self.slice_results or []) if r]
-        return commit_slices(
+        result = commit_slices(
             self.cfg, open_catalog(self.catalog), Window.from_dict(self.window), results, logger=self._logger()
         )
+        return observed_load(self, self.cfg.name, result)
 
 
 def sliced_load(
@@ -162,7 +165,7 @@ def sliced_load(
     return commit
 
 
-class SnowbergUnloadOperator(_SnowbergOperator):
+class SnowbergUnloadOperator(LoadLineage, _SnowbergOperator):
     """Push-down: Snowflake unloads the planned window as Parquet into a stage in the lake; one commit registers it.
 
     For initial loads and full refreshes of very large tables (see
@@ -207,10 +210,13 @@ class SnowbergUnloadOperator(_SnowbergOperator):
             prefix=self.prefix,
             max_file_size=int(self.max_file_size or DEFAULT_MAX_FILE_SIZE),
         )
+        from snowberg.airflow.metrics import observed_load
+
         conn = snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
         try:
-            return unload_window(
+            result = unload_window(
                 cfg, conn, open_catalog(self.catalog), Window.from_dict(self.window), target, logger=self._logger()
             )
         finally:
             conn.close()
+        return observed_load(self, cfg.name, result)

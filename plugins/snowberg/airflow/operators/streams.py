@@ -24,6 +24,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from snowberg.airflow.lineage import StreamLoadLineage
 from snowberg.config.table_config import TableConfig
 from snowberg.streams.settings import StreamSource
 
@@ -114,7 +115,7 @@ class SnowbergStreamConsumeOperator(_StreamOperator):
             conn.close()
 
 
-class SnowbergStreamLoadOperator(_StreamOperator):
+class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):
     """Apply the staged batches up to the consumed one to Iceberg in one commit (idempotent)."""
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "consumed")
@@ -124,13 +125,14 @@ class SnowbergStreamLoadOperator(_StreamOperator):
         self.consumed = consumed
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.airflow.metrics import observed_load
         from snowberg.iceberg.tables import open_catalog
         from snowberg.streams.steps import load_step
 
         cfg, stream = self.configs()
         conn = self.connect(cfg)
         try:
-            return load_step(
+            result = load_step(
                 cfg,
                 stream,
                 conn,
@@ -141,6 +143,7 @@ class SnowbergStreamLoadOperator(_StreamOperator):
             )
         finally:
             conn.close()
+        return observed_load(self, cfg.name, result)
 
 
 class SnowbergStreamCleanupOperator(_StreamOperator):
