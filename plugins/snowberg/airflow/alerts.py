@@ -35,11 +35,10 @@ from urllib.parse import quote
 from airflow.sdk import BaseNotifier
 
 from snowberg.checks import find_check_failure
-from snowberg.checks.settings import ALERT_EVENTS, AlertsConfig
+from snowberg.checks.settings import AlertEvent, AlertsConfig
 
 log = logging.getLogger(__name__)
 
-LOAD_FAILURE, CHECK_FAILURE = "load_failure", "check_failure"
 _MAX_ERROR = 3000
 
 
@@ -78,7 +77,7 @@ def run_url(dag_id: str, run_id: str | None, *, base: str | None = None) -> str 
 
 @dataclass(frozen=True)
 class Alert:
-    event: str  # load_failure | check_failure
+    event: AlertEvent
     table: str
     dag_id: str
     run_id: str | None
@@ -96,7 +95,7 @@ class Alert:
 
     @property
     def title(self) -> str:
-        if self.event == CHECK_FAILURE:
+        if self.event is AlertEvent.CHECK_FAILURE:
             return f"{self.check or 'check'} check failed"
         return f"load failed ({self.task_id or 'task'})"
 
@@ -112,7 +111,7 @@ class Alert:
             )
         ]
         rows.append(("event", self.event))
-        if self.event == CHECK_FAILURE:
+        if self.event is AlertEvent.CHECK_FAILURE:
             rows += [("check", self.check or "-"), ("observed", _fmt(self.observed)), ("expected", _fmt(self.expected))]
         rows += [
             ("DAG", self.dag_id),
@@ -155,7 +154,7 @@ class Alert:
     @property
     def slack_text(self) -> str:
         lines = [f":rotating_light: *snowberg* `{self.table}`: {self.title}"]
-        if self.event == CHECK_FAILURE:
+        if self.event is AlertEvent.CHECK_FAILURE:
             lines.append(f"*observed:* {_fmt(self.observed)}")
             lines.append(f"*expected:* {_fmt(self.expected)}")
         lines.append(f"*DAG:* `{self.dag_id}`  *task:* `{self.task_id}`  *run:* `{self.run_id}`")
@@ -198,7 +197,7 @@ def build_alert(context: Mapping[str, Any], *, table: str, dag_id: str | None = 
     exc = _exception(context)
     failure = find_check_failure(exc) if isinstance(exc, BaseException) else None
     check = failure.check if failure else getattr(task, "snowberg_check", None)
-    event = CHECK_FAILURE if (failure is not None or check) else LOAD_FAILURE
+    event = AlertEvent.CHECK_FAILURE if (failure is not None or check) else AlertEvent.LOAD_FAILURE
     error: str | None
     if failure is not None:
         error = failure.message
@@ -246,15 +245,15 @@ class SnowbergNotifier(BaseNotifier):
     channel = "?"
 
     def __init__(
-        self, *, table: str, dag_id: str | None = None, events: Iterable[str] = ALERT_EVENTS, **kwargs: Any
+        self, *, table: str, dag_id: str | None = None, events: Iterable[str] = tuple(AlertEvent), **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.dag_id = dag_id
-        self.events = tuple(events)
-        unknown = set(self.events) - set(ALERT_EVENTS)
+        unknown = sorted(set(map(str, events)) - set(AlertEvent))
         if unknown:
-            raise ValueError(f"unknown alert event(s) {sorted(unknown)}; use {', '.join(ALERT_EVENTS)}")
+            raise ValueError(f"unknown alert event(s) {unknown}; use {', '.join(AlertEvent)}")
+        self.events = tuple(AlertEvent(e) for e in events)
 
     def notify(self, context: Any) -> None:
         alert = build_alert(context, table=self.table, dag_id=self.dag_id)
@@ -437,6 +436,7 @@ def build_notifiers(
 
 __all__ = [
     "Alert",
+    "AlertEvent",
     "EmailAlertNotifier",
     "SlackAlertNotifier",
     "SnowbergNotifier",

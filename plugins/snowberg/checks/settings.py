@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Annotated, Literal
+from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -35,9 +36,31 @@ from snowberg.core.durations import parse_duration
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
-AlertEvent = Literal["load_failure", "check_failure"]
-ALERT_EVENTS: tuple[str, ...] = ("load_failure", "check_failure")
-_DEFAULT_EVENTS: tuple[AlertEvent, ...] = ("load_failure", "check_failure")
+
+class AlertEvent(StrEnum):
+    """What an alert is about; a table's ``alerts.events`` chooses among these.
+
+    The set is named once, here beside ``AlertsConfig`` (whose ``events``
+    field it types), because this module is imported when DAG files are
+    parsed and must stay free of Airflow; ``snowberg.airflow.alerts``
+    re-exports it for the notifiers and operators.
+
+    load_failure:        a plan/load/publish task failed
+    check_failure:       a snowberg check failed (freshness, health, external volume, lake probe)
+    schema_change:       the source's columns changed (added, widened, dropped); sent without failing
+                         the run unless the change itself fails it (``on_column_dropped: fail``)
+    volume_mismatch:     the lake and Snowflake disagree on a table's rows
+    volume_anomaly:      a run's volume breaks the table's own history
+    maintenance_failure: expiry, compaction or orphan-file removal failed
+    """
+
+    LOAD_FAILURE = "load_failure"
+    CHECK_FAILURE = "check_failure"
+    SCHEMA_CHANGE = "schema_change"
+    VOLUME_MISMATCH = "volume_mismatch"
+    VOLUME_ANOMALY = "volume_anomaly"
+    MAINTENANCE_FAILURE = "maintenance_failure"
+
 
 _EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
 _CONN_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")
@@ -88,9 +111,7 @@ class AlertsConfig(_Strict):
     """Where a table's failures are sent.
 
     Every channel is optional; at least one must be set. ``events`` chooses
-    which failures alert: a failed load/plan/publish task (``load_failure``)
-    and a failed snowberg check (``check_failure``: freshness, health,
-    external volume, lake probe).
+    which ``AlertEvent`` s are sent (default: all of them).
     """
 
     email: list[str] = Field(default_factory=list)
@@ -103,7 +124,7 @@ class AlertsConfig(_Strict):
     webhook_url: str | None = None
     webhook_conn_id: str | None = None  # an HTTP connection (host, auth, headers in extras)
     webhook_endpoint: str = ""  # path appended to the HTTP connection's host
-    events: list[AlertEvent] = Field(default_factory=lambda: list(_DEFAULT_EVENTS))
+    events: list[AlertEvent] = Field(default_factory=lambda: list(AlertEvent))
 
     @field_validator("email")
     @classmethod
@@ -141,9 +162,9 @@ class AlertsConfig(_Strict):
 
     @field_validator("events")
     @classmethod
-    def _events(cls, v: list[str]) -> list[str]:
+    def _events(cls, v: list[AlertEvent]) -> list[AlertEvent]:
         if not v:
-            raise ValueError("events must name at least one of " + ", ".join(ALERT_EVENTS))
+            raise ValueError("events must name at least one of " + ", ".join(AlertEvent))
         return list(dict.fromkeys(v))
 
     @model_validator(mode="after")
