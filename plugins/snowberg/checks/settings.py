@@ -33,6 +33,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from snowberg.core.durations import parse_duration
+from snowberg.core.identifiers import clip, validate_ref
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
@@ -62,9 +63,10 @@ class AlertEvent(StrEnum):
     MAINTENANCE_FAILURE = "maintenance_failure"
 
 
-_EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
-_CONN_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")
-_SNS_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_\-]{1,256}(\.fifo)?$")
+# Applied with fullmatch: ``$`` would also accept a value ending in a newline.
+_EMAIL = re.compile(r"[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+")
+_SNS_ARN = re.compile(r"arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_\-]{1,256}(\.fifo)?", re.ASCII)
+_URL = re.compile(r"https?://[^\s/]+\S*")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {
     None: 1,
@@ -102,9 +104,7 @@ class _Strict(BaseModel):
 
 
 def _conn_id(v: str | None, what: str) -> str | None:
-    if v is not None and not _CONN_ID.match(v):
-        raise ValueError(f"{what} {v!r} is not a valid Airflow connection id")
-    return v
+    return validate_ref(v, what) if v is not None else None
 
 
 class AlertsConfig(_Strict):
@@ -130,15 +130,15 @@ class AlertsConfig(_Strict):
     @classmethod
     def _emails(cls, v: list[str]) -> list[str]:
         for addr in v:
-            if not _EMAIL.match(addr):
-                raise ValueError(f"not an email address: {addr!r}")
+            if not _EMAIL.fullmatch(addr):
+                raise ValueError(f"not an email address: {clip(addr)}")
         return v
 
     @field_validator("email_from")
     @classmethod
     def _from(cls, v: str | None) -> str | None:
-        if v is not None and not _EMAIL.match(v.split("<")[-1].rstrip(">").strip()):
-            raise ValueError(f"not an email address: {v!r}")
+        if v is not None and (not _EMAIL.fullmatch(v.split("<")[-1].rstrip(">").strip()) or "\n" in v):
+            raise ValueError(f"not an email address: {clip(v)}")
         return v
 
     @field_validator("email_conn_id", "slack_webhook_conn_id", "aws_conn_id", "webhook_conn_id")
@@ -149,15 +149,16 @@ class AlertsConfig(_Strict):
     @field_validator("sns_topic_arn")
     @classmethod
     def _arn(cls, v: str | None) -> str | None:
-        if v is not None and not _SNS_ARN.match(v):
-            raise ValueError(f"not an SNS topic ARN: {v!r} (expected arn:aws:sns:<region>:<account>:<topic>)")
+        if v is not None and not _SNS_ARN.fullmatch(v):
+            raise ValueError(f"not an SNS topic ARN: {clip(v)} (expected arn:aws:sns:<region>:<account>:<topic>)")
         return v
 
     @field_validator("webhook_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^https?://[^\s/]+", v):
-            raise ValueError(f"webhook_url must be an http(s) URL, got {v!r}")
+        if v is not None and not _URL.fullmatch(v):
+            # Not echoed: a webhook URL usually carries its token.
+            raise ValueError("webhook_url must be an http(s) URL without spaces or newlines")
         return v
 
     @field_validator("events")

@@ -20,12 +20,15 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from snowberg.checks.settings import AlertsConfig, HealthThresholds
 from snowberg.config.yaml_loader import read_yaml, validate_entries
 from snowberg.core.durations import parse_duration
-from snowberg.core.identifiers import IcebergName, TableName, validate_identifier
+from snowberg.core.identifiers import IcebergName, TableName, clip, validate_identifier, validate_ref
 from snowberg.streams.settings import StreamSource, stream_table_problems
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
-_TRANSFORM = re.compile(r"^(?:(identity|year|month|day|hour)\((\w+)\)|(bucket|truncate)\[(\d+)\]\((\w+)\)|(\w+))$")
+_TRANSFORM = re.compile(
+    r"(?:(identity|year|month|day|hour)\((\w+)\)|(bucket|truncate)\[(\d+)\]\((\w+)\)|(\w+))", re.ASCII
+)
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
 
 
 class ConfigError(ValueError):
@@ -66,6 +69,11 @@ class PartitionField(_Strict):
     column: str
     transform: str  # identity | year | month | day | hour | bucket[N] | truncate[W]
 
+    @field_validator("column")
+    @classmethod
+    def _column(cls, v: str) -> str:
+        return validate_identifier(v, "partition column")
+
     @property
     def name(self) -> str:
         t = self.transform.split("[")[0]
@@ -78,11 +86,11 @@ def _parse_partition(item: object) -> PartitionField:
     if isinstance(item, dict):
         return PartitionField(**item)
     if not isinstance(item, str):
-        raise ValueError(f"partition field must be a string like 'day(updated_at)', got {item!r}")
-    m = _TRANSFORM.match(item.strip())
+        raise ValueError(f"partition field must be a string like 'day(updated_at)', got {clip(item)}")
+    m = _TRANSFORM.fullmatch(item.strip())
     if not m:
         raise ValueError(
-            f"bad partition transform {item!r}: use identity(col), year(col), month(col), day(col), hour(col), "
+            f"bad partition transform {clip(item)}: use identity(col), year(col), month(col), day(col), hour(col), "
             "bucket[N](col) or truncate[W](col)"
         )
     if m.group(1):
@@ -210,11 +218,16 @@ class TableConfig(_Strict):
     def _volume(cls, v: str | None) -> str | None:
         return validate_identifier(v, "external volume") if v is not None else v
 
+    @field_validator("snowflake_conn_id", "catalog")
+    @classmethod
+    def _refs(cls, v: str) -> str:
+        return validate_ref(v, "connection id or catalog name")
+
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not re.match(r"^[a-z][a-z0-9_]{0,63}$", v):
-            raise ValueError("name must be lower-case letters, digits or '_' (it becomes the DAG id)")
+        if not _NAME.fullmatch(v):
+            raise ValueError(f"name {clip(v)} must be lower-case letters, digits or '_' (it becomes the DAG id)")
         return v
 
     @field_validator("target")
@@ -241,12 +254,25 @@ class TableConfig(_Strict):
             )
             if problems:
                 raise ValueError("; ".join(problems))
-        if self.cursor is not None and self.cursor.lookback > timedelta(0) and not self.primary_key:
-            raise ValueError("cursor.lookback needs primary_key: re-read rows must merge, not duplicate")
-        if self.cursor is not None and self.cursor.null_policy is NullCursorPolicy.INCLUDE and not self.primary_key:
-            raise ValueError("cursor.null_policy 'include' needs primary_key: NULL-cursor rows are re-read every run")
         if self.write_mode is WriteMode.MERGE and not self.primary_key:
             raise ValueError("write_mode 'merge' needs primary_key")
+        # Re-read rows are harmless only when they merge: what matters is the
+        # effective write mode, not whether a key is declared.
+        rereads = []
+        if self.cursor is not None and self.cursor.lookback > timedelta(0):
+            rereads.append("cursor.lookback (rows of the lookback are re-read every run)")
+        if self.cursor is not None and self.cursor.null_policy is NullCursorPolicy.INCLUDE:
+            rereads.append("cursor.null_policy 'include' (NULL-cursor rows are re-read every run)")
+        if rereads and self.effective_write_mode is not WriteMode.MERGE:
+            why = (
+                "write_mode 'append' appends them again on each run"
+                if self.write_mode is WriteMode.APPEND
+                else "without primary_key they are appended again on each run"
+            )
+            raise ValueError(
+                f"{' and '.join(rereads)} needs a merge table (primary_key, write_mode merge): {why}; "
+                "set cursor.lookback: 0 / null_policy raise|exclude, or merge on the key"
+            )
         return self
 
     @property

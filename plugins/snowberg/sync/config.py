@@ -36,10 +36,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from snowberg.config.yaml_loader import read_yaml, validate_entries
 from snowberg.core.durations import parse_duration
-from snowberg.core.identifiers import IcebergName, TableName, validate_identifier
+from snowberg.core.identifiers import IcebergName, TableName, validate_identifier, validate_ref
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
-_REF = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
 
 
 class SyncConfigError(ValueError):
@@ -52,9 +52,7 @@ class _Strict(BaseModel):
 
 def _ref(v: str) -> str:
     """Connection ids and catalog names: letters, digits, '_', '.', '-'."""
-    if not _REF.match(v):
-        raise ValueError(f"invalid connection id or catalog name {v!r}")
-    return v
+    return validate_ref(v, "connection id or catalog name")
 
 
 class IcebergSource(_Strict):
@@ -160,7 +158,7 @@ class SyncConfig(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not re.match(r"^[a-z][a-z0-9_]{0,63}$", v):
+        if not _NAME.fullmatch(v):
             raise ValueError("name must be lower-case letters, digits or '_' (it becomes the DAG id)")
         return v
 
