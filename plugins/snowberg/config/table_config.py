@@ -10,15 +10,16 @@ messages come from one well-kept library rather than our own walker.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from snowberg.checks.settings import AlertsConfig, HealthThresholds
-from snowberg.config.yaml_loader import read_yaml, validate_entries
+from snowberg.config.yaml_loader import format_validation_error, merged_entries, read_yaml, validate_entries
 from snowberg.core.durations import parse_duration
 from snowberg.core.identifiers import IcebergName, TableName, clip, validate_identifier, validate_ref
 from snowberg.streams.settings import StreamSource, stream_table_problems
@@ -301,7 +302,7 @@ class SnowbergConfig(_Strict):
 
 
 def parse_config(data: Any, *, source: str = "<config>") -> SnowbergConfig:
-    """Validate a parsed YAML document; apply ``defaults`` to each table."""
+    """Validate a parsed YAML document strictly: any bad entry fails the whole file."""
     cfg = validate_entries(data, SnowbergConfig, list_key="tables", entity="table", source=source, error=ConfigError)
     seen: dict[str, str] = {}
     for t in cfg.tables:
@@ -314,3 +315,62 @@ def parse_config(data: Any, *, source: str = "<config>") -> SnowbergConfig:
 
 def load_config(path: str | Path) -> SnowbergConfig:
     return parse_config(read_yaml(path, ConfigError), source=str(path))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BrokenEntry:
+    """A table entry that failed validation, kept apart so that the others still load.
+
+    ``name`` is what its stand-in DAG is called: the entry's own ``name``
+    when that is valid and unused, else ``invalid_entry_<position>``.
+    """
+
+    index: int  # 0-based position in the ``tables`` list
+    name: str
+    error: str  # names the file, the table and the field
+    raw: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class IsolatedConfig:
+    tables: list[TableConfig]
+    broken: list[BrokenEntry]
+
+
+def parse_config_isolated(data: Any, *, source: str = "<config>") -> IsolatedConfig:
+    """Validate each entry on its own: a typo in one table must not stop the others' loads.
+
+    Problems with the file itself (not YAML, bad ``defaults``, unknown
+    top-level keys) still fail the whole file: no entry can be trusted then.
+    A duplicate ``name`` or ``target`` breaks the later entry only.
+    """
+    merged = merged_entries(data, list_key="tables", source=source, error=ConfigError)
+    tables: list[TableConfig] = []
+    failed: list[tuple[int, Any, str]] = []
+    seen: dict[str, str] = {}
+    for i, entry in enumerate(merged):
+        try:
+            t = SnowbergConfig.model_validate({"tables": [entry]}).tables[0]
+        except ValidationError as exc:
+            msg = format_validation_error([entry], exc, list_key="tables", entity="table", first_index=i)
+            failed.append((i, entry, f"{source}: {msg}"))
+            continue
+        dup = next((key for key in (t.name, t.target) if key in seen), None)
+        if dup is not None:
+            failed.append((i, entry, f"{source}: table {t.name!r}: duplicate name or target {dup!r}"))
+            continue
+        seen.update({t.name: t.name, t.target: t.name})
+        tables.append(t)
+    used = {t.name for t in tables}
+    broken = []
+    for i, entry, msg in failed:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not (isinstance(name, str) and _NAME.fullmatch(name) and name not in used):
+            name = f"invalid_entry_{i + 1}"
+        used.add(name)
+        broken.append(BrokenEntry(index=i, name=name, error=msg, raw=entry))
+    return IsolatedConfig(tables=tables, broken=broken)
+
+
+def load_config_isolated(path: str | Path) -> IsolatedConfig:
+    return parse_config_isolated(read_yaml(path, ConfigError), source=str(path))
