@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from snowberg.checks.settings import AlertsConfig, HealthThresholds
+from snowberg.config.query import single_select
 from snowberg.config.yaml_loader import format_validation_error, merged_entries, read_yaml, validate_entries
 from snowberg.core.durations import parse_duration
 from snowberg.core.identifiers import IcebergName, TableName, clip, validate_identifier, validate_ref
@@ -120,14 +121,7 @@ class Source(_Strict):
     @field_validator("query")
     @classmethod
     def _query(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        text = v.strip().rstrip(";").strip()
-        if not re.match(r"(?is)^(select|with)\b", text):
-            raise ValueError("query must be a single SELECT (or WITH … SELECT) statement")
-        if ";" in text:
-            raise ValueError("query must be a single statement (no ';')")
-        return text
+        return single_select(v) if v is not None else v
 
     @model_validator(mode="after")
     def _one_of(self) -> Source:
