@@ -63,6 +63,18 @@ class WriteMode(StrEnum):
     APPEND = "append"
 
 
+class ColumnDropPolicy(StrEnum):
+    """What a run does when a column of the Iceberg table is gone from the source.
+
+    fail:      fail before anything is written, naming the columns (the default:
+               a silently NULL column is data loss nobody asked for)
+    keep_null: keep the column in the table and write NULL into it from now on
+    """
+
+    FAIL = "fail"
+    KEEP_NULL = "keep_null"
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -194,6 +206,7 @@ class TableConfig(_Strict):
     timestamp_nanos: Literal["error", "truncate"] = "error"
     geo_format: Literal["geojson", "wkt"] = "geojson"
     batch_rows: int = Field(default=250_000, ge=1_000)
+    on_column_dropped: ColumnDropPolicy = ColumnDropPolicy.FAIL
     # Scale (docs/performance.md): a window larger than this is read in
     # slices by cursor value; scale_out runs the slices as mapped tasks.
     max_rows_per_slice: int = Field(default=250_000, ge=1_000)

@@ -289,7 +289,9 @@ def secret_values(props: Mapping[str, str]) -> list[str]:
     for k, v in props.items():
         if not v:
             continue
-        if _SECRET_KEY.search(k.split(".")[-1]) or k in ("credential", "token"):
+        # header.* properties are sent as HTTP headers to the catalog: Authorization, X-Api-Key and
+        # the like carry credentials, so every header value counts as a secret.
+        if _SECRET_KEY.search(k.split(".")[-1]) or k in ("credential", "token") or k.lower().startswith("header."):
             out.append(v)
             if k == "credential" and ":" in v:
                 out.append(v.split(":", 1)[1])
