@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import ColumnDropPolicy, PartitionField, TableConfig
 from snowberg.core.identifiers import clip
+from snowberg.iceberg.identity import identity_properties
 from snowberg.mapping.types import MappedColumn, SchemaEvolutionError, arrow_type_for, can_hold, can_widen
 
 if TYPE_CHECKING:
@@ -109,11 +110,7 @@ def create_table(catalog: Catalog, cfg: TableConfig, columns: Sequence[MappedCol
     catalog.create_namespace_if_not_exists(n.namespace)
     schema = build_schema(columns)
     spec = build_partition_spec(schema, cfg.partition_by, cfg.name)
-    props = dict(TABLE_PROPERTIES)
-    if cfg.primary_key:
-        props["snowberg.primary-key"] = ",".join(c.lower() for c in cfg.primary_key)
-    if cfg.cursor:
-        props["snowberg.cursor-column"] = cfg.cursor.column.lower()
+    props = dict(TABLE_PROPERTIES) | identity_properties(cfg)
     log.info("creating Iceberg table %s (%d columns, partition %s)", n, len(columns), spec)
     return catalog.create_table((n.namespace, n.table), schema=schema, partition_spec=spec, properties=props)
 
