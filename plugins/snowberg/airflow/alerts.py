@@ -26,6 +26,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -35,16 +36,38 @@ from urllib.parse import quote
 from airflow.sdk import BaseNotifier
 
 from snowberg.checks import find_check_failure
-from snowberg.checks.settings import ALERT_EVENTS, AlertsConfig
+from snowberg.checks.settings import AlertEvent, AlertsConfig
 
 log = logging.getLogger(__name__)
 
-LOAD_FAILURE, CHECK_FAILURE = "load_failure", "check_failure"
 _MAX_ERROR = 3000
 
 
 # ---------------------------------------------------------------------------
 # The message
+
+_URL_PATH = re.compile(r"(?i)\b(https?://[^/\s'\"<>|]+)(/[^\s'\"<>|]*)?")
+# Request errors name the path alone, e.g. "Max retries exceeded with url: /hooks/T0/SECRET".
+_BARE_PATH = re.compile(r"(?i)(\burl: )(/[^\s'\"<>|]*)")
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with the path and query of every http(s) URL replaced by ``/***``.
+
+    Webhook URLs carry their token in the path (Slack, Teams, PagerDuty
+    integrations) and HTTP errors quote the URL whole; a task log is no place
+    for a token.
+    """
+    return _BARE_PATH.sub(r"\1/***", _URL_PATH.sub(lambda m: m.group(1) + ("/***" if m.group(2) else ""), text))
+
+
+def slack_escape(text: str) -> str:
+    """Escape ``&``, ``<`` and ``>`` as Slack's message formatting asks.
+
+    Unescaped, a value from the source or an error (``<!channel>``,
+    ``<https://evil|click>``) becomes a mention or a link in the alert.
+    """
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _fmt(value: Any) -> str:
@@ -78,7 +101,7 @@ def run_url(dag_id: str, run_id: str | None, *, base: str | None = None) -> str 
 
 @dataclass(frozen=True)
 class Alert:
-    event: str  # load_failure | check_failure
+    event: AlertEvent
     table: str
     dag_id: str
     run_id: str | None
@@ -93,12 +116,17 @@ class Alert:
     run_url: str | None
     task_url: str | None
     sent_at: str
+    details: Mapping[str, Any] | None = None  # what a non-failing event reports (e.g. the columns that changed)
 
     @property
     def title(self) -> str:
-        if self.event == CHECK_FAILURE:
+        if self.event is AlertEvent.CHECK_FAILURE:
             return f"{self.check or 'check'} check failed"
-        return f"load failed ({self.task_id or 'task'})"
+        if self.event is AlertEvent.LOAD_FAILURE:
+            return f"load failed ({self.task_id or 'task'})"
+        if self.event is AlertEvent.SCHEMA_CHANGE:
+            return "source schema changed"
+        return self.event.value.replace("_", " ")
 
     @property
     def subject(self) -> str:
@@ -112,8 +140,9 @@ class Alert:
             )
         ]
         rows.append(("event", self.event))
-        if self.event == CHECK_FAILURE:
+        if self.event is AlertEvent.CHECK_FAILURE:
             rows += [("check", self.check or "-"), ("observed", _fmt(self.observed)), ("expected", _fmt(self.expected))]
+        rows += [(str(k), _fmt(v)) for k, v in (self.details or {}).items()]
         rows += [
             ("DAG", self.dag_id),
             ("run", self.run_id or "-"),
@@ -154,15 +183,19 @@ class Alert:
 
     @property
     def slack_text(self) -> str:
-        lines = [f":rotating_light: *snowberg* `{self.table}`: {self.title}"]
-        if self.event == CHECK_FAILURE:
-            lines.append(f"*observed:* {_fmt(self.observed)}")
-            lines.append(f"*expected:* {_fmt(self.expected)}")
-        lines.append(f"*DAG:* `{self.dag_id}`  *task:* `{self.task_id}`  *run:* `{self.run_id}`")
+        """Slack mrkdwn; every value is escaped (``slack_escape``), only our own link is markup."""
+        e = slack_escape
+        lines = [f":rotating_light: *snowberg* `{e(self.table)}`: {e(self.title)}"]
+        if self.event is AlertEvent.CHECK_FAILURE:
+            lines.append(f"*observed:* {e(_fmt(self.observed))}")
+            lines.append(f"*expected:* {e(_fmt(self.expected))}")
+        lines += [f"*{e(str(k))}:* {e(_fmt(v))}" for k, v in (self.details or {}).items()]
+        lines.append(f"*DAG:* `{e(self.dag_id)}`  *task:* `{e(str(self.task_id))}`  *run:* `{e(str(self.run_id))}`")
         if self.run_url:
+            # run_url is built from quoted path segments: no '<', '>' or '|' can be in it.
             lines.append(f"<{self.run_url}|Open the run>")
         if self.error:
-            lines.append(f"```{self.error[:1500]}```")
+            lines.append(f"```{e(self.error[:1500])}```")
         return "\n".join(lines)
 
     def payload(self) -> dict[str, Any]:
@@ -198,7 +231,7 @@ def build_alert(context: Mapping[str, Any], *, table: str, dag_id: str | None = 
     exc = _exception(context)
     failure = find_check_failure(exc) if isinstance(exc, BaseException) else None
     check = failure.check if failure else getattr(task, "snowberg_check", None)
-    event = CHECK_FAILURE if (failure is not None or check) else LOAD_FAILURE
+    event = AlertEvent.CHECK_FAILURE if (failure is not None or check) else AlertEvent.LOAD_FAILURE
     error: str | None
     if failure is not None:
         error = failure.message
@@ -246,18 +279,21 @@ class SnowbergNotifier(BaseNotifier):
     channel = "?"
 
     def __init__(
-        self, *, table: str, dag_id: str | None = None, events: Iterable[str] = ALERT_EVENTS, **kwargs: Any
+        self, *, table: str, dag_id: str | None = None, events: Iterable[str] = tuple(AlertEvent), **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.dag_id = dag_id
-        self.events = tuple(events)
-        unknown = set(self.events) - set(ALERT_EVENTS)
+        unknown = sorted(set(map(str, events)) - set(AlertEvent))
         if unknown:
-            raise ValueError(f"unknown alert event(s) {sorted(unknown)}; use {', '.join(ALERT_EVENTS)}")
+            raise ValueError(f"unknown alert event(s) {unknown}; use {', '.join(AlertEvent)}")
+        self.events = tuple(AlertEvent(e) for e in events)
 
     def notify(self, context: Any) -> None:
-        alert = build_alert(context, table=self.table, dag_id=self.dag_id)
+        self.send(build_alert(context, table=self.table, dag_id=self.dag_id), context)
+
+    def send(self, alert: Alert, context: Any) -> None:
+        """Deliver ``alert`` when its event is among this channel's ``events``."""
         if alert.event not in self.events:
             self.log.info(
                 "snowberg: %s alert for %s not sent: %s is not among %s",
@@ -344,6 +380,22 @@ class SnsAlertNotifier(SnowbergNotifier):
         ).notify(context)
 
 
+class WebhookDeliveryError(RuntimeError):
+    """A webhook did not take the alert; the message never holds the URL's path (its token)."""
+
+
+def mask_url(url: str) -> None:
+    """Register a webhook URL, and its path, with Airflow's secrets masker (outside a task: no-op)."""
+    try:
+        from airflow.sdk.log import mask_secret
+    except ImportError:  # pragma: no cover - Airflow is a dependency
+        return
+    mask_secret(url)
+    path = url.split("://", 1)[-1].partition("/")[2]
+    if len(path) >= 8:
+        mask_secret("/" + path)
+
+
 class WebhookNotifier(SnowbergNotifier):
     """POST the alert as JSON to a webhook.
 
@@ -376,6 +428,10 @@ class WebhookNotifier(SnowbergNotifier):
         if (url is None) == (http_conn_id is None):
             raise ValueError("give exactly one of url or http_conn_id")
         self.url = url
+        if url is not None:
+            # The notifier is built when the DAG file is parsed, which the task process does too:
+            # from then on the token is masked in everything the task logs.
+            mask_url(url)
         self.http_conn_id = http_conn_id
         self.endpoint = endpoint
         self.headers = dict(headers or {})
@@ -396,8 +452,102 @@ class WebhookNotifier(SnowbergNotifier):
             return
         import requests
 
-        resp = requests.post(str(self.url), json=payload, headers=headers, timeout=self.timeout)
-        resp.raise_for_status()
+        mask_url(str(self.url))
+        try:
+            resp = requests.post(str(self.url), json=payload, headers=headers, timeout=self.timeout)
+            resp.raise_for_status()
+        except requests.RequestException as exc:
+            # The exception quotes the URL, token and all: raise it without the URL (and without the
+            # chained original, which Airflow would print in the traceback).
+            status = getattr(getattr(exc, "response", None), "status_code", None)
+            raise WebhookDeliveryError(
+                f"webhook {redact_urls(str(self.url))} refused the alert"
+                + (f" (HTTP {status})" if status else "")
+                + f": {type(exc).__name__}: {redact_urls(str(exc))}"
+            ) from None
+
+
+def event_alert(
+    event: AlertEvent,
+    context: Mapping[str, Any],
+    *,
+    table: str,
+    dag_id: str | None = None,
+    lake_table: str | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> Alert:
+    """The alert for an event that does not fail the task (``schema_change``, …), from the running task's context."""
+    ti = context.get("ti") or context.get("task_instance")
+    dag_run = context.get("dag_run")
+    dag_id = dag_id or getattr(context.get("dag"), "dag_id", None) or getattr(ti, "dag_id", None) or "?"
+    run_id = context.get("run_id") or getattr(dag_run, "run_id", None) or getattr(ti, "run_id", None)
+    logical = context.get("logical_date") or getattr(dag_run, "logical_date", None)
+    return Alert(
+        event=AlertEvent(event),
+        table=table,
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=getattr(ti, "task_id", None),
+        try_number=getattr(ti, "try_number", None),
+        logical_date=_iso_or_none(logical),
+        check=None,
+        lake_table=lake_table,
+        observed=None,
+        expected=None,
+        error=None,
+        run_url=run_url(dag_id, run_id),
+        task_url=None,
+        sent_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        details=dict(details or {}),
+    )
+
+
+def send_event(
+    event: AlertEvent,
+    *,
+    table: str,
+    lake_table: str | None = None,
+    details: Mapping[str, Any] | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> int:
+    """Send an event that does not fail the task to the table's channels; return how many took it.
+
+    The table's notifiers are attached to every task of its DAGs as
+    ``on_failure_callback`` (``build_notifiers`` through ``default_args``), so
+    the running task already carries them: this finds them on the task of
+    the current Airflow context and hands each the alert, which it sends
+    when the event is among its ``events``. Library code calls it where it
+    finds the event (a schema change inside the load); outside an Airflow
+    task (the CLI, tests) there is no context and the event is only logged.
+    Delivery errors are logged, never raised: the run that found the event
+    must not fail because a channel is down.
+    """
+    if context is None:
+        try:
+            from airflow.sdk import get_current_context
+
+            context = get_current_context()
+        except Exception:  # noqa: BLE001 - no running task: nothing to deliver to
+            log.info("snowberg: %s for %s not sent: not inside an Airflow task", event, table)
+            return 0
+    task = context.get("task")
+    callbacks = getattr(task, "on_failure_callback", None) or []
+    notifiers = [
+        n
+        for n in (callbacks if isinstance(callbacks, list | tuple) else [callbacks])
+        if isinstance(n, SnowbergNotifier)
+    ]
+    if not notifiers:
+        return 0
+    alert = event_alert(event, context, table=table, dag_id=notifiers[0].dag_id, lake_table=lake_table, details=details)
+    sent = 0
+    for n in notifiers:
+        try:
+            n.send(alert, context)
+            sent += 1
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            log.warning("snowberg: %s alert for %s via %s failed: %s", event, table, n.channel, redact_urls(str(exc)))
+    return sent
 
 
 def build_notifiers(
@@ -437,6 +587,7 @@ def build_notifiers(
 
 __all__ = [
     "Alert",
+    "AlertEvent",
     "EmailAlertNotifier",
     "SlackAlertNotifier",
     "SnowbergNotifier",
@@ -444,5 +595,7 @@ __all__ = [
     "WebhookNotifier",
     "build_alert",
     "build_notifiers",
+    "event_alert",
+    "send_event",
     "run_url",
 ]

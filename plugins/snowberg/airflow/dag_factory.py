@@ -6,6 +6,8 @@ Variable or heavy library is touched until a task runs.
 
 from __future__ import annotations
 
+import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +18,22 @@ from snowberg.airflow.alerts import build_notifiers
 from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
 from snowberg.airflow.operators.health import TableHealthOperator
 from snowberg.airflow.operators.incremental import SnowbergLoadOperator, SnowbergPlanOperator, SnowbergPublishOperator
+from snowberg.airflow.operators.invalid_config import InvalidTableConfigOperator
 from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
 from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 from snowberg.airflow.operators.streams import build_stream_tasks
 from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
-from snowberg.config.table_config import TableConfig, load_config
+from snowberg.config.table_config import BrokenEntry, TableConfig, load_config_isolated
 from snowberg.core.durations import format_duration
+from snowberg.core.identifiers import clip
 from snowberg.streams.params import STREAM_PARAM_DEFAULTS, STREAM_PARAM_SCHEMAS
 
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
+log = logging.getLogger(__name__)
+
+
+class InvalidTableConfigWarning(UserWarning):
+    """A table entry was left out of the DAGs because its config is invalid."""
 
 
 def table_asset(cfg: TableConfig) -> Asset:
@@ -79,6 +88,15 @@ def _timetable(schedule: str | None) -> Any:
     if schedule is None or schedule in ("@once", "@continuous"):
         return schedule
     return CronDataIntervalTimetable(schedule, timezone="UTC")
+
+
+def check_schedule(schedule: Any) -> None:
+    """Raise if Airflow would refuse ``schedule`` (a cron string it cannot parse) when it validates the DAG."""
+    if not isinstance(schedule, str | None):
+        raise ValueError(f"schedule must be a string, got {clip(schedule)}")
+    timetable = _timetable(schedule)
+    if hasattr(timetable, "validate"):
+        timetable.validate()
 
 
 def _default_args(cfg: TableConfig) -> dict[str, Any]:
@@ -232,15 +250,76 @@ def build_unload_dag(cfg: TableConfig) -> DAG:
     return dag
 
 
+def build_invalid_entry_dag(entry: BrokenEntry) -> DAG:
+    """A DAG named for a broken entry whose only task fails with the config error.
+
+    It runs on the entry's schedule (hourly when that is unreadable too), so a
+    broken table shows a failed run where its load would have been, and pages
+    through the entry's ``alerts`` when that section is valid.
+    """
+    raw = entry.raw if isinstance(entry.raw, dict) else {}
+    schedule = raw.get("schedule", "@hourly")
+    try:
+        notifiers = build_notifiers(raw.get("alerts"), table=entry.name, dag_id=f"snowberg_{entry.name}")
+    except Exception:  # noqa: BLE001 - the alerts section may be what is broken
+        notifiers = []
+    for sched in (schedule, "@hourly"):
+        try:
+            check_schedule(sched)
+            with DAG(
+                dag_id=f"snowberg_{entry.name}",
+                schedule=_timetable(sched) if isinstance(sched, str) else None,
+                start_date=START_DATE,
+                catchup=False,
+                max_active_runs=1,
+                tags=["snowberg", "invalid-config"],
+                doc_md=f"## snowberg: invalid table config\n\nThis entry of the tables config is not loaded:\n\n"
+                f"```\n{entry.error}\n```\n\nFix the entry; the table's DAGs replace this one at the next parse.",
+                default_args={"owner": "snowberg", "retries": 0, "on_failure_callback": notifiers},
+            ) as dag:
+                InvalidTableConfigOperator(task_id="config_error", error=entry.error)
+            return dag
+        except Exception:  # noqa: BLE001 - a bad schedule string is one of the errors we report
+            continue
+    raise AssertionError("unreachable: '@hourly' is a valid schedule")
+
+
+def table_dags(t: TableConfig) -> list[DAG]:
+    """The DAGs of one table, validated as the DAG processor will (so its errors stay this table's)."""
+    # Checked before any DAG is built: Airflow registers a DAG when it is
+    # created, so a DAG that fails validation later would fail the whole file.
+    check_schedule(t.schedule)
+    check_schedule(t.checks_schedule)
+    built = [build_dag(t), build_checks_dag(t)]
+    if t.unload is not None and t.stream is None:
+        built.append(build_unload_dag(t))
+    for d in built:
+        d.validate()
+    return built
+
+
 def build_dags(config_path: str | Path) -> dict[str, Any]:
-    """All DAGs of a config file, keyed by DAG id (for ``globals().update``)."""
-    cfg = load_config(config_path)
+    """All DAGs of a config file, keyed by DAG id (for ``globals().update``).
+
+    Entries are validated one by one: a broken entry is logged (and warned, so
+    the DAG processor records it with the file) at parse time and gets a
+    stand-in DAG that fails with its error, while every other table's DAGs are
+    built as usual. Errors in the file as a whole still fail the import.
+    """
+    cfg = load_config_isolated(config_path)
     dags: dict[str, Any] = {}
+    broken = list(cfg.broken)
     for t in cfg.tables:
-        dags[t.dag_id] = build_dag(t)
-        checks = build_checks_dag(t)
-        dags[checks.dag_id] = checks
-        if t.unload is not None and t.stream is None:
-            unload = build_unload_dag(t)
-            dags[unload.dag_id] = unload
+        try:
+            built = table_dags(t)
+        except Exception as exc:  # noqa: BLE001 - e.g. a schedule Airflow refuses: this table only
+            error = f"{config_path}: table {t.name!r}: {type(exc).__name__}: {clip(str(exc), 400)[1:-1]}"
+            broken.append(BrokenEntry(index=-1, name=t.name, error=error, raw=t.model_dump(mode="json")))
+            continue
+        dags.update({d.dag_id: d for d in built})
+    for b in broken:
+        log.error("snowberg: table config entry not loaded: %s", b.error)
+        warnings.warn(f"snowberg: table config entry not loaded: {b.error}", InvalidTableConfigWarning, stacklevel=2)
+        dag = build_invalid_entry_dag(b)
+        dags[dag.dag_id] = dag
     return dags

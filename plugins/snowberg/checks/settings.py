@@ -26,18 +26,44 @@ here: these models are validated when DAG files are parsed.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from snowberg.core.models import CONNECTION_ID, Duration, StrictModel
+from snowberg.core.identifiers import clip, validate_ref
+from snowberg.core.models import Duration, StrictModel
 
-AlertEvent = Literal["load_failure", "check_failure"]
-ALERT_EVENTS: tuple[str, ...] = ("load_failure", "check_failure")
-_DEFAULT_EVENTS: tuple[AlertEvent, ...] = ("load_failure", "check_failure")
 
-_EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
-_SNS_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_\-]{1,256}(\.fifo)?$")
+class AlertEvent(StrEnum):
+    """What an alert is about; a table's ``alerts.events`` chooses among these.
+
+    The set is named once, here beside ``AlertsConfig`` (whose ``events``
+    field it types), because this module is imported when DAG files are
+    parsed and must stay free of Airflow; ``snowberg.airflow.alerts``
+    re-exports it for the notifiers and operators.
+
+    load_failure:        a plan/load/publish task failed
+    check_failure:       a snowberg check failed (freshness, health, external volume, lake probe)
+    schema_change:       the source's columns changed (added, widened, dropped); sent without failing
+                         the run unless the change itself fails it (``on_column_dropped: fail``)
+    volume_mismatch:     the lake and Snowflake disagree on a table's rows
+    volume_anomaly:      a run's volume breaks the table's own history
+    maintenance_failure: expiry, compaction or orphan-file removal failed
+    """
+
+    LOAD_FAILURE = "load_failure"
+    CHECK_FAILURE = "check_failure"
+    SCHEMA_CHANGE = "schema_change"
+    VOLUME_MISMATCH = "volume_mismatch"
+    VOLUME_ANOMALY = "volume_anomaly"
+    MAINTENANCE_FAILURE = "maintenance_failure"
+
+
+# Applied with fullmatch: ``$`` would also accept a value ending in a newline.
+_EMAIL = re.compile(r"[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+")
+_SNS_ARN = re.compile(r"arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_\-]{1,256}(\.fifo)?", re.ASCII)
+_URL = re.compile(r"https?://[^\s/]+\S*")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {
     None: 1,
@@ -71,18 +97,14 @@ Size = Annotated[int, BeforeValidator(parse_size)]
 
 
 def _conn_id(v: str | None, what: str) -> str | None:
-    if v is not None and not CONNECTION_ID.fullmatch(v):
-        raise ValueError(f"{what} {v!r} is not a valid Airflow connection id")
-    return v
+    return validate_ref(v, what) if v is not None else None
 
 
 class AlertsConfig(StrictModel):
     """Where a table's failures are sent.
 
     Every channel is optional; at least one must be set. ``events`` chooses
-    which failures alert: a failed load/plan/publish task (``load_failure``)
-    and a failed snowberg check (``check_failure``: freshness, health,
-    external volume, lake probe).
+    which ``AlertEvent`` s are sent (default: all of them).
     """
 
     email: list[str] = Field(default_factory=list)
@@ -95,21 +117,21 @@ class AlertsConfig(StrictModel):
     webhook_url: str | None = None
     webhook_conn_id: str | None = None  # an HTTP connection (host, auth, headers in extras)
     webhook_endpoint: str = ""  # path appended to the HTTP connection's host
-    events: list[AlertEvent] = Field(default_factory=lambda: list(_DEFAULT_EVENTS))
+    events: list[AlertEvent] = Field(default_factory=lambda: list(AlertEvent))
 
     @field_validator("email")
     @classmethod
     def _emails(cls, v: list[str]) -> list[str]:
         for addr in v:
-            if not _EMAIL.match(addr):
-                raise ValueError(f"not an email address: {addr!r}")
+            if not _EMAIL.fullmatch(addr):
+                raise ValueError(f"not an email address: {clip(addr)}")
         return v
 
     @field_validator("email_from")
     @classmethod
     def _from(cls, v: str | None) -> str | None:
-        if v is not None and not _EMAIL.match(v.split("<")[-1].rstrip(">").strip()):
-            raise ValueError(f"not an email address: {v!r}")
+        if v is not None and (not _EMAIL.fullmatch(v.split("<")[-1].rstrip(">").strip()) or "\n" in v):
+            raise ValueError(f"not an email address: {clip(v)}")
         return v
 
     @field_validator("email_conn_id", "slack_webhook_conn_id", "aws_conn_id", "webhook_conn_id")
@@ -120,22 +142,23 @@ class AlertsConfig(StrictModel):
     @field_validator("sns_topic_arn")
     @classmethod
     def _arn(cls, v: str | None) -> str | None:
-        if v is not None and not _SNS_ARN.match(v):
-            raise ValueError(f"not an SNS topic ARN: {v!r} (expected arn:aws:sns:<region>:<account>:<topic>)")
+        if v is not None and not _SNS_ARN.fullmatch(v):
+            raise ValueError(f"not an SNS topic ARN: {clip(v)} (expected arn:aws:sns:<region>:<account>:<topic>)")
         return v
 
     @field_validator("webhook_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^https?://[^\s/]+", v):
-            raise ValueError(f"webhook_url must be an http(s) URL, got {v!r}")
+        if v is not None and not _URL.fullmatch(v):
+            # Not echoed: a webhook URL usually carries its token.
+            raise ValueError("webhook_url must be an http(s) URL without spaces or newlines")
         return v
 
     @field_validator("events")
     @classmethod
-    def _events(cls, v: list[str]) -> list[str]:
+    def _events(cls, v: list[AlertEvent]) -> list[AlertEvent]:
         if not v:
-            raise ValueError("events must name at least one of " + ", ".join(ALERT_EVENTS))
+            raise ValueError("events must name at least one of " + ", ".join(AlertEvent))
         return list(dict.fromkeys(v))
 
     @model_validator(mode="after")

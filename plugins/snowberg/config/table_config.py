@@ -10,20 +10,25 @@ messages come from one well-kept library rather than our own walker.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from snowberg.checks.settings import AlertsConfig, HealthThresholds
-from snowberg.config.yaml_loader import read_yaml, validate_entries
-from snowberg.core.identifiers import IcebergName, TableName, validate_identifier
+from snowberg.config.query import single_select
+from snowberg.config.yaml_loader import format_validation_error, merged_entries, read_yaml, validate_entries
+from snowberg.core.identifiers import IcebergName, TableName, clip, validate_identifier, validate_ref
 from snowberg.core.models import Duration, StrictModel
 from snowberg.streams.settings import StreamSource, stream_table_problems
 
-_TRANSFORM = re.compile(r"^(?:(identity|year|month|day|hour)\((\w+)\)|(bucket|truncate)\[(\d+)\]\((\w+)\)|(\w+))$")
+_TRANSFORM = re.compile(
+    r"(?:(identity|year|month|day|hour)\((\w+)\)|(bucket|truncate)\[(\d+)\]\((\w+)\)|(\w+))", re.ASCII
+)
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
 
 
 class ConfigError(ValueError):
@@ -56,9 +61,26 @@ class WriteMode(StrEnum):
     APPEND = "append"
 
 
+class ColumnDropPolicy(StrEnum):
+    """What a run does when a column of the Iceberg table is gone from the source.
+
+    fail:      fail before anything is written, naming the columns (the default:
+               a silently NULL column is data loss nobody asked for)
+    keep_null: keep the column in the table and write NULL into it from now on
+    """
+
+    FAIL = "fail"
+    KEEP_NULL = "keep_null"
+
+
 class PartitionField(StrictModel):
     column: str
     transform: str  # identity | year | month | day | hour | bucket[N] | truncate[W]
+
+    @field_validator("column")
+    @classmethod
+    def _column(cls, v: str) -> str:
+        return validate_identifier(v, "partition column")
 
     @property
     def name(self) -> str:
@@ -72,11 +94,11 @@ def _parse_partition(item: object) -> PartitionField:
     if isinstance(item, dict):
         return PartitionField(**item)
     if not isinstance(item, str):
-        raise ValueError(f"partition field must be a string like 'day(updated_at)', got {item!r}")
-    m = _TRANSFORM.match(item.strip())
+        raise ValueError(f"partition field must be a string like 'day(updated_at)', got {clip(item)}")
+    m = _TRANSFORM.fullmatch(item.strip())
     if not m:
         raise ValueError(
-            f"bad partition transform {item!r}: use identity(col), year(col), month(col), day(col), hour(col), "
+            f"bad partition transform {clip(item)}: use identity(col), year(col), month(col), day(col), hour(col), "
             "bucket[N](col) or truncate[W](col)"
         )
     if m.group(1):
@@ -105,14 +127,7 @@ class Source(StrictModel):
     @field_validator("query")
     @classmethod
     def _query(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        text = v.strip().rstrip(";").strip()
-        if not re.match(r"(?is)^(select|with)\b", text):
-            raise ValueError("query must be a single SELECT (or WITH … SELECT) statement")
-        if ";" in text:
-            raise ValueError("query must be a single statement (no ';')")
-        return text
+        return single_select(v) if v is not None else v
 
     @model_validator(mode="after")
     def _one_of(self) -> Source:
@@ -185,6 +200,7 @@ class TableConfig(StrictModel):
     timestamp_nanos: Literal["error", "truncate"] = "error"
     geo_format: Literal["geojson", "wkt"] = "geojson"
     batch_rows: int = Field(default=250_000, ge=1_000)
+    on_column_dropped: ColumnDropPolicy = ColumnDropPolicy.FAIL
     # Scale (docs/performance.md): a window larger than this is read in
     # slices by cursor value; scale_out runs the slices as mapped tasks.
     max_rows_per_slice: int = Field(default=250_000, ge=1_000)
@@ -204,11 +220,16 @@ class TableConfig(StrictModel):
     def _volume(cls, v: str | None) -> str | None:
         return validate_identifier(v, "external volume") if v is not None else v
 
+    @field_validator("snowflake_conn_id", "catalog")
+    @classmethod
+    def _refs(cls, v: str) -> str:
+        return validate_ref(v, "connection id or catalog name")
+
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not re.match(r"^[a-z][a-z0-9_]{0,63}$", v):
-            raise ValueError("name must be lower-case letters, digits or '_' (it becomes the DAG id)")
+        if not _NAME.fullmatch(v):
+            raise ValueError(f"name {clip(v)} must be lower-case letters, digits or '_' (it becomes the DAG id)")
         return v
 
     @field_validator("target")
@@ -235,12 +256,25 @@ class TableConfig(StrictModel):
             )
             if problems:
                 raise ValueError("; ".join(problems))
-        if self.cursor is not None and self.cursor.lookback > timedelta(0) and not self.primary_key:
-            raise ValueError("cursor.lookback needs primary_key: re-read rows must merge, not duplicate")
-        if self.cursor is not None and self.cursor.null_policy is NullCursorPolicy.INCLUDE and not self.primary_key:
-            raise ValueError("cursor.null_policy 'include' needs primary_key: NULL-cursor rows are re-read every run")
         if self.write_mode is WriteMode.MERGE and not self.primary_key:
             raise ValueError("write_mode 'merge' needs primary_key")
+        # Re-read rows are harmless only when they merge: what matters is the
+        # effective write mode, not whether a key is declared.
+        rereads = []
+        if self.cursor is not None and self.cursor.lookback > timedelta(0):
+            rereads.append("cursor.lookback (rows of the lookback are re-read every run)")
+        if self.cursor is not None and self.cursor.null_policy is NullCursorPolicy.INCLUDE:
+            rereads.append("cursor.null_policy 'include' (NULL-cursor rows are re-read every run)")
+        if rereads and self.effective_write_mode is not WriteMode.MERGE:
+            why = (
+                "write_mode 'append' appends them again on each run"
+                if self.write_mode is WriteMode.APPEND
+                else "without primary_key they are appended again on each run"
+            )
+            raise ValueError(
+                f"{' and '.join(rereads)} needs a merge table (primary_key, write_mode merge): {why}; "
+                "set cursor.lookback: 0 / null_policy raise|exclude, or merge on the key"
+            )
         return self
 
     @property
@@ -269,7 +303,7 @@ class SnowbergConfig(StrictModel):
 
 
 def parse_config(data: Any, *, source: str = "<config>") -> SnowbergConfig:
-    """Validate a parsed YAML document; apply ``defaults`` to each table."""
+    """Validate a parsed YAML document strictly: any bad entry fails the whole file."""
     cfg = validate_entries(data, SnowbergConfig, list_key="tables", entity="table", source=source, error=ConfigError)
     seen: dict[str, str] = {}
     for t in cfg.tables:
@@ -282,3 +316,62 @@ def parse_config(data: Any, *, source: str = "<config>") -> SnowbergConfig:
 
 def load_config(path: str | Path) -> SnowbergConfig:
     return parse_config(read_yaml(path, ConfigError), source=str(path))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BrokenEntry:
+    """A table entry that failed validation, kept apart so that the others still load.
+
+    ``name`` is what its stand-in DAG is called: the entry's own ``name``
+    when that is valid and unused, else ``invalid_entry_<position>``.
+    """
+
+    index: int  # 0-based position in the ``tables`` list
+    name: str
+    error: str  # names the file, the table and the field
+    raw: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class IsolatedConfig:
+    tables: list[TableConfig]
+    broken: list[BrokenEntry]
+
+
+def parse_config_isolated(data: Any, *, source: str = "<config>") -> IsolatedConfig:
+    """Validate each entry on its own: a typo in one table must not stop the others' loads.
+
+    Problems with the file itself (not YAML, bad ``defaults``, unknown
+    top-level keys) still fail the whole file: no entry can be trusted then.
+    A duplicate ``name`` or ``target`` breaks the later entry only.
+    """
+    merged = merged_entries(data, list_key="tables", source=source, error=ConfigError)
+    tables: list[TableConfig] = []
+    failed: list[tuple[int, Any, str]] = []
+    seen: dict[str, str] = {}
+    for i, entry in enumerate(merged):
+        try:
+            t = SnowbergConfig.model_validate({"tables": [entry]}).tables[0]
+        except ValidationError as exc:
+            msg = format_validation_error([entry], exc, list_key="tables", entity="table", first_index=i)
+            failed.append((i, entry, f"{source}: {msg}"))
+            continue
+        dup = next((key for key in (t.name, t.target) if key in seen), None)
+        if dup is not None:
+            failed.append((i, entry, f"{source}: table {t.name!r}: duplicate name or target {dup!r}"))
+            continue
+        seen.update({t.name: t.name, t.target: t.name})
+        tables.append(t)
+    used = {t.name for t in tables}
+    broken = []
+    for i, entry, msg in failed:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not (isinstance(name, str) and _NAME.fullmatch(name) and name not in used):
+            name = f"invalid_entry_{i + 1}"
+        used.add(name)
+        broken.append(BrokenEntry(index=i, name=name, error=msg, raw=entry))
+    return IsolatedConfig(tables=tables, broken=broken)
+
+
+def load_config_isolated(path: str | Path) -> IsolatedConfig:
+    return parse_config_isolated(read_yaml(path, ConfigError), source=str(path))

@@ -15,11 +15,25 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from snowberg.core.identifiers import CLIP_CHARS, clip
+
 M = TypeVar("M", bound=BaseModel)
 
 
+def entry_label(entry: Any, index: int) -> str:
+    """How an error names an entry: its ``name`` (cut), else its position in the list."""
+    name = entry.get("name") if isinstance(entry, dict) else None
+    return clip(name, CLIP_CHARS)[1:-1] if isinstance(name, str) else f"#{index}"
+
+
 def format_validation_error(
-    raw: list[Any], exc: ValidationError, *, list_key: str, entity: str, hidden_locs: Collection[str] = ()
+    raw: list[Any],
+    exc: ValidationError,
+    *,
+    list_key: str,
+    entity: str,
+    hidden_locs: Collection[str] = (),
+    first_index: int = 0,
 ) -> str:
     """One line per error, naming the entry (by its ``name``) and the field."""
     lines = []
@@ -28,13 +42,12 @@ def format_validation_error(
         name = "?"
         if len(loc) >= 2 and loc[0] == list_key and isinstance(loc[1], int):
             idx = loc[1]
-            entry = raw[idx] if idx < len(raw) else {}
-            name = entry.get("name", f"#{idx}") if isinstance(entry, dict) else f"#{idx}"
+            name = entry_label(raw[idx] if idx < len(raw) else {}, idx + first_index)
             loc = loc[2:]
         field = ".".join(
             str(p) for p in loc if not (isinstance(p, str) and (p.startswith("function-") or p in hidden_locs))
         )
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = "unknown key" if err["type"] == "extra_forbidden" else clip(err["msg"], 400)[1:-1]
         lines.append(f"{entity} {name!r}: field {field or '<entry>'!r}: {msg}")
     return f"invalid snowberg {list_key} config:\n  " + "\n  ".join(lines)
 
@@ -50,16 +63,7 @@ def validate_entries(
     hidden_locs: Collection[str] = (),
 ) -> M:
     """Merge ``defaults`` into each entry of ``data[list_key]`` and validate the whole file."""
-    if not isinstance(data, dict):
-        raise error(f"{source}: expected a mapping with '{list_key}'")
-    unknown = set(data) - {"defaults", list_key}
-    if unknown:
-        raise error(f"{source}: unknown top-level key(s) {sorted(unknown)}")
-    defaults = data.get("defaults") or {}
-    entries = data.get(list_key)
-    if not isinstance(entries, list) or not entries:
-        raise error(f"{source}: '{list_key}' must be a non-empty list")
-    merged = [({**defaults, **e} if isinstance(e, dict) else e) for e in entries]
+    merged = merged_entries(data, list_key=list_key, source=source, error=error)
     try:
         return model.model_validate({list_key: merged})
     except ValidationError as exc:
@@ -67,6 +71,22 @@ def validate_entries(
             f"{source}: "
             + format_validation_error(merged, exc, list_key=list_key, entity=entity, hidden_locs=hidden_locs)
         ) from None
+
+
+def merged_entries(data: Any, *, list_key: str, source: str, error: type[Exception]) -> list[Any]:
+    """The entries of ``data[list_key]`` with ``defaults`` merged in; the file's shape is checked here."""
+    if not isinstance(data, dict):
+        raise error(f"{source}: expected a mapping with '{list_key}'")
+    unknown = set(data) - {"defaults", list_key}
+    if unknown:
+        raise error(f"{source}: unknown top-level key(s) {clip(sorted(map(str, unknown)))}")
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise error(f"{source}: 'defaults' must be a mapping")
+    entries = data.get(list_key)
+    if not isinstance(entries, list) or not entries:
+        raise error(f"{source}: '{list_key}' must be a non-empty list")
+    return [({**defaults, **e} if isinstance(e, dict) else e) for e in entries]
 
 
 def read_yaml(path: str | Path, error: type[Exception]) -> Any:

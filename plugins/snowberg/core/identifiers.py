@@ -13,9 +13,27 @@ from dataclasses import dataclass
 # Unquoted Snowflake identifiers: letter or underscore, then letters, digits,
 # underscores or dollar signs, at most 255 characters. We accept only this
 # shape (not arbitrary quoted identifiers) so that nothing typed into a config
-# file or a trigger form can smuggle SQL through an identifier.
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,254}$")
-_ICEBERG_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+# file or a trigger form can smuggle SQL through an identifier. Every pattern
+# here is applied with ``fullmatch``: ``$`` also matches before a final
+# newline, and a YAML ``|`` block ends each value with one.
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,254}", re.ASCII)
+_ICEBERG_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}", re.ASCII)
+# Airflow connection ids and pyiceberg catalog names.
+_REF = re.compile(r"[A-Za-z0-9_.\-]{1,250}", re.ASCII)
+CLIP_CHARS = 80
+
+
+def clip(value: object, limit: int = CLIP_CHARS) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, for error messages.
+
+    A config value or a source column name can be kilobytes long; an error
+    that echoes it whole buries the message (and fills the task log).
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f" ({len(value)} characters)" if isinstance(value, str | bytes | list | tuple | dict) else ""
+    return text[:limit] + "…" + size
 
 
 class IdentifierError(ValueError):
@@ -24,10 +42,17 @@ class IdentifierError(ValueError):
 
 def validate_identifier(name: str, what: str = "identifier") -> str:
     """Return ``name`` if it is a safe Snowflake identifier, else raise."""
-    if not isinstance(name, str) or not _IDENT.match(name):
+    if not isinstance(name, str) or not _IDENT.fullmatch(name):
         raise IdentifierError(
-            f"invalid {what} {name!r}: expected letters, digits, '_' or '$', starting with a letter or '_'"
+            f"invalid {what} {clip(name)}: expected letters, digits, '_' or '$', starting with a letter or '_'"
         )
+    return name
+
+
+def validate_ref(name: str, what: str = "connection id") -> str:
+    """Return ``name`` if it is a valid Airflow connection id or catalog name, else raise."""
+    if not isinstance(name, str) or not _REF.fullmatch(name):
+        raise IdentifierError(f"invalid {what} {clip(name)}: expected letters, digits, '_', '.' or '-'")
     return name
 
 
@@ -46,9 +71,9 @@ def quote_identifier(name: str, what: str = "identifier") -> str:
 
 
 def validate_iceberg_identifier(name: str, what: str = "identifier") -> str:
-    if not isinstance(name, str) or not _ICEBERG_IDENT.match(name):
+    if not isinstance(name, str) or not _ICEBERG_IDENT.fullmatch(name):
         raise IdentifierError(
-            f"invalid {what} {name!r}: expected letters, digits or '_', starting with a letter or '_'"
+            f"invalid {what} {clip(name)}: expected letters, digits or '_', starting with a letter or '_'"
         )
     return name
 
@@ -65,7 +90,7 @@ class TableName:
     def parse(cls, text: str) -> TableName:
         parts = text.split(".") if isinstance(text, str) else []
         if len(parts) != 3:
-            raise IdentifierError(f"invalid table name {text!r}: expected database.schema.table")
+            raise IdentifierError(f"invalid table name {clip(text)}: expected database.schema.table")
         for part, what in zip(parts, ("database", "schema", "table"), strict=True):
             validate_identifier(part, what)
         return cls(*parts)
@@ -88,7 +113,7 @@ class IcebergName:
     def parse(cls, text: str) -> IcebergName:
         parts = text.split(".") if isinstance(text, str) else []
         if len(parts) != 2:
-            raise IdentifierError(f"invalid Iceberg table {text!r}: expected namespace.table")
+            raise IdentifierError(f"invalid Iceberg table {clip(text)}: expected namespace.table")
         for part, what in zip(parts, ("namespace", "table"), strict=True):
             validate_iceberg_identifier(part, what)
         return cls(parts[0], parts[1])

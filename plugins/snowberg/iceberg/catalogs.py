@@ -93,9 +93,10 @@ PASSTHROUGH = frozenset(
     }
 )
 
-_REF = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")
-_ACCOUNT = re.compile(r"^[A-Za-z0-9_.\-]{1,255}$")
-_ROLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,254}$")
+# Applied with fullmatch (``$`` also matches before a final newline).
+_REF = re.compile(r"[A-Za-z0-9_.\-]{1,250}", re.ASCII)
+_ACCOUNT = re.compile(r"[A-Za-z0-9_.\-]{1,255}", re.ASCII)
+_ROLE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,254}", re.ASCII)
 _SECRET_KEY = re.compile(r"(password|secret|credential|token|sas|account-key|connection-string)", re.IGNORECASE)
 
 
@@ -134,7 +135,7 @@ def _passthrough(extra: Mapping[str, Any]) -> dict[str, str]:
 
 def horizon_uri(account: str) -> str:
     """The Horizon Iceberg REST endpoint of a Snowflake account (``orgname-acct`` or locator.region)."""
-    if not _ACCOUNT.match(account or ""):
+    if not _ACCOUNT.fullmatch(account or ""):
         raise CatalogConfigError(f"invalid Snowflake account identifier {account!r}")
     host = account if account.endswith(".snowflakecomputing.com") else f"{account}.snowflakecomputing.com"
     return f"https://{host}{HORIZON_PATH}"
@@ -155,7 +156,7 @@ def horizon_properties(
     if missing:
         raise CatalogConfigError(f"Snowflake Horizon catalog needs {', '.join(missing)}")
     assert pat is not None and role is not None and database is not None
-    if not _ROLE.match(role):
+    if not _ROLE.fullmatch(role):
         raise CatalogConfigError(f"invalid Snowflake role {role!r} for the Horizon scope")
     base = (uri or horizon_uri(account or "")).rstrip("/")
     return {
@@ -270,7 +271,9 @@ def secret_values(props: Mapping[str, str]) -> list[str]:
     for k, v in props.items():
         if not v:
             continue
-        if _SECRET_KEY.search(k.split(".")[-1]) or k in ("credential", "token"):
+        # header.* properties are sent as HTTP headers to the catalog: Authorization, X-Api-Key and
+        # the like carry credentials, so every header value counts as a secret.
+        if _SECRET_KEY.search(k.split(".")[-1]) or k in ("credential", "token") or k.lower().startswith("header."):
             out.append(v)
             if k == "credential" and ":" in v:
                 out.append(v.split(":", 1)[1])
@@ -355,7 +358,7 @@ def open_catalog(ref: str) -> Catalog:
     pyiceberg reads its environment once, at import; the fallback re-reads it
     here so that settings exported after start-up are honoured too.
     """
-    if not isinstance(ref, str) or not _REF.match(ref):
+    if not isinstance(ref, str) or not _REF.fullmatch(ref):
         raise CatalogConfigError(f"invalid catalog reference {ref!r}")
     conn = _airflow_connection(ref)
     if conn is not None:

@@ -13,8 +13,9 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from snowberg.config.table_config import PartitionField, TableConfig
-from snowberg.core.identifiers import IcebergName
+from snowberg.config.table_config import ColumnDropPolicy, PartitionField, TableConfig
+from snowberg.core.identifiers import IcebergName, clip
+from snowberg.iceberg.identity import identity_properties
 from snowberg.mapping.columns import SchemaEvolutionError
 from snowberg.mapping.evolution import can_hold, can_widen
 from snowberg.mapping.rules import MappedColumn, arrow_type_for
@@ -117,19 +118,22 @@ def create_table(catalog: Catalog, cfg: TableConfig, columns: Sequence[MappedCol
     catalog.create_namespace_if_not_exists(n.namespace)
     schema = build_schema(columns)
     spec = build_partition_spec(schema, cfg.partition_by, cfg.name)
-    props = dict(TABLE_PROPERTIES)
-    if cfg.primary_key:
-        props["snowberg.primary-key"] = ",".join(c.lower() for c in cfg.primary_key)
-    if cfg.cursor:
-        props["snowberg.cursor-column"] = cfg.cursor.column.lower()
+    props = dict(TABLE_PROPERTIES) | identity_properties(cfg)
     log.info("creating Iceberg table %s (%d columns, partition %s)", n, len(columns), spec)
     return catalog.create_table((n.namespace, n.table), schema=schema, partition_spec=spec, properties=props)
 
 
 def plan_schema_changes(
-    table_schema: Schema, columns: Sequence[MappedColumn]
+    table_schema: Schema, columns: Sequence[MappedColumn], *, cfg: TableConfig | None = None
 ) -> tuple[list[MappedColumn], list[tuple[MappedColumn, Any]]]:
-    """Columns to add, and columns to widen; raise when a change cannot be applied."""
+    """Columns to add, and columns to widen; raise when a change cannot be applied.
+
+    With ``cfg`` (the table being written), columns the table has and the
+    source no longer sends are handled by ``cfg.on_column_dropped``, and any
+    change is reported as a ``schema_change`` alert event. Without it (a check
+    that the source still fits an already-planned table) dropped columns are
+    not this call's concern.
+    """
     add: list[MappedColumn] = []
     widen: list[tuple[MappedColumn, Any]] = []
     for c in columns:
@@ -149,7 +153,57 @@ def plan_schema_changes(
             f"{c.iceberg_type}. Nothing was written. Rebuild the table (full refresh into a new target) "
             "or cast the column in a custom query."
         )
+    if cfg is not None:
+        sent = {c.name for c in columns}
+        dropped = [f.name for f in table_schema.fields if f.name not in sent]
+        report_schema_changes(cfg, add, widen, dropped)
+        if dropped and cfg.on_column_dropped is ColumnDropPolicy.FAIL:
+            raise SchemaEvolutionError(
+                f"table {cfg.name!r}: column(s) {clip(dropped, 200)} of Iceberg table {cfg.target} are no longer "
+                "in the source. Nothing was written. Set on_column_dropped: keep_null to keep them and write "
+                "NULL from now on, or bring them back in the source (or as NULL AS <column> in a custom query)."
+            )
+        if dropped:
+            log.warning(
+                "table %s: column(s) %s no longer in the source: written as NULL (on_column_dropped: keep_null)",
+                cfg.name,
+                dropped,
+            )
     return add, widen
+
+
+def report_schema_changes(
+    cfg: TableConfig, add: Sequence[MappedColumn], widen: Sequence[tuple[MappedColumn, Any]], dropped: Sequence[str]
+) -> None:
+    """Tell the table's alert channels that the source's columns changed (``schema_change``).
+
+    Sent when a run finds the change, before its commit: a run that then
+    fails (and is retried) sends it again. Delivery never fails the run.
+    """
+    if not (add or widen or dropped):
+        return
+    changes = {
+        "added": [f"{c.name} {c.iceberg_type}" for c in add],
+        "widened": [f"{c.name} {old} → {c.iceberg_type}" for c, old in widen],
+        "dropped": [f"{name} ({cfg.on_column_dropped.value})" for name in dropped],
+    }
+    changes = {k: v for k, v in changes.items() if v}
+    log.info("table %s: source schema changed: %s", cfg.name, changes)
+    from snowberg.airflow.alerts import AlertEvent, send_event
+
+    send_event(AlertEvent.SCHEMA_CHANGE, table=cfg.name, lake_table=cfg.target, details=changes)
+
+
+def check_key_columns(cfg: TableConfig, columns: Sequence[MappedColumn]) -> None:
+    """Every ``primary_key`` column must be a column of the source, before anything is written."""
+    names = {c.name for c in columns}
+    missing = [k for k in cfg.primary_key if k.lower() not in names]
+    if missing:
+        raise SchemaEvolutionError(
+            f"table {cfg.name!r}: field 'primary_key': column(s) {clip(missing, 200)} are not in the source, which "
+            f"has {clip(sorted(names), 200)}. Nothing was written. Fix primary_key, or select the key in a "
+            "custom query."
+        )
 
 
 def apply_schema_changes(
@@ -183,9 +237,10 @@ def begin_write(
     Every snowberg write path starts here, so creation and evolution rules
     are the same for watermark loads, streams and backfills.
     """
+    check_key_columns(cfg, columns)
     if table is None:
         table = create_table(catalog, cfg, columns)
     tx = table.transaction()
-    add, widen = plan_schema_changes(tx.table_metadata.schema(), columns)
+    add, widen = plan_schema_changes(tx.table_metadata.schema(), columns, cfg=cfg)
     apply_schema_changes(tx, add, widen)
     return table, tx, arrow_schema(tx.table_metadata.schema()), bool(add or widen)

@@ -21,6 +21,7 @@ from snowberg.core import faults
 from snowberg.core.progress import Progress
 from snowberg.core.window import Window
 from snowberg.iceberg import state
+from snowberg.iceberg.identity import identity_properties
 from snowberg.iceberg.tables import begin_write, load_table_or_none
 from snowberg.load.plan import BACKFILL, FULL_REFRESH, INCREMENTAL, describe_window
 from snowberg.load.slices import check_same_columns, check_unique_in_source, slice_windows
@@ -171,6 +172,7 @@ def commit_window(
     Shared by the single-task load, the mapped slices and the push-down unload.
     """
     props = _snapshot_props(cfg, w, rows)
+    tx.set_properties(identity_properties(cfg))  # record what the table is loaded with (iceberg/identity.py)
     _delete_replaced(tx, cfg, w, keys, props)
     with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
         for f in data_files:

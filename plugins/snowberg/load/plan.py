@@ -15,6 +15,7 @@ from snowberg.config.table_config import NullCursorPolicy, TableConfig
 from snowberg.core.cursor import format_cursor_value, shift_cursor
 from snowberg.core.window import Window
 from snowberg.iceberg import state
+from snowberg.iceberg.identity import check_identity
 from snowberg.mapping.columns import TypeMappingError
 from snowberg.snowflake.source import SourceQuery, cursor_kind, describe_cursor
 
@@ -38,6 +39,7 @@ def plan_run(
     dry_run: bool = False,
 ) -> Window:
     """Fix the window of a run. Reads the table's state and Snowflake's clock."""
+    check_identity(cfg, table, mode=mode)
     st = state.read_state(table)
     base_wm = st.watermark if st else None
     base_snap = st.snapshot_id if st else None

@@ -374,7 +374,7 @@ def prepare_slices(
         cur.close()
     if table is None:
         table = create_table(catalog, cfg, columns)
-    add, widen = plan_schema_changes(table.schema(), columns)
+    add, widen = plan_schema_changes(table.schema(), columns, cfg=cfg)
     if add or widen:
         tx = table.transaction()
         apply_schema_changes(tx, add, widen)

@@ -413,7 +413,7 @@ def unload_window(
         columns = map_columns(result_columns(cur), mapping_options(cfg))
         if table is None:
             table = create_table(catalog, cfg, columns)
-        add, widen = plan_schema_changes(table.schema(), columns)
+        add, widen = plan_schema_changes(table.schema(), columns, cfg=cfg)
         if add or widen:
             tx = table.transaction()
             apply_schema_changes(tx, add, widen)

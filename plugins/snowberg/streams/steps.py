@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig
+from snowberg.iceberg.identity import check_identity
 from snowberg.iceberg.tables import load_table_or_none
 from snowberg.streams import checkpoint as cp
 from snowberg.streams.apply import check_keys, committed_through, load_batches
@@ -45,6 +46,7 @@ def consume_step(
     logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
     check_keys(cfg, stream)
+    check_identity(cfg, load_table_or_none(catalog, cfg), mode="full_refresh" if recover else "incremental")
     st = cp.read_stream_state(load_table_or_none(catalog, cfg))
     res = consume(
         conn,

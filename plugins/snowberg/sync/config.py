@@ -38,8 +38,10 @@ from pydantic import Field, field_validator, model_validator
 
 from snowberg.checks.settings import AlertsConfig
 from snowberg.config.yaml_loader import read_yaml, validate_entries
-from snowberg.core.identifiers import IcebergName, TableName, validate_identifier
-from snowberg.core.models import Duration, StrictModel, validate_connection_id
+from snowberg.core.identifiers import IcebergName, TableName, validate_identifier, validate_ref
+from snowberg.core.models import Duration, StrictModel
+
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
 
 
 class SyncConfigError(ValueError):
@@ -55,7 +57,7 @@ class IcebergSource(StrictModel):
     @field_validator("catalog")
     @classmethod
     def _check_ref(cls, v: str) -> str:
-        return validate_connection_id(v)
+        return validate_ref(v, "connection id or catalog name")
 
     @field_validator("table")
     @classmethod
@@ -76,7 +78,7 @@ class IcebergTarget(StrictModel):
     @field_validator("catalog")
     @classmethod
     def _check_ref(cls, v: str) -> str:
-        return validate_connection_id(v)
+        return validate_ref(v, "connection id or catalog name")
 
     @field_validator("table")
     @classmethod
@@ -102,7 +104,7 @@ class NativeTarget(StrictModel):
     @field_validator("snowflake_conn_id")
     @classmethod
     def _check_ref(cls, v: str) -> str:
-        return validate_connection_id(v)
+        return validate_ref(v, "connection id or catalog name")
 
     @field_validator("table", "state_table")
     @classmethod
@@ -151,7 +153,7 @@ class SyncConfig(StrictModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not re.match(r"^[a-z][a-z0-9_]{0,63}$", v):
+        if not _NAME.fullmatch(v):
             raise ValueError("name must be lower-case letters, digits or '_' (it becomes the DAG id)")
         return v
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from snowberg.checks.settings import AlertsConfig, HealthThresholds, parse_size
+from snowberg.checks.settings import AlertEvent, AlertsConfig, HealthThresholds, parse_size
 
 
 def test_alerts_full_section_from_yaml() -> None:
@@ -35,7 +35,8 @@ def test_alerts_full_section_from_yaml() -> None:
 
 def test_alerts_defaults_and_frozen() -> None:
     cfg = AlertsConfig(webhook_url="http://127.0.0.1:9/hook")
-    assert cfg.events == ["load_failure", "check_failure"]
+    assert cfg.events == list(AlertEvent)  # every event unless the table narrows it
+    assert {"load_failure", "check_failure", "schema_change", "volume_mismatch"} <= set(cfg.events)
     assert cfg.aws_conn_id == "aws_default"
     with pytest.raises(ValidationError):
         cfg.webhook_url = "http://other"  # type: ignore[misc]

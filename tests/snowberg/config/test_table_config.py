@@ -83,7 +83,7 @@ def _bad(mutate: Any) -> str:
         (lambda t: t["source"].update(query="SELECT 1"), "source", "exactly one"),
         (lambda t: t.update(source={"query": "DELETE FROM x"}), "source.query", "SELECT"),
         (lambda t: t.update(source={"query": "SELECT 1; DROP TABLE x"}), "source.query", "single statement"),
-        (lambda t: t.update(primary_key=[]), "<entry>", "lookback needs primary_key"),
+        (lambda t: t.update(primary_key=[]), "<entry>", "without primary_key"),
         (lambda t: t.update(name="Orders-1"), "name", "lower-case"),
     ],
 )
@@ -96,7 +96,27 @@ def test_bad_config_names_table_and_field(mutate: Any, field: str, words: str) -
 
 def test_null_include_needs_primary_key() -> None:
     msg = _bad(lambda t: (t.update(primary_key=[]), t["cursor"].update(lookback=0, null_policy="include")))
-    assert "null_policy 'include' needs primary_key" in msg
+    assert "null_policy 'include'" in msg and "without primary_key" in msg
+
+
+@pytest.mark.parametrize(
+    ("cursor", "words"),
+    [
+        ({"lookback": "10m", "null_policy": "raise"}, "cursor.lookback"),
+        ({"lookback": 0, "null_policy": "include"}, "cursor.null_policy 'include'"),
+    ],
+)
+def test_append_with_a_primary_key_refuses_rereads(cursor: dict[str, Any], words: str) -> None:
+    """A key does not make re-read rows merge when write_mode says append: each run would append them again."""
+    msg = _bad(lambda t: (t.update(write_mode="append"), t["cursor"].update(**cursor)))
+    assert "table 'orders'" in msg and words in msg and "write_mode 'append'" in msg
+
+
+def test_append_without_rereads_is_fine_with_a_primary_key() -> None:
+    cfg = copy.deepcopy(GOOD)
+    cfg["tables"][0].update(write_mode="append")
+    cfg["tables"][0]["cursor"].update(lookback=0)
+    assert parse_config(cfg).tables[0].effective_write_mode is WriteMode.APPEND
 
 
 def test_duplicate_targets_rejected() -> None:

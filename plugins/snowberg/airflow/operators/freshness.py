@@ -10,6 +10,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from snowberg.airflow.metrics import emit_freshness
 from snowberg.airflow.operators.check_base import SnowbergCheckFailed, SnowbergCheckOperator, check_duration
 from snowberg.core.durations import format_duration
 
@@ -179,6 +180,7 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
 
         table = find_table(open_catalog(self.catalog), self.table)
         result = freshness.evaluate(table, name=self.table, sla=sla, max_watermark_lag=max_lag)
+        emit_freshness(self.table_name or self.table, result.to_dict())
         self.log.info("%s", freshness.render(result))
         if result.fresh:
             return result.to_dict()
@@ -212,6 +214,7 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
         if event.get("status") == "error":
             raise RuntimeError(f"freshness trigger for {self.table} failed: {event.get('error')}")
         result = freshness.Freshness.from_dict(event["result"])
+        emit_freshness(self.table_name or self.table, result.to_dict())
         self.log.info("after %s poll(s) of the metadata:\n%s", event.get("polls", "?"), freshness.render(result))
         if result.fresh:
             return result.to_dict()

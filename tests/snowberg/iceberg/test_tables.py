@@ -1,0 +1,128 @@
+"""Schema evolution rules every writer shares: dropped columns, missing keys, schema_change events."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+import pytest
+
+from snowberg.airflow.alerts import AlertEvent, WebhookNotifier, send_event
+from snowberg.config.table_config import TableConfig, parse_config
+from snowberg.load.extract import load_window
+from snowberg.load.plan import plan_run
+from snowberg.load.publish import publish, reconcile_before_plan
+from snowberg.mapping.columns import SchemaEvolutionError
+
+DDL = "CREATE TABLE {t} (ID NUMBER(38,0), NOTE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ(9))"
+NOW = "CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ)"
+
+
+def cfg_for(sfdb: Any, query: str | None = None, **over: Any) -> TableConfig:
+    source = {"query": query} if query else {"table": sfdb.table("SRC")}
+    entry = {"name": "t", "source": source, "target": "ns.t", "cursor": {"column": "updated_at"}}
+    entry.setdefault("primary_key", ["id"])
+    entry.update(over)
+    return parse_config({"tables": [entry]}).tables[0]
+
+
+def run(cfg: TableConfig, sfdb: Any, catalog: Any, variables: Any, run_id: str) -> Any:
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, sfdb.conn, table, run_id=run_id)
+    r = load_window(cfg, sfdb.conn, catalog, w)
+    publish(cfg, catalog, w, variables)
+    return r
+
+
+@pytest.fixture
+def src(sfdb: Any) -> Any:
+    sfdb.sql(DDL.format(t=sfdb.table("SRC")))
+    sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES (1, 'a', '2026-01-01'::TIMESTAMP_NTZ)")
+    return sfdb
+
+
+def _more(sfdb: Any, i: int) -> None:
+    sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES ({i}, 'b', {NOW})")
+
+
+def test_a_dropped_source_column_fails_before_anything_is_written(src: Any, catalog: Any, variables: Any) -> None:
+    run(cfg_for(src), src, catalog, variables, "r1")
+    snap = catalog.load_table("ns.t").current_snapshot().snapshot_id
+    _more(src, 2)
+    without_note = f"SELECT ID, UPDATED_AT FROM {src.table('SRC')}"
+    with pytest.raises(SchemaEvolutionError) as exc:
+        run(cfg_for(src, without_note), src, catalog, variables, "r2")
+    msg = str(exc.value)
+    assert "table 't'" in msg and "'note'" in msg and "on_column_dropped: keep_null" in msg
+    assert catalog.load_table("ns.t").current_snapshot().snapshot_id == snap
+
+
+def test_keep_null_writes_null_into_a_dropped_column(src: Any, catalog: Any, variables: Any) -> None:
+    run(cfg_for(src), src, catalog, variables, "r1")
+    _more(src, 2)
+    without_note = f"SELECT ID, UPDATED_AT FROM {src.table('SRC')}"
+    r = run(cfg_for(src, without_note, on_column_dropped="keep_null"), src, catalog, variables, "r2")
+    assert r.status == "committed"
+    rows = sorted(catalog.load_table("ns.t").scan().to_arrow().to_pylist(), key=lambda x: x["id"])
+    assert [(x["id"], x["note"]) for x in rows] == [(1, "a"), (2, None)]
+
+
+def test_a_primary_key_missing_from_the_source_is_named_before_any_write(
+    src: Any, catalog: Any, variables: Any
+) -> None:
+    cfg = cfg_for(src, primary_key=["order_id"])
+    with pytest.raises(SchemaEvolutionError) as exc:
+        run(cfg, src, catalog, variables, "r1")
+    msg = str(exc.value)
+    assert "table 't'" in msg and "field 'primary_key'" in msg and "'order_id'" in msg
+    assert not catalog.table_exists("ns.t")
+
+
+class _Sink(BaseHTTPRequestHandler):
+    received: list[bytes] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        _Sink.received.append(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def sink() -> Any:
+    _Sink.received = []
+    srv = HTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_port}", _Sink.received
+    srv.shutdown()
+
+
+def test_a_non_failing_event_reaches_the_notifiers_the_task_carries(sink: Any) -> None:
+    import json
+
+    url, received = sink
+
+    class Task:
+        on_failure_callback = [
+            WebhookNotifier(url=f"{url}/all", table="t", dag_id="snowberg_t"),
+            WebhookNotifier(url=f"{url}/failures", table="t", dag_id="snowberg_t", events=["load_failure"]),
+        ]
+
+    n = send_event(
+        AlertEvent.SCHEMA_CHANGE,
+        table="t",
+        lake_table="ns.t",
+        details={"added": ["extra long"]},
+        context={"task": Task(), "run_id": "r1"},
+    )
+    assert n == 2 and len(received) == 1  # the second channel does not take schema_change
+    body = json.loads(received[0])
+    assert body["event"] == "schema_change" and body["details"] == {"added": ["extra long"]}
+    assert body["title"] == "source schema changed"
+
+
+def test_outside_a_task_an_event_is_only_logged() -> None:
+    assert send_event(AlertEvent.SCHEMA_CHANGE, table="t", details={"added": ["x"]}) == 0
