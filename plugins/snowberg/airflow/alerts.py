@@ -40,6 +40,9 @@ from snowberg.checks.settings import ALERT_EVENTS, AlertsConfig
 log = logging.getLogger(__name__)
 
 LOAD_FAILURE, CHECK_FAILURE = "load_failure", "check_failure"
+VOLUME_MISMATCH, VOLUME_ANOMALY = "volume_mismatch", "volume_anomaly"
+# Checks whose failures are their own alert event (the rest are check_failure).
+CHECK_EVENTS = {"volume": VOLUME_MISMATCH, "volume_anomaly": VOLUME_ANOMALY}
 _MAX_ERROR = 3000
 
 
@@ -96,7 +99,11 @@ class Alert:
 
     @property
     def title(self) -> str:
-        if self.event == CHECK_FAILURE:
+        if self.event == VOLUME_MISMATCH:
+            return "volume mismatch between Snowflake and the lake"
+        if self.event == VOLUME_ANOMALY:
+            return "volume anomaly"
+        if self.event != LOAD_FAILURE:
             return f"{self.check or 'check'} check failed"
         return f"load failed ({self.task_id or 'task'})"
 
@@ -112,7 +119,7 @@ class Alert:
             )
         ]
         rows.append(("event", self.event))
-        if self.event == CHECK_FAILURE:
+        if self.event != LOAD_FAILURE:
             rows += [("check", self.check or "-"), ("observed", _fmt(self.observed)), ("expected", _fmt(self.expected))]
         rows += [
             ("DAG", self.dag_id),
@@ -155,7 +162,7 @@ class Alert:
     @property
     def slack_text(self) -> str:
         lines = [f":rotating_light: *snowberg* `{self.table}`: {self.title}"]
-        if self.event == CHECK_FAILURE:
+        if self.event != LOAD_FAILURE:
             lines.append(f"*observed:* {_fmt(self.observed)}")
             lines.append(f"*expected:* {_fmt(self.expected)}")
         lines.append(f"*DAG:* `{self.dag_id}`  *task:* `{self.task_id}`  *run:* `{self.run_id}`")
@@ -199,6 +206,8 @@ def build_alert(context: Mapping[str, Any], *, table: str, dag_id: str | None = 
     failure = find_check_failure(exc) if isinstance(exc, BaseException) else None
     check = failure.check if failure else getattr(task, "snowberg_check", None)
     event = CHECK_FAILURE if (failure is not None or check) else LOAD_FAILURE
+    if failure is not None and failure.check in CHECK_EVENTS:
+        event = CHECK_EVENTS[failure.check]
     error: str | None
     if failure is not None:
         error = failure.message

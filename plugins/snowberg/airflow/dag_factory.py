@@ -21,6 +21,7 @@ from snowberg.airflow.operators.checks import (
 from snowberg.airflow.operators.incremental import SnowbergLoadOperator, SnowbergPlanOperator, SnowbergPublishOperator
 from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
 from snowberg.airflow.operators.streams import build_stream_tasks
+from snowberg.airflow.operators.volume import VolumeCheckOperator
 from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
 from snowberg.config.table_config import TableConfig, load_config
 from snowberg.core.durations import format_duration
@@ -108,10 +109,18 @@ def _checks(cfg: TableConfig) -> list[Any]:
                 table=cfg.target,
                 catalog=cfg.catalog,
                 freshness_sla=cfg.freshness_sla,
+                max_watermark_lag=cfg.max_watermark_lag,
                 table_name=cfg.name,
             ),
         )
     return tasks
+
+
+def _volume_check(cfg: TableConfig) -> Any | None:
+    """The source-vs-lake volume check (docs/volume-checks.md): watermark tables only, in the checks DAG."""
+    if cfg.stream is not None or cfg.cursor is None or not cfg.volume.enabled:
+        return None
+    return VolumeCheckOperator(task_id="check_volume", table_config=cfg.model_dump(mode="json"), retries=0)
 
 
 def build_checks_dag(cfg: TableConfig) -> DAG:
@@ -139,6 +148,7 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
                 table_name=cfg.name,
             )
             vol >> checks
+        _volume_check(cfg)
     return dag
 
 

@@ -35,9 +35,9 @@ from snowberg.core.durations import parse_duration
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
-AlertEvent = Literal["load_failure", "check_failure"]
-ALERT_EVENTS: tuple[str, ...] = ("load_failure", "check_failure")
-_DEFAULT_EVENTS: tuple[AlertEvent, ...] = ("load_failure", "check_failure")
+AlertEvent = Literal["load_failure", "check_failure", "volume_mismatch", "volume_anomaly"]
+ALERT_EVENTS: tuple[str, ...] = ("load_failure", "check_failure", "volume_mismatch", "volume_anomaly")
+_DEFAULT_EVENTS: tuple[AlertEvent, ...] = ("load_failure", "check_failure", "volume_mismatch", "volume_anomaly")
 
 _EMAIL = re.compile(r"^[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+$")
 _CONN_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,250}$")

@@ -35,7 +35,7 @@ def test_alerts_full_section_from_yaml() -> None:
 
 def test_alerts_defaults_and_frozen() -> None:
     cfg = AlertsConfig(webhook_url="http://127.0.0.1:9/hook")
-    assert cfg.events == ["load_failure", "check_failure"]
+    assert cfg.events == ["load_failure", "check_failure", "volume_mismatch", "volume_anomaly"]
     assert cfg.aws_conn_id == "aws_default"
     with pytest.raises(ValidationError):
         cfg.webhook_url = "http://other"  # type: ignore[misc]
