@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -137,50 +138,32 @@ class Column:
 # Canonical text, per side
 
 
-_EMULATOR_FORMATS = {
-    ValueKind.DATE: "%%Y-%%m-%%d",  # '%' doubled: the text is a pyformat template
-    ValueKind.TIMESTAMP_NTZ: "%%Y-%%m-%%d %%H:%%M:%%S.%%f",
-    ValueKind.TIMESTAMP_TZ: "%%Y-%%m-%%d %%H:%%M:%%S.%%f",
-}
+def sf_text(col: Column) -> str:
+    """Snowflake SQL for a column's canonical text (the same text ``duck_text`` makes from the lake's values).
 
-
-def sf_text(col: Column, dialect: HashDialect = HashDialect.SNOWFLAKE) -> str:
-    """Snowflake SQL for a column's canonical text.
-
-    The emulator ignores the format argument of ``TO_VARCHAR`` on columns, so
-    ``HashDialect.EMULATOR`` renders dates and timestamps with ``STRFTIME``,
-    which it passes through to DuckDB (Snowflake has no ``STRFTIME``).
+    Numbers are their plain decimal text, dates the days since 1970-01-01 and
+    timestamps the microseconds since the epoch (UTC): integer text is cheap to
+    make on both sides, exact, and free of format settings. (The emulator also
+    ignores ``TO_VARCHAR``'s format argument on columns, so a formatted form
+    could not be tested locally.)
     """
     c = col.sf
     if col.kind in (ValueKind.INTEGER, ValueKind.DECIMAL):
         return f"TO_VARCHAR({c})"
     if col.kind is ValueKind.TEXT:
         return c
-    if dialect is HashDialect.EMULATOR:
-        if col.kind is ValueKind.TIMESTAMP_TZ:
-            c = f"CAST(CONVERT_TIMEZONE('UTC', {c}) AS TIMESTAMP_NTZ)"
-        return f"STRFTIME({c}, '{_EMULATOR_FORMATS[col.kind]}')"
     if col.kind is ValueKind.DATE:
-        return f"TO_VARCHAR({c}, 'YYYY-MM-DD')"
-    if col.kind is ValueKind.TIMESTAMP_NTZ:
-        return f"TO_VARCHAR({c}, 'YYYY-MM-DD HH24:MI:SS.FF6')"
-    return f"TO_VARCHAR(CONVERT_TIMEZONE('UTC', {c}), 'YYYY-MM-DD HH24:MI:SS.FF6')"
+        return f"TO_VARCHAR(DATEDIFF(day, TO_DATE('1970-01-01'), {c}))"
+    return f"TO_VARCHAR(DATE_PART(EPOCH_MICROSECOND, {c}))"
 
 
-def sf_day(col: Column, dialect: HashDialect = HashDialect.SNOWFLAKE) -> str:
-    """The cursor's UTC day as text (Snowflake SQL); NULL cursors get their own group."""
-    if col.kind in (ValueKind.TIMESTAMP_TZ, ValueKind.TIMESTAMP_NTZ, ValueKind.DATE):
-        if dialect is HashDialect.EMULATOR:
-            c = col.sf
-            if col.kind is ValueKind.TIMESTAMP_TZ:
-                c = f"CAST(CONVERT_TIMEZONE('UTC', {c}) AS TIMESTAMP_NTZ)"
-            text = f"STRFTIME({c}, '%%Y-%%m-%%d')"
-        elif col.kind is ValueKind.TIMESTAMP_TZ:
-            text = f"TO_VARCHAR(CONVERT_TIMEZONE('UTC', {col.sf}), 'YYYY-MM-DD')"
-        else:
-            text = f"TO_VARCHAR({col.sf}, 'YYYY-MM-DD')"
-        return f"COALESCE({text}, '{NULL_DAY}')"
-    return f"CASE WHEN {col.sf} IS NULL THEN '{NULL_DAY}' ELSE '' END"
+def sf_day(col: Column) -> str:
+    """The cursor's UTC day (a DATE; NULL for a NULL cursor), or NULL for NUMBER cursors (one group)."""
+    if col.kind is ValueKind.TIMESTAMP_TZ:
+        return f"CAST(CONVERT_TIMEZONE('UTC', {col.sf}) AS DATE)"
+    if col.kind in (ValueKind.TIMESTAMP_NTZ, ValueKind.DATE):
+        return f"CAST({col.sf} AS DATE)"
+    return "CAST(NULL AS DATE)"
 
 
 def duck_text(col: Column) -> str:
@@ -190,16 +173,74 @@ def duck_text(col: Column) -> str:
     if col.kind is ValueKind.TEXT:
         return c
     if col.kind is ValueKind.DATE:
-        return f"strftime({c}, '%Y-%m-%d')"
+        return f"CAST(datediff('day', DATE '1970-01-01', {c}) AS VARCHAR)"
     # timestamptz columns are handed to DuckDB as naive UTC (see LakeSide)
-    return f"strftime({c}, '%Y-%m-%d %H:%M:%S.%f')"
+    return f"CAST(epoch_us({c}) AS VARCHAR)"
 
 
 def duck_day(col: Column) -> str:
     c = '"' + col.lake + '"'
     if col.kind in (ValueKind.TIMESTAMP_TZ, ValueKind.TIMESTAMP_NTZ, ValueKind.DATE):
-        return f"COALESCE(strftime({c}, '%Y-%m-%d'), '{NULL_DAY}')"
-    return f"CASE WHEN {c} IS NULL THEN '{NULL_DAY}' ELSE '' END"
+        return f"CAST({c} AS DATE)"
+    return "CAST(NULL AS DATE)"
+
+
+WEAK_MODULUS = 2147483647  # keeps each level-0 sum exact in a double up to 2**22 rows per day
+
+
+def sf_weak(col: Column) -> str:
+    """A cheap per-row number for level 0 (no hash): sums of these are the first, weak checksum."""
+    c = col.sf
+    if col.kind in (ValueKind.TIMESTAMP_NTZ, ValueKind.TIMESTAMP_TZ):
+        return f"MOD(DATE_PART(EPOCH_MICROSECOND, {c}), {WEAK_MODULUS})"
+    if col.kind is ValueKind.DATE:
+        return f"DATEDIFF(day, TO_DATE('1970-01-01'), {c})"
+    if col.kind in (ValueKind.INTEGER, ValueKind.DECIMAL):
+        return f"MOD(CAST({c} AS NUMBER(38,0)), {WEAK_MODULUS})"
+    return f"LENGTH({c})"
+
+
+def duck_weak(col: Column) -> str:
+    c = '"' + col.lake + '"'
+    if col.kind in (ValueKind.TIMESTAMP_NTZ, ValueKind.TIMESTAMP_TZ):
+        return f"epoch_us({c}) % {WEAK_MODULUS}"
+    if col.kind is ValueKind.DATE:
+        return f"datediff('day', DATE '1970-01-01', {c})"
+    if col.kind in (ValueKind.INTEGER, ValueKind.DECIMAL):
+        return f"CAST({c} AS HUGEINT) % {WEAK_MODULUS}"
+    return f"length({c})"
+
+
+def day_text(value: Any) -> str:
+    """A day group as text: ISO date, ``null`` for NULL cursors, ``''`` for NUMBER cursors' one group."""
+    if value is None:
+        return NULL_DAY
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def display(kind: ValueKind, text: str | None) -> str | None:
+    """Canonical text → what people read in a report (ISO dates and timestamps)."""
+    if text is None:
+        return None
+    if kind is ValueKind.DATE:
+        return (_EPOCH.date() + timedelta(days=int(text))).isoformat()
+    if kind in (ValueKind.TIMESTAMP_NTZ, ValueKind.TIMESTAMP_TZ):
+        ts = _EPOCH + timedelta(microseconds=int(text))
+        return ts.isoformat(sep=" ", timespec="microseconds") + ("+00:00" if kind is ValueKind.TIMESTAMP_TZ else "")
+    return text
+
+
+def canonical(kind: ValueKind, shown: str) -> str:
+    """Inverse of ``display``."""
+    if kind is ValueKind.DATE:
+        return str((date.fromisoformat(shown) - _EPOCH.date()).days)
+    if kind in (ValueKind.TIMESTAMP_NTZ, ValueKind.TIMESTAMP_TZ):
+        ts = datetime.fromisoformat(shown).replace(tzinfo=None)
+        return str((ts - _EPOCH) // timedelta(microseconds=1))
+    return shown
+
+
+_EPOCH = datetime(1970, 1, 1)
 
 
 def _concat(parts: Sequence[str], sep_sql: str) -> str:
@@ -228,6 +269,7 @@ class Spec:
     leaf_rows: int = 2000
     max_queries: int = 30
     max_keys: int = 20
+    strict: bool = False  # MD5 checksums from level 0 (else level 0 sums cheap per-row numbers)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -270,14 +312,14 @@ class SnowflakeSql:
         self.from_clause = from_clause
         self.dialect = dialect
         sep = "CHR(31)"
-        self.key_text = _concat([sf_text(k, dialect) for k in spec.keys], sep) if spec.keys else "''"
+        self.key_text = _concat([sf_text(k) for k in spec.keys], sep) if spec.keys else "''"
         if spec.cursor is not None:
-            cur_text = f"COALESCE({sf_text(spec.cursor, dialect)}, '{NULL_TEXT}')"
+            cur_text = f"COALESCE({sf_text(spec.cursor)}, '{NULL_TEXT}')"
             self.row_text = f"{self.key_text} || CHR(30) || {cur_text}"
-            self.day = sf_day(spec.cursor, dialect)
+            self.day = sf_day(spec.cursor)
         else:
             self.row_text = self.key_text
-            self.day = "''"
+            self.day = "CAST(NULL AS DATE)"
 
     def hex_number(self, hex_sql: str) -> str:
         if self.dialect is HashDialect.SNOWFLAKE:
@@ -300,9 +342,13 @@ class SnowflakeSql:
         where, params = self.scope()
         parts = [where]
         if days is not None:
-            names = [f"d{i}" for i in range(len(days))]
-            parts.append(f"{self.day} IN ({', '.join(f'%({n})s' for n in names)})")
-            params.update(dict(zip(names, days, strict=True)))
+            dated = [d for d in days if d not in (NULL_DAY, "")]
+            names = [f"d{i}" for i in range(len(dated))]
+            alts = [f"{self.day} IN ({', '.join(f'CAST(%({n})s AS DATE)' for n in names)})"] if dated else []
+            if len(dated) < len(days):
+                alts.append(f"{self.day} IS NULL")
+            parts.append("(" + " OR ".join(alts) + ")" if len(alts) > 1 else alts[0])
+            params.update(dict(zip(names, dated, strict=True)))
         if prefixes is not None and level > 0:
             n = level * self.spec.digits_per_level
             names = [f"p{i}" for i in range(len(prefixes))]
@@ -317,7 +363,16 @@ class SnowflakeSql:
         where, params = self._filters(days, level - 1, parent_prefixes)
         n = level * self.spec.digits_per_level
         bucket = f"SUBSTR(MD5({self.key_text}), 1, {n})" if n else "''"
-        nulls = " OR ".join(f"{k.sf} IS NULL" for k in self.spec.keys)
+        nulls = " OR ".join(f"{k.sf} IS NULL" for k in self.spec.keys) or "FALSE"
+        if level == 0 and not self.spec.strict:
+            wc = f"COALESCE({sf_weak(self.spec.cursor)}, 0)" if self.spec.cursor is not None else "0"
+            wk = f"COALESCE({sf_weak(self.spec.keys[0])}, 0)" if self.spec.keys else "0"
+            sql = (
+                f"SELECT {self.day} AS d, '' AS b, COUNT(*) AS n, COALESCE(SUM({wc}), 0) AS h1, "
+                f"COALESCE(SUM({wk}), 0) AS h2, SUM(CASE WHEN {nulls} THEN 1 ELSE 0 END) AS null_keys "
+                f"FROM {self.from_clause} WHERE {where} GROUP BY d"
+            )
+            return sql, params
         h1 = self.hex_number(f"SUBSTR(h, 1, {SLICE_DIGITS})")
         h2 = self.hex_number(f"SUBSTR(h, {SLICE_DIGITS + 1}, {SLICE_DIGITS})")
         sql = (
@@ -331,16 +386,16 @@ class SnowflakeSql:
 
     def rows_sql(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str]) -> tuple[str, dict[str, Any]]:
         where, params = self._filters(days, level, prefixes)
-        cols = [f"{sf_text(k, self.dialect)} AS k{i}" for i, k in enumerate(self.spec.keys)]
-        cur = f"{sf_text(self.spec.cursor, self.dialect)} AS c" if self.spec.cursor is not None else "NULL AS c"
+        cols = [f"{sf_text(k)} AS k{i}" for i, k in enumerate(self.spec.keys)]
+        cur = f"{sf_text(self.spec.cursor)} AS c" if self.spec.cursor is not None else "NULL AS c"
         return f"SELECT {', '.join(cols)}, {cur} FROM {self.from_clause} WHERE {where}", params
 
     def lookup_sql(self, keys: Sequence[tuple[str, ...]]) -> tuple[str, dict[str, Any]]:
         """Source rows of some keys, whatever their cursor (to tell pending updates from deletes)."""
         names = [f"k{i}" for i in range(len(keys))]
         params = {n: KEY_SEPARATOR.join(k) for n, k in zip(names, keys, strict=True)}
-        cols = [f"{sf_text(k, self.dialect)} AS k{i}" for i, k in enumerate(self.spec.keys)]
-        cur = f"{sf_text(self.spec.cursor, self.dialect)} AS c" if self.spec.cursor is not None else "NULL AS c"
+        cols = [f"{sf_text(k)} AS k{i}" for i, k in enumerate(self.spec.keys)]
+        cur = f"{sf_text(self.spec.cursor)} AS c" if self.spec.cursor is not None else "NULL AS c"
         in_list = ", ".join(f"%({n})s" for n in names)
         return f"SELECT {', '.join(cols)}, {cur} FROM {self.from_clause} WHERE {self.key_text} IN ({in_list})", params
 
@@ -358,6 +413,7 @@ class SnowflakeSide:
         self.cur = cursor
         self.sql = sql
         self.queries = 0
+        self.rows_fetched = 0  # rows downloaded by the row-level comparison (never the whole table)
 
     def _run(self, text: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         self.queries += 1
@@ -371,13 +427,15 @@ class SnowflakeSide:
     ) -> dict[tuple[str, str], Sums]:
         text, params = self.sql.sums_sql(level, days, prefixes)
         return {
-            (str(d), str(b)): Sums(count=_int(n), h1=_int(h1), h2=_int(h2), null_keys=_int(nk))
+            (day_text(d), str(b)): Sums(count=_int(n), h1=_int(h1), h2=_int(h2), null_keys=_int(nk))
             for d, b, n, h1, h2, nk in self._run(text, params)
         }
 
     def rows(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str]) -> list[Row]:
         text, params = self.sql.rows_sql(days, level, prefixes)
-        return [_row(r) for r in self._run(text, params)]
+        out = [_row(r) for r in self._run(text, params)]
+        self.rows_fetched += len(out)
+        return out
 
     def lookup(self, keys: Sequence[tuple[str, ...]]) -> list[Row]:
         if not keys:
@@ -394,6 +452,19 @@ def _row(r: Sequence[Any]) -> Row:
 # Lake side: DuckDB over the key and cursor columns (one scan)
 
 
+def naive_utc(data: pa.Table) -> pa.Table:
+    """Timestamp-with-zone columns as naive UTC: DuckDB then renders them without a session time zone."""
+    import pyarrow as pa
+
+    cols: dict[str, Any] = {}
+    for name in data.column_names:
+        arr = data.column(name)
+        if pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
+            arr = arr.cast(pa.timestamp(arr.type.unit))  # Iceberg stores UTC instants
+        cols[name] = arr
+    return pa.table(cols)
+
+
 class LakeSide:
     """The lake's key and cursor columns in DuckDB; every level is a local query.
 
@@ -406,26 +477,23 @@ class LakeSide:
 
     def __init__(self, data: pa.Table, spec: Spec, *, latest_version_only: bool = False) -> None:
         import duckdb
-        import pyarrow as pa
 
         self.spec = spec
-        cols: dict[str, Any] = {}
-        for name in data.column_names:
-            arr = data.column(name)
-            if pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
-                arr = arr.cast(pa.timestamp(arr.type.unit))  # stored as UTC instants: naive UTC wall time
-            cols[name] = arr
         self.con = duckdb.connect()
-        self.con.register("lake_raw", pa.table(cols))
+        self.data = naive_utc(data)  # the view reads it on every query
+        self.con.register("lake_raw", self.data)
         key_text = _concat([duck_text(k) for k in spec.keys], "chr(31)")
         if spec.cursor is not None:
             row_text = f"{key_text} || chr(30) || COALESCE({duck_text(spec.cursor)}, '{NULL_TEXT}')"
             day = duck_day(spec.cursor)
             cur_text = duck_text(spec.cursor)
         else:
-            row_text, day, cur_text = key_text, "''", "NULL"
-        nulls = " OR ".join(f'"{k.lake}" IS NULL' for k in spec.keys)
+            row_text, day, cur_text = key_text, "CAST(NULL AS DATE)", "NULL"
+        nulls = " OR ".join(f'"{k.lake}" IS NULL' for k in spec.keys) or "FALSE"
+        wc = f"COALESCE({duck_weak(spec.cursor)}, 0)" if spec.cursor is not None else "0"
+        wk = f"COALESCE({duck_weak(spec.keys[0])}, 0)" if spec.keys else "0"
         keys_sel = ", ".join(f"{duck_text(k)} AS k{i}" for i, k in enumerate(spec.keys))
+        key_cols = ", ".join(f"k{i}" for i in range(len(spec.keys)))
         source = "lake_raw"
         if latest_version_only and spec.cursor is not None:
             part = ", ".join(f'"{k.lake}"' for k in spec.keys)
@@ -433,20 +501,26 @@ class LakeSide:
                 f'(SELECT * FROM lake_raw QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY "{spec.cursor.lake}" '
                 "DESC NULLS LAST) = 1)"
             )
-        h = "md5(" + row_text + ")"
+        # A view, not a table: the equal case is one aggregate pass over the Arrow data (DuckDB prunes
+        # the key-bucket hash when a query does not use it); deeper levels recompute on the rows they need.
         self.con.execute(
-            f"CREATE TEMP TABLE lake AS SELECT {day} AS d, md5({key_text}) AS kb, "
-            f"CAST('0x' || substr({h}, 1, {SLICE_DIGITS}) AS BIGINT) AS h1, "
-            f"CAST('0x' || substr({h}, {SLICE_DIGITS + 1}, {SLICE_DIGITS}) AS BIGINT) AS h2, "
-            f"CASE WHEN {nulls} THEN 1 ELSE 0 END AS nk, {keys_sel}, {cur_text} AS c FROM {source}"
+            f"CREATE VIEW lake AS SELECT d, md5(kt) AS kb, "
+            f"CAST('0x' || substr(h, 1, {SLICE_DIGITS}) AS BIGINT) AS h1, "
+            f"CAST('0x' || substr(h, {SLICE_DIGITS + 1}, {SLICE_DIGITS}) AS BIGINT) AS h2, nk, wc, wk, {key_cols}, c "
+            f"FROM (SELECT {day} AS d, {key_text} AS kt, md5({row_text}) AS h, CASE WHEN {nulls} THEN 1 ELSE 0 END AS nk, "
+            f"{wc} AS wc, {wk} AS wk, "
+            f"{keys_sel}, {cur_text} AS c FROM {source})"
         )
-        self.con.unregister("lake_raw")
 
     def _where(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str] | None) -> tuple[str, list[Any]]:
         parts, params = ["TRUE"], []
         if days is not None:
-            parts.append(f"d IN ({', '.join('?' for _ in days)})")
-            params += list(days)
+            dated = [d for d in days if d not in (NULL_DAY, "")]
+            alts = [f"d IN ({', '.join('CAST(? AS DATE)' for _ in dated)})"] if dated else []
+            if len(dated) < len(days):
+                alts.append("d IS NULL")
+            parts.append("(" + " OR ".join(alts) + ")")
+            params += dated
         if prefixes is not None and level > 0:
             n = level * self.spec.digits_per_level
             parts.append(f"substr(kb, 1, {n}) IN ({', '.join('?' for _ in prefixes)})")
@@ -459,12 +533,15 @@ class LakeSide:
         where, params = self._where(days, level - 1, prefixes)
         n = level * self.spec.digits_per_level
         b = f"substr(kb, 1, {n})" if n else "''"
+        h1, h2 = ("wc", "wk") if level == 0 and not self.spec.strict else ("h1", "h2")
         rows = self.con.execute(
-            f"SELECT d, {b} AS b, COUNT(*), COALESCE(SUM(h1), 0), COALESCE(SUM(h2), 0), SUM(nk) FROM lake "
+            f"SELECT d, {b} AS b, COUNT(*), COALESCE(SUM({h1}), 0), COALESCE(SUM({h2}), 0), SUM(nk) FROM lake "
             f"WHERE {where} GROUP BY 1, 2",
             params,
         ).fetchall()
-        return {(str(d), str(bb)): Sums(count=c, h1=int(x), h2=int(y), null_keys=int(z)) for d, bb, c, x, y, z in rows}
+        return {
+            (day_text(d), str(bb)): Sums(count=c, h1=int(x), h2=int(y), null_keys=int(z)) for d, bb, c, x, y, z in rows
+        }
 
     def rows(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str]) -> list[Row]:
         where, params = self._where(days, level, prefixes)
@@ -491,6 +568,7 @@ class KeyDiff:
     source_cursor: str | None
     lake_cursor: str | None
     note: str = ""
+    canonical: tuple[str, ...] = ()  # the key's canonical text per column (for lookups)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -610,25 +688,29 @@ def _row_diff(s_rows: Iterable[Row], l_rows: Iterable[Row], spec: Spec) -> list[
     for r in l_rows:
         lak.setdefault(r.key, set()).add(r.cursor)
     names = [k.name for k in spec.keys]
+    ck = spec.cursor.kind if spec.cursor is not None else ValueKind.TEXT
     out: list[KeyDiff] = []
     for key in sorted(set(src) | set(lak)):
         sc, lc = src.get(key), lak.get(key)
         if sc == lc:
             continue
-        kd = dict(zip(names, key, strict=True))
+        kd = {n: display(c.kind, v) or "" for n, c, v in zip(names, spec.keys, key, strict=True)}
+        s1, l1 = display(ck, _one(sc)), display(ck, _one(lc))
         if lc is None:
-            out.append(KeyDiff(key=kd, kind=DiffKind.SOURCE_ONLY, source_cursor=_one(sc), lake_cursor=None))
+            kind = DiffKind.SOURCE_ONLY
         elif sc is None:
-            out.append(KeyDiff(key=kd, kind=DiffKind.LAKE_ONLY, source_cursor=None, lake_cursor=_one(lc)))
+            kind = DiffKind.LAKE_ONLY
         else:
-            out.append(KeyDiff(key=kd, kind=DiffKind.CURSOR_DIFFERS, source_cursor=_one(sc), lake_cursor=_one(lc)))
+            kind = DiffKind.CURSOR_DIFFERS
+        out.append(KeyDiff(key=kd, kind=kind, source_cursor=s1, lake_cursor=l1, canonical=key))
     return out
 
 
 def _one(values: set[str | None] | None) -> str | None:
+    """The newest of a key's cursor values (canonical integer text compares by length, then digits)."""
     if not values:
         return None
-    return max((v for v in values if v is not None), default=None)
+    return max((v for v in values if v is not None), key=lambda v: (len(v), v), default=None)
 
 
 __all__ = [

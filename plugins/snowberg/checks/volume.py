@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from snowberg.checks import hashdiff as hd
@@ -67,6 +67,7 @@ class VolumeReport:
     pending: int = 0  # lake rows whose source row moved above the watermark
     truncated: bool = False
     snowflake_queries: int = 0
+    source_rows_fetched: int = 0  # rows downloaded from Snowflake for the row-level comparison
     seconds: float = 0.0
     propagated: int = 0  # rows removed by deletes: propagate
     note: str = ""
@@ -94,6 +95,7 @@ class VolumeReport:
             "pending": self.pending,
             "truncated": self.truncated,
             "snowflake_queries": self.snowflake_queries,
+            "source_rows_fetched": self.source_rows_fetched,
             "seconds": round(self.seconds, 3),
             "propagated": self.propagated,
             "note": self.note,
@@ -232,6 +234,7 @@ def verify(
             leaf_rows=settings.leaf_rows,
             max_queries=settings.max_queries,
             max_keys=settings.max_reported_keys,
+            strict=settings.strict_checksums,
         )
         if report.count_only:
             _count_only(cfg, table, cur, sq, spec, dialect, report)
@@ -298,38 +301,31 @@ def _keyed(
         src = _Prefetched(source, s0.result())
     res = hd.hashdiff(src, lake, spec, source_queries=lambda: cur.queries)
     report.source_rows, report.lake_rows = res.source_rows, res.lake_rows
+    report.source_rows_fetched = source.rows_fetched
     report.differing_days = res.days
     report.truncated = res.truncated
     lake_only = [d for d in res.diffs if d.kind is hd.DiffKind.LAKE_ONLY]
     others = [d for d in res.diffs if d.kind is not hd.DiffKind.LAKE_ONLY]
     found = {}
     if lake_only and cur.queries < spec.max_queries:
-        for r in source.lookup([tuple(d.key[k.name] for k in spec.keys) for d in lake_only]):
+        for r in source.lookup([d.canonical for d in lake_only]):
             found[r.key] = r.cursor
     for d in lake_only:
-        k = tuple(d.key[c.name] for c in spec.keys)
-        if k in found:
+        if d.canonical in found:
             report.pending += 1  # the source row exists above the watermark: the next load brings it
         elif cur.queries >= spec.max_queries and not found:
-            others.append(
-                hd.KeyDiff(
-                    key=d.key,
-                    kind=d.kind,
-                    source_cursor=None,
-                    lake_cursor=d.lake_cursor,
-                    note="not looked up (query budget)",
-                )
-            )
+            others.append(replace(d, note="not looked up (query budget)"))
         else:
-            gone = hd.KeyDiff(
-                key=d.key, kind=d.kind, source_cursor=None, lake_cursor=d.lake_cursor, note="deleted in source"
-            )
+            gone = replace(d, note="deleted in source")
             report.deleted_in_source.append(gone)
             if settings.deletes is DeletePolicy.DETECT:
                 others.append(gone)
-    for d in others:
-        if d.kind is hd.DiffKind.SOURCE_ONLY and not d.note:
-            object.__setattr__(d, "note", "missing from the lake (lost, or backdated below the watermark)")
+    others = [
+        replace(d, note="missing from the lake (lost, or backdated below the watermark)")
+        if d.kind is hd.DiffKind.SOURCE_ONLY and not d.note
+        else d
+        for d in others
+    ]
     report.differences = others
 
 
@@ -338,10 +334,9 @@ def _count_only(
 ) -> None:
     """Counts per cursor day: equal for merge tables; the lake at least the source for append tables."""
     where, params = hd.SnowflakeSql(spec, sq.from_clause, dialect).scope()
-    day = hd.sf_day(spec.cursor, dialect) if spec.cursor else "''"
-    text = f"SELECT {day} AS d, COUNT(*) FROM {sq.from_clause} WHERE {where} GROUP BY d"
-    cur.execute(text if params else text.replace("%%", "%"), params or None)
-    src = {str(d): int(n) for d, n in cur.fetchall()}
+    day = hd.sf_day(spec.cursor) if spec.cursor else "CAST(NULL AS DATE)"
+    cur.execute(f"SELECT {day} AS d, COUNT(*) FROM {sq.from_clause} WHERE {where} GROUP BY d", params or None)
+    src = {hd.day_text(d): int(n) for d, n in cur.fetchall()}
     import duckdb
 
     names = [spec.cursor.lake] if spec.cursor else []
@@ -354,9 +349,11 @@ def _count_only(
         spec.include_null_cursor,
     )
     con = duckdb.connect()
-    con.register("lake_raw", data)
-    lday = hd.duck_day(spec.cursor) if spec.cursor else "''"
-    lake = {str(d): int(n) for d, n in con.execute(f"SELECT {lday}, COUNT(*) FROM lake_raw GROUP BY 1").fetchall()}
+    con.register("lake_raw", hd.naive_utc(data))
+    lday = hd.duck_day(spec.cursor) if spec.cursor else "CAST(NULL AS DATE)"
+    lake = {
+        hd.day_text(d): int(n) for d, n in con.execute(f"SELECT {lday}, COUNT(*) FROM lake_raw GROUP BY 1").fetchall()
+    }
     report.source_rows, report.lake_rows = sum(src.values()), sum(lake.values())
     append = cfg.effective_write_mode is WriteMode.APPEND
     if append:

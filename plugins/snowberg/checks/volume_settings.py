@@ -69,6 +69,9 @@ class VolumeSettings(_Strict):
     leaf_rows: int = Field(default=2_000, ge=1, le=1_000_000)
     max_queries: int = Field(default=30, ge=2, le=1000)
     deletes: DeletePolicy = DeletePolicy.DETECT
+    # Level 0 compares, per cursor day, the row count and sums of cheap per-row numbers (cursor epoch,
+    # key value); strict_checksums uses MD5 checksums there too (one hash per row on both sides).
+    strict_checksums: bool = False
     count_only: bool = False  # counts per cursor day only; no key needed, no row-level diff
     anomaly: AnomalySettings = Field(default_factory=AnomalySettings)
 

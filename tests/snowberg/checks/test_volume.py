@@ -78,10 +78,11 @@ def test_equal_tables_pass_with_one_aggregate_query(sfdb: Any, catalog: Any) -> 
     assert report.snowflake_queries == 2  # describe (LIMIT 0) + per-day counts and checksums
 
 
-def test_one_missing_lake_row_is_named_with_its_cursor(sfdb: Any, catalog: Any) -> None:
+@pytest.mark.parametrize("strict", [False, True])
+def test_one_missing_lake_row_is_named_with_its_cursor(sfdb: Any, catalog: Any, strict: bool) -> None:
     ids = [i for i in range(1, 3001) if i != 1234]
     table = _seed(sfdb, catalog, 3000, lake_ids=ids)
-    report = _verify(_cfg(sfdb), table, sfdb, leaf_rows=50, digits_per_level=1)
+    report = _verify(_cfg(sfdb), table, sfdb, leaf_rows=50, digits_per_level=1, strict_checksums=strict)
     assert not report.ok
     assert [(d.kind, d.key, d.source_cursor) for d in report.differences] == [
         (hd.DiffKind.SOURCE_ONLY, {"id": "1234"}, "2026-01-01 20:34:00.000000")
@@ -170,6 +171,18 @@ def test_one_differing_row_is_found_within_the_query_bound(sfdb: Any, catalog: A
     assert [d.key for d in report.differences] == [{"id": "31337"}]
     assert report.snowflake_queries <= 30, report.snowflake_queries
     print(f"one differing row among {n:,}: {report.snowflake_queries} Snowflake queries, {report.seconds:.2f}s")
+
+
+def test_a_swap_that_keeps_the_day_count_is_still_found(sfdb: Any, catalog: Any) -> None:
+    table = _seed(sfdb, catalog, 500)
+    table.delete("id = 10")  # the lake loses a row of 2026-01-01 …
+    sfdb.sql(
+        f"INSERT INTO {sfdb.table('SRC')} VALUES (9000, '2026-01-01 03:00:00'::TIMESTAMP_NTZ)"
+    )  # … the source gains one
+    sfdb.sql(f"DELETE FROM {sfdb.table('SRC')} WHERE ID = 20")
+    table.delete("id = 20")
+    report = _verify(_cfg(sfdb), table.refresh(), sfdb, leaf_rows=50)
+    assert sorted(d.key["id"] for d in report.differences) == ["10", "9000"]
 
 
 def test_null_keys_fail_with_a_clear_error(sfdb: Any, catalog: Any) -> None:
