@@ -10,12 +10,17 @@ Snowflake → Iceberg pair:
   ordering to agree on), and one ``GROUP BY`` query per level answers for
   *every* differing bucket at once: the number of Snowflake queries grows with
   the depth (log₁₆ of the rows), not with the number of differences.
-* **Cursor days first.** Level 0 groups by the cursor's day, so later levels
-  only read the days that differ (Snowflake prunes micro-partitions on the
-  cursor range).
-* **A checksum both sides compute identically.** Each row's canonical text
-  (key columns, then the cursor, in fixed text forms) is hashed with MD5;
-  two 28-bit slices of the hex digest are turned into integers and summed per
+* **Cursor days first, and cheap.** Level 0 groups by the cursor's day and
+  compares the row count and two sums of cheap per-row numbers (the cursor's
+  epoch value and the first key column, modulo 2³¹−1): no hash at all, so
+  verifying equal tables costs about one aggregate pass on each side. Later
+  levels only read the days that differ. (``strict`` uses the MD5 checksums at
+  level 0 too: a change that keeps a day's count and both sums is then caught
+  as well, for one hash per row.)
+* **A checksum both sides compute identically.** Below level 0, each row's
+  canonical text (key columns, then the cursor; numbers as decimal text, dates
+  and timestamps as integers since the epoch, UTC) is hashed with MD5; two
+  28-bit slices of the hex digest are turned into integers and summed per
   bucket together with the row count. Snowflake's ``HASH_AGG`` would be
   cheaper but cannot be computed outside Snowflake; MD5 of canonical text can
   (DuckDB on the lake side). 28-bit slices keep each sum exact in a 64-bit

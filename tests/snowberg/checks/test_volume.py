@@ -209,3 +209,22 @@ def test_a_table_without_a_key_is_compared_by_counts_per_day(sfdb: Any, catalog:
     assert report.count_only and not report.ok
     assert report.differing_days == {"2026-01-01": (1439, 1438)}
     assert report.differences == []
+
+
+def test_count_only_append_tables_allow_older_versions_in_the_lake(sfdb: Any, catalog: Any) -> None:
+    import pyarrow as pa
+
+    table = _seed(sfdb, catalog, 100)
+    cfg = _cfg(sfdb, primary_key=[], write_mode="append")
+    # an older version of id 5 stays in an append table's lake: more lake rows than source rows is fine
+    table.append(
+        pa.table(
+            {"id": pa.array([5], pa.int64()), "updated_at": pa.array([dt.datetime(2026, 1, 1)], pa.timestamp("us"))}
+        )
+    )
+    report = _verify(cfg, table.refresh(), sfdb)
+    assert report.ok and report.count_only and report.lake_versions == 101
+    # fewer lake rows than source rows on a day: rows are missing
+    table.delete("id in (6, 7)")
+    report = _verify(cfg, table.refresh(), sfdb)
+    assert not report.ok and report.differing_days == {"2026-01-01": (100, 99)}
