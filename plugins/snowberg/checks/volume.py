@@ -76,7 +76,9 @@ class VolumeReport:
     def ok(self) -> bool:
         if self.count_only:
             return not self.differing_days
-        return not self.differences and not self.truncated
+        # Truncated with every examined difference a pending update (a busy table checked long after its
+        # load) is inconclusive, not a mismatch: it is logged and noted, the task passes.
+        return not self.differences and not (self.truncated and not self.pending)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +125,8 @@ def render(report: VolumeReport, max_keys: int = 20) -> str:
         lines.append(f"  pending (updated in the source after the watermark): {report.pending}")
     if report.truncated:
         lines.append("  more differences than were narrowed down: the list is incomplete")
+    if report.note:
+        lines.append(f"  note: {report.note}")
     lines.append(f"  {report.snowflake_queries} Snowflake queries, {report.seconds:.2f}s")
     return "\n".join(lines)
 
@@ -327,6 +331,11 @@ def _keyed(
         for d in others
     ]
     report.differences = others
+    if report.truncated and report.pending and not others:
+        report.note = (
+            "inconclusive: more buckets differ than were examined, and every examined difference is a row updated "
+            "in the source after the watermark (pending the next load); run the check closer to a load"
+        )
 
 
 def _count_only(
