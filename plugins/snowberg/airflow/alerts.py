@@ -40,6 +40,8 @@ from snowberg.checks.settings import AlertEvent, AlertsConfig
 
 log = logging.getLogger(__name__)
 
+# Checks whose failures are their own alert event (the rest are check_failure).
+CHECK_EVENTS = {"volume": AlertEvent.VOLUME_MISMATCH, "volume_anomaly": AlertEvent.VOLUME_ANOMALY}
 _MAX_ERROR = 3000
 
 
@@ -120,7 +122,11 @@ class Alert:
 
     @property
     def title(self) -> str:
-        if self.event is AlertEvent.CHECK_FAILURE:
+        if self.event is AlertEvent.VOLUME_MISMATCH:
+            return "volume mismatch between Snowflake and the lake"
+        if self.event is AlertEvent.VOLUME_ANOMALY:
+            return "volume anomaly"
+        if self.event is not AlertEvent.LOAD_FAILURE:
             return f"{self.check or 'check'} check failed"
         if self.event is AlertEvent.LOAD_FAILURE:
             return f"load failed ({self.task_id or 'task'})"
@@ -140,7 +146,7 @@ class Alert:
             )
         ]
         rows.append(("event", self.event))
-        if self.event is AlertEvent.CHECK_FAILURE:
+        if self.event is not AlertEvent.LOAD_FAILURE:
             rows += [("check", self.check or "-"), ("observed", _fmt(self.observed)), ("expected", _fmt(self.expected))]
         rows += [(str(k), _fmt(v)) for k, v in (self.details or {}).items()]
         rows += [
@@ -186,7 +192,7 @@ class Alert:
         """Slack mrkdwn; every value is escaped (``slack_escape``), only our own link is markup."""
         e = slack_escape
         lines = [f":rotating_light: *snowberg* `{e(self.table)}`: {e(self.title)}"]
-        if self.event is AlertEvent.CHECK_FAILURE:
+        if self.event is not AlertEvent.LOAD_FAILURE:
             lines.append(f"*observed:* {e(_fmt(self.observed))}")
             lines.append(f"*expected:* {e(_fmt(self.expected))}")
         lines += [f"*{e(str(k))}:* {e(_fmt(v))}" for k, v in (self.details or {}).items()]
@@ -232,6 +238,8 @@ def build_alert(context: Mapping[str, Any], *, table: str, dag_id: str | None = 
     failure = find_check_failure(exc) if isinstance(exc, BaseException) else None
     check = failure.check if failure else getattr(task, "snowberg_check", None)
     event = AlertEvent.CHECK_FAILURE if (failure is not None or check) else AlertEvent.LOAD_FAILURE
+    if failure is not None and failure.check in CHECK_EVENTS:
+        event = CHECK_EVENTS[failure.check]
     error: str | None
     if failure is not None:
         error = failure.message

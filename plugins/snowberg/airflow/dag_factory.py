@@ -22,6 +22,7 @@ from snowberg.airflow.operators.invalid_config import InvalidTableConfigOperator
 from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
 from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 from snowberg.airflow.operators.streams import build_stream_tasks
+from snowberg.airflow.operators.volume import VolumeCheckOperator
 from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
 from snowberg.config.table_config import BrokenEntry, TableConfig, load_config_isolated
 from snowberg.core.durations import format_duration
@@ -124,10 +125,18 @@ def _checks(cfg: TableConfig) -> list[Any]:
                 table=cfg.target,
                 catalog=cfg.catalog,
                 freshness_sla=cfg.freshness_sla,
+                max_watermark_lag=cfg.max_watermark_lag,
                 table_name=cfg.name,
             ),
         )
     return tasks
+
+
+def _volume_check(cfg: TableConfig) -> Any | None:
+    """The source-vs-lake volume check (docs/volume-checks.md): watermark tables only, in the checks DAG."""
+    if cfg.stream is not None or cfg.cursor is None or not cfg.volume.enabled:
+        return None
+    return VolumeCheckOperator(task_id="check_volume", table_config=cfg.model_dump(mode="json"), retries=0)
 
 
 def build_checks_dag(cfg: TableConfig) -> DAG:
@@ -155,6 +164,7 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
                 table_name=cfg.name,
             )
             vol >> checks
+        _volume_check(cfg)
     return dag
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from snowberg.checks.settings import AlertsConfig, HealthThresholds
+from snowberg.checks.volume_settings import VolumeSettings
 from snowberg.config.query import single_select
 from snowberg.config.yaml_loader import format_validation_error, merged_entries, read_yaml, validate_entries
 from snowberg.core.identifiers import IcebergName, TableName, clip, validate_identifier, validate_ref
@@ -188,6 +189,7 @@ class TableConfig(StrictModel):
     partition_by: list[Annotated[PartitionField, BeforeValidator(_parse_partition)]] = Field(default_factory=list)
     schedule: str | None = "@hourly"
     freshness_sla: Duration | None = None
+    max_watermark_lag: Duration | None = None  # freshness: longest acceptable now - committed watermark
     snowflake_conn_id: str = "snowflake_default"
     catalog: str = "lake"
     owner: str = "data-engineering"
@@ -214,6 +216,8 @@ class TableConfig(StrictModel):
     # Change capture from a Snowflake Stream instead of a cursor (docs/streams.md).
     stream: StreamSource | None = None
     checks_schedule: str | None = "@hourly"
+    # Source-vs-lake volume verification in the checks DAG (docs/volume-checks.md).
+    volume: VolumeSettings = Field(default_factory=VolumeSettings)
 
     @field_validator("external_volume")
     @classmethod

@@ -1,0 +1,130 @@
+"""``VolumeCheckOperator``: Snowflake vs lake up to the watermark, volume anomalies, hard deletes.
+
+Runs in each table's checks DAG. A mismatch fails the task without retry
+(``SnowbergCheckFailed``, check ``volume``) and the table's notifiers send a
+``volume_mismatch`` alert naming the counts on each side and the differing
+keys; an anomalous run volume logs a warning or, with
+``anomaly.on_anomaly: fail``, fails with check ``volume_anomaly``
+(``volume_anomaly`` alert). See docs/volume-checks.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+from snowberg.checks.volume_settings import AnomalyAction, DeletePolicy
+from snowberg.config.table_config import TableConfig
+
+
+class VolumeCheckOperator(BaseOperator):
+    """Compare a table's source and lake rows up to the committed watermark.
+
+    .. code-block:: python
+
+        VolumeCheckOperator(task_id="check_volume", table_config=cfg.model_dump(mode="json"))
+
+    :param table_config: the table's config (``TableConfig`` or its JSON dict); its ``volume:`` section
+        holds every setting.
+    """
+
+    template_fields: Sequence[str] = ()
+    snowberg_check = "volume"
+    ui_color = "#d6eaf8"
+
+    def __init__(self, *, table_config: Mapping[str, Any] | TableConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.table_config = (
+            table_config.model_dump(mode="json") if isinstance(table_config, TableConfig) else dict(table_config)
+        )
+
+    def _fail(self, context: Any, check: str, message: str, **kw: Any) -> SnowbergCheckFailed:
+        ti = context.get("ti")
+        if ti is not None:
+            try:
+                ti.xcom_push(key="result", value=kw.get("details"))
+            except Exception:  # noqa: BLE001 - a failed XCom must not hide the check's own failure
+                self.log.warning("could not push the check result to XCom", exc_info=True)
+        return SnowbergCheckFailed(message, check=check, **kw)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.checks import anomaly, volume
+        from snowberg.checks.hashdiff import HashDialect
+        from snowberg.iceberg import tables as lake
+        from snowberg.snowflake.source import snowflake_hook
+
+        cfg = TableConfig.model_validate(self.table_config)
+        settings = cfg.volume
+        catalog = lake.open_catalog(cfg.catalog)
+        table = lake.load_table_or_none(catalog, cfg)
+        if table is None:
+            self.log.info("%s: table %s does not exist yet: nothing to verify", cfg.name, cfg.target)
+            return {"table": cfg.name, "ok": True, "note": "no table yet"}
+        snap = table.current_snapshot()
+        hook = snowflake_hook(cfg.snowflake_conn_id, cfg)
+        # Real Snowflake is reached over https only; plain http is the local emulator (docs/volume-checks.md).
+        protocol = hook.get_connection(cfg.snowflake_conn_id).extra_dejson.get("protocol")
+        dialect = HashDialect.EMULATOR if protocol == "http" else HashDialect.SNOWFLAKE
+        conn = hook.get_conn()
+        try:
+            report = volume.verify(cfg, table, conn, settings=settings, dialect=dialect)
+        finally:
+            conn.close()
+        self.log.info("\n%s", volume.render(report, settings.max_reported_keys))
+        if settings.deletes is DeletePolicy.PROPAGATE and report.deleted_in_source and snap is not None:
+            keys = [d.key for d in report.deleted_in_source]
+            report.propagated = volume.commit_hard_deletes(
+                table,
+                cfg,
+                keys,
+                run_id=str(context.get("run_id") or "volume-check"),
+                expected_snapshot_id=snap.snapshot_id,
+            )
+            self.log.info("%s: propagated %d hard delete(s): %s", cfg.name, report.propagated, keys[:20])
+        out = report.to_dict()
+
+        hist = anomaly.run_history(table, settings.anomaly.runs) if settings.anomaly.enabled else []
+        an = anomaly.evaluate(hist, k=settings.anomaly.k, min_history=settings.anomaly.min_history)
+        out["anomaly"] = an.to_dict()
+        self.log.info("%s: run volume: %s", cfg.name, an.reason)
+
+        if not report.ok:
+            diffs = report.differences[: settings.max_reported_keys]
+            observed: dict[str, Any] = {"source rows": report.source_rows, "lake rows": report.lake_rows}
+            for d, (s, lk) in list(report.differing_days.items())[:10]:
+                observed[f"day {d or '(all)'}"] = f"source {s}, lake {lk}"
+            observed["differing keys"] = [
+                f"{d.key} {d.kind.value} (source cursor {d.source_cursor}, lake cursor {d.lake_cursor})" for d in diffs
+            ]
+            raise self._fail(
+                context,
+                "volume",
+                f"{cfg.name}: the lake differs from Snowflake up to watermark {report.watermark}: "
+                f"{report.summary_line()}; {len(report.differences)} differing key(s)"
+                + (" (more not narrowed down)" if report.truncated else "")
+                + ": "
+                + "; ".join(f"{d.key} {d.kind.value}" for d in diffs),
+                table=cfg.target,
+                observed=observed,
+                expected="the same keys and cursor values on both sides up to the watermark",
+                details=out,
+            )
+        if an.anomalous:
+            if settings.anomaly.on_anomaly is AnomalyAction.FAIL:
+                raise self._fail(
+                    context,
+                    "volume_anomaly",
+                    f"{cfg.name}: {an.reason}",
+                    table=cfg.target,
+                    observed=an.run.rows if an.run else None,
+                    expected=f"{max(an.low or 0, 0):,.0f}..{an.high or 0:,.0f} rows",
+                    details=out,
+                )
+            self.log.warning("%s: volume anomaly: %s", cfg.name, an.reason)
+        return out
+
+
+__all__ = ["VolumeCheckOperator"]

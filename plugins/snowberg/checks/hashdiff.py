@@ -1,0 +1,738 @@
+"""Checksums of key-hash buckets on both sides, bisected down to the rows that differ.
+
+The idea is data-diff's (checksum ranges of rows in each database, recurse
+only into ranges whose checksums differ), with three changes that suit a
+Snowflake → Iceberg pair:
+
+* **Buckets by key hash, not key value.** Level ``L`` groups rows by the first
+  ``L × digits_per_level`` hex digits of ``MD5(key text)``. That order is the
+  same on both sides for every key type (no collation, no float or timestamp
+  ordering to agree on), and one ``GROUP BY`` query per level answers for
+  *every* differing bucket at once: the number of Snowflake queries grows with
+  the depth (log₁₆ of the rows), not with the number of differences.
+* **Cursor days first, and cheap.** Level 0 groups by the cursor's day and
+  compares the row count and two sums of cheap per-row numbers (the cursor's
+  epoch value and the first key column, modulo 2³¹−1): no hash at all, so
+  verifying equal tables costs about one aggregate pass on each side. Later
+  levels only read the days that differ. (``strict`` uses the MD5 checksums at
+  level 0 too: a change that keeps a day's count and both sums is then caught
+  as well, for one hash per row.)
+* **A checksum both sides compute identically.** Below level 0, each row's
+  canonical text (key columns, then the cursor; numbers as decimal text, dates
+  and timestamps as integers since the epoch, UTC) is hashed with MD5; two
+  28-bit slices of the hex digest are turned into integers and summed per
+  bucket together with the row count. Snowflake's ``HASH_AGG`` would be
+  cheaper but cannot be computed outside Snowflake; MD5 of canonical text can
+  (DuckDB on the lake side). 28-bit slices keep each sum exact in a 64-bit
+  integer or a double up to 2²⁵ rows per bucket (Snowflake's NUMBER sums are
+  exact anyway; the emulator returns doubles).
+
+The Snowflake SQL turns hex into a number with ``TO_NUMBER(<hex>, 'XXXXXXX')``
+(a documented SQL format model). The local emulator (fakesnow) does not
+implement format models, so ``HashDialect.EMULATOR`` renders
+``CAST('0x' || <hex> AS BIGINT)`` instead (DuckDB's syntax, which the emulator
+passes through); everything else in the text is the same.
+"""
+
+# SQL here is built from validated, quoted identifiers and fixed fragments; every value is bound.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from snowberg.core.cursor import SQL_TYPES
+from snowberg.core.identifiers import quote_identifier
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+# Hex digits of the row digest that feed the two checksum slices (28 bits each).
+SLICE_DIGITS = 7
+KEY_SEPARATOR = "\x1f"  # between key columns (ASCII unit separator)
+CURSOR_SEPARATOR = "\x1e"  # between the key and the cursor (ASCII record separator)
+NULL_TEXT = "null"  # canonical text of a NULL cursor (cursors are never text, so it cannot collide)
+NULL_DAY = "null"
+
+
+class HashDialect(StrEnum):
+    """How the Snowflake side turns hex digits into a number (see the module doc)."""
+
+    SNOWFLAKE = "snowflake"
+    EMULATOR = "emulator"
+
+
+class ValueKind(StrEnum):
+    """Column kinds with a canonical text form both sides produce identically."""
+
+    INTEGER = "integer"
+    DECIMAL = "decimal"
+    TEXT = "text"
+    DATE = "date"
+    TIMESTAMP_NTZ = "timestamp_ntz"
+    TIMESTAMP_TZ = "timestamp_tz"
+
+
+class VolumeInputError(ValueError):
+    """The table cannot be verified as configured (a key type, NULL keys, no key): the message says why."""
+
+
+def value_kind(sf_type: str, scale: int | None, *, table: str, column: str) -> ValueKind:
+    """The comparable kind of a Snowflake column, or a clear error for types with no shared text form."""
+    if sf_type == "NUMBER":
+        return ValueKind.INTEGER if not scale else ValueKind.DECIMAL
+    if sf_type == "TEXT":
+        return ValueKind.TEXT
+    if sf_type == "DATE":
+        return ValueKind.DATE
+    if sf_type == "TIMESTAMP_NTZ":
+        return ValueKind.TIMESTAMP_NTZ
+    if sf_type in ("TIMESTAMP_TZ", "TIMESTAMP_LTZ"):
+        return ValueKind.TIMESTAMP_TZ
+    raise VolumeInputError(
+        f"table {table!r}: column {column!r} is {sf_type}: its values have no text form that Snowflake and the "
+        "lake render identically (floats, binary, semi-structured, booleans, times); use a NUMBER, text, DATE or "
+        "TIMESTAMP key, or set volume.count_only"
+    )
+
+
+# Arrow type families each kind accepts on the lake side.
+_LAKE_TYPES: dict[ValueKind, tuple[str, ...]] = {
+    ValueKind.INTEGER: ("int8", "int16", "int32", "int64", "decimal128(", "decimal256("),
+    ValueKind.DECIMAL: ("decimal128(", "decimal256("),
+    ValueKind.TEXT: ("string", "large_string"),
+    ValueKind.DATE: ("date32", "date64"),
+    ValueKind.TIMESTAMP_NTZ: ("timestamp[",),
+    ValueKind.TIMESTAMP_TZ: ("timestamp[",),
+}
+
+
+def check_lake_type(kind: ValueKind, arrow_type: Any, *, table: str, column: str) -> None:
+    text = str(arrow_type)
+    if not text.startswith(_LAKE_TYPES[kind]):
+        raise VolumeInputError(
+            f"table {table!r}: column {column!r} is {kind.value} in Snowflake but {text} in the lake: "
+            "the two sides cannot be compared"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Column:
+    """One compared column: its Snowflake and lake names and its kind."""
+
+    name: str  # as configured (lower case unless quoted)
+    kind: ValueKind
+
+    @property
+    def sf(self) -> str:
+        return quote_identifier(self.name, "column")
+
+    @property
+    def lake(self) -> str:
+        return self.name.lower()
+
+
+# ---------------------------------------------------------------------------
+# Canonical text, per side
+
+
+def sf_text(col: Column) -> str:
+    """Snowflake SQL for a column's canonical text (the same text ``duck_text`` makes from the lake's values).
+
+    Numbers are their plain decimal text, dates the days since 1970-01-01 and
+    timestamps the microseconds since the epoch (UTC): integer text is cheap to
+    make on both sides, exact, and free of format settings. (The emulator also
+    ignores ``TO_VARCHAR``'s format argument on columns, so a formatted form
+    could not be tested locally.)
+    """
+    c = col.sf
+    if col.kind in (ValueKind.INTEGER, ValueKind.DECIMAL):
+        return f"TO_VARCHAR({c})"
+    if col.kind is ValueKind.TEXT:
+        return c
+    if col.kind is ValueKind.DATE:
+        return f"TO_VARCHAR(DATEDIFF(day, TO_DATE('1970-01-01'), {c}))"
+    return f"TO_VARCHAR(DATE_PART(EPOCH_MICROSECOND, {c}))"
+
+
+def sf_day(col: Column) -> str:
+    """The cursor's UTC day (a DATE; NULL for a NULL cursor), or NULL for NUMBER cursors (one group)."""
+    if col.kind is ValueKind.TIMESTAMP_TZ:
+        return f"CAST(CONVERT_TIMEZONE('UTC', {col.sf}) AS DATE)"
+    if col.kind in (ValueKind.TIMESTAMP_NTZ, ValueKind.DATE):
+        return f"CAST({col.sf} AS DATE)"
+    return "CAST(NULL AS DATE)"
+
+
+def duck_text(col: Column) -> str:
+    c = '"' + col.lake.replace('"', '""') + '"'
+    if col.kind in (ValueKind.INTEGER, ValueKind.DECIMAL):
+        return f"CAST({c} AS VARCHAR)"
+    if col.kind is ValueKind.TEXT:
+        return c
+    if col.kind is ValueKind.DATE:
+        return f"CAST(datediff('day', DATE '1970-01-01', {c}) AS VARCHAR)"
+    # timestamptz columns are handed to DuckDB as naive UTC (see LakeSide)
+    return f"CAST(epoch_us({c}) AS VARCHAR)"
+
+
+def duck_day(col: Column) -> str:
+    c = '"' + col.lake + '"'
+    if col.kind in (ValueKind.TIMESTAMP_TZ, ValueKind.TIMESTAMP_NTZ, ValueKind.DATE):
+        return f"CAST({c} AS DATE)"
+    return "CAST(NULL AS DATE)"
+
+
+WEAK_MODULUS = 2147483647  # keeps each level-0 sum exact in a double up to 2**22 rows per day
+
+
+def sf_weak(col: Column) -> str:
+    """A cheap per-row number for level 0 (no hash): sums of these are the first, weak checksum."""
+    c = col.sf
+    if col.kind in (ValueKind.TIMESTAMP_NTZ, ValueKind.TIMESTAMP_TZ):
+        return f"MOD(DATE_PART(EPOCH_MICROSECOND, {c}), {WEAK_MODULUS})"
+    if col.kind is ValueKind.DATE:
+        return f"DATEDIFF(day, TO_DATE('1970-01-01'), {c})"
+    if col.kind in (ValueKind.INTEGER, ValueKind.DECIMAL):
+        return f"MOD(CAST({c} AS NUMBER(38,0)), {WEAK_MODULUS})"
+    return f"LENGTH({c})"
+
+
+def duck_weak(col: Column) -> str:
+    c = '"' + col.lake + '"'
+    if col.kind in (ValueKind.TIMESTAMP_NTZ, ValueKind.TIMESTAMP_TZ):
+        return f"epoch_us({c}) % {WEAK_MODULUS}"
+    if col.kind is ValueKind.DATE:
+        return f"datediff('day', DATE '1970-01-01', {c})"
+    if col.kind in (ValueKind.INTEGER, ValueKind.DECIMAL):
+        return f"CAST({c} AS HUGEINT) % {WEAK_MODULUS}"
+    return f"length({c})"
+
+
+def day_text(value: Any) -> str:
+    """A day group as text: ISO date, ``null`` for NULL cursors, ``''`` for NUMBER cursors' one group."""
+    if value is None:
+        return NULL_DAY
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def display(kind: ValueKind, text: str | None) -> str | None:
+    """Canonical text → what people read in a report (ISO dates and timestamps)."""
+    if text is None:
+        return None
+    if kind is ValueKind.DATE:
+        return (_EPOCH.date() + timedelta(days=int(text))).isoformat()
+    if kind in (ValueKind.TIMESTAMP_NTZ, ValueKind.TIMESTAMP_TZ):
+        ts = _EPOCH + timedelta(microseconds=int(text))
+        return ts.isoformat(sep=" ", timespec="microseconds") + ("+00:00" if kind is ValueKind.TIMESTAMP_TZ else "")
+    return text
+
+
+def canonical(kind: ValueKind, shown: str) -> str:
+    """Inverse of ``display``."""
+    if kind is ValueKind.DATE:
+        return str((date.fromisoformat(shown) - _EPOCH.date()).days)
+    if kind in (ValueKind.TIMESTAMP_NTZ, ValueKind.TIMESTAMP_TZ):
+        ts = datetime.fromisoformat(shown).replace(tzinfo=None)
+        return str((ts - _EPOCH) // timedelta(microseconds=1))
+    return shown
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+def _concat(parts: Sequence[str], sep_sql: str) -> str:
+    out = parts[0]
+    for p in parts[1:]:
+        out = f"{out} || {sep_sql} || {p}"
+    return out
+
+
+# ---------------------------------------------------------------------------
+# What is compared
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spec:
+    """Columns and scope of one comparison."""
+
+    table: str  # the config's name, for messages
+    keys: tuple[Column, ...]
+    cursor: Column | None
+    cursor_kind: str | None  # snowberg cursor kind of the watermark
+    cursor_scale: int = 0
+    watermark: str | None = None  # compare rows with cursor <= watermark (None: all rows)
+    include_null_cursor: bool = False
+    digits_per_level: int = 2
+    leaf_rows: int = 2000
+    max_queries: int = 30
+    max_keys: int = 20
+    strict: bool = False  # MD5 checksums from level 0 (else level 0 sums cheap per-row numbers)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sums:
+    count: int
+    h1: int
+    h2: int
+    null_keys: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    key: tuple[str, ...]  # canonical key text, per column
+    cursor: str | None  # canonical cursor text
+
+
+class Side(Protocol):
+    name: str
+
+    def sums(
+        self, level: int, days: Sequence[str] | None, prefixes: Sequence[str] | None
+    ) -> dict[tuple[str, str], Sums]:
+        """Per (day, bucket prefix of ``level`` digits-groups): count and checksums."""
+        ...
+
+    def rows(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str]) -> list[Row]:
+        """Rows of the given buckets (canonical text)."""
+        ...
+
+
+# ---------------------------------------------------------------------------
+# Snowflake side: SQL text (pure) and its runner
+
+
+class SnowflakeSql:
+    """The Snowflake queries of a comparison. Identifiers quoted, values bound (pyformat)."""
+
+    def __init__(self, spec: Spec, from_clause: str, dialect: HashDialect = HashDialect.SNOWFLAKE) -> None:
+        self.spec = spec
+        self.from_clause = from_clause
+        self.dialect = dialect
+        sep = "CHR(31)"
+        self.key_text = _concat([sf_text(k) for k in spec.keys], sep) if spec.keys else "''"
+        if spec.cursor is not None:
+            cur_text = f"COALESCE({sf_text(spec.cursor)}, '{NULL_TEXT}')"
+            self.row_text = f"{self.key_text} || CHR(30) || {cur_text}"
+            self.day = sf_day(spec.cursor)
+        else:
+            self.row_text = self.key_text
+            self.day = "CAST(NULL AS DATE)"
+
+    def hex_number(self, hex_sql: str) -> str:
+        if self.dialect is HashDialect.SNOWFLAKE:
+            return f"TO_NUMBER({hex_sql}, '{'X' * SLICE_DIGITS}')"
+        return f"CAST('0x' || {hex_sql} AS BIGINT)"
+
+    def scope(self) -> tuple[str, dict[str, Any]]:
+        s = self.spec
+        if s.cursor is None or s.watermark is None or s.cursor_kind is None:
+            return "TRUE", {}
+        typ = SQL_TYPES[s.cursor_kind].format(scale=s.cursor_scale)
+        text = f"{s.cursor.sf} <= CAST(%(wm)s AS {typ})"
+        if s.include_null_cursor:
+            text = f"({text} OR {s.cursor.sf} IS NULL)"
+        return text, {"wm": s.watermark}
+
+    def _filters(
+        self, days: Sequence[str] | None, level: int, prefixes: Sequence[str] | None
+    ) -> tuple[str, dict[str, Any]]:
+        where, params = self.scope()
+        parts = [where]
+        if days is not None:
+            dated = [d for d in days if d not in (NULL_DAY, "")]
+            names = [f"d{i}" for i in range(len(dated))]
+            alts = [f"{self.day} IN ({', '.join(f'CAST(%({n})s AS DATE)' for n in names)})"] if dated else []
+            if len(dated) < len(days):
+                alts.append(f"{self.day} IS NULL")
+            parts.append("(" + " OR ".join(alts) + ")" if len(alts) > 1 else alts[0])
+            params.update(dict(zip(names, dated, strict=True)))
+        if prefixes is not None and level > 0:
+            n = level * self.spec.digits_per_level
+            names = [f"p{i}" for i in range(len(prefixes))]
+            parts.append(f"SUBSTR(MD5({self.key_text}), 1, {n}) IN ({', '.join(f'%({x})s' for x in names)})")
+            params.update(dict(zip(names, prefixes, strict=True)))
+        return " AND ".join(parts), params
+
+    def sums_sql(
+        self, level: int, days: Sequence[str] | None, parent_prefixes: Sequence[str] | None
+    ) -> tuple[str, dict[str, Any]]:
+        """One query: per cursor day and key-hash bucket, the rows, their checksums and NULL keys."""
+        where, params = self._filters(days, level - 1, parent_prefixes)
+        n = level * self.spec.digits_per_level
+        bucket = f"SUBSTR(MD5({self.key_text}), 1, {n})" if n else "''"
+        nulls = " OR ".join(f"{k.sf} IS NULL" for k in self.spec.keys) or "FALSE"
+        if level == 0 and not self.spec.strict:
+            wc = f"COALESCE({sf_weak(self.spec.cursor)}, 0)" if self.spec.cursor is not None else "0"
+            wk = f"COALESCE({sf_weak(self.spec.keys[0])}, 0)" if self.spec.keys else "0"
+            sql = (
+                f"SELECT {self.day} AS d, '' AS b, COUNT(*) AS n, COALESCE(SUM({wc}), 0) AS h1, "
+                f"COALESCE(SUM({wk}), 0) AS h2, SUM(CASE WHEN {nulls} THEN 1 ELSE 0 END) AS null_keys "
+                f"FROM {self.from_clause} WHERE {where} GROUP BY d"
+            )
+            return sql, params
+        h1 = self.hex_number(f"SUBSTR(h, 1, {SLICE_DIGITS})")
+        h2 = self.hex_number(f"SUBSTR(h, {SLICE_DIGITS + 1}, {SLICE_DIGITS})")
+        sql = (
+            f"SELECT d, b, COUNT(*) AS n, COALESCE(SUM({h1}), 0) AS h1, COALESCE(SUM({h2}), 0) AS h2, "
+            f"SUM(nk) AS null_keys FROM ("
+            f"SELECT {self.day} AS d, {bucket} AS b, MD5({self.row_text}) AS h, "
+            f"CASE WHEN {nulls} THEN 1 ELSE 0 END AS nk FROM {self.from_clause} WHERE {where}"
+            f") GROUP BY d, b"
+        )
+        return sql, params
+
+    def rows_sql(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str]) -> tuple[str, dict[str, Any]]:
+        where, params = self._filters(days, level, prefixes)
+        cols = [f"{sf_text(k)} AS k{i}" for i, k in enumerate(self.spec.keys)]
+        cur = f"{sf_text(self.spec.cursor)} AS c" if self.spec.cursor is not None else "NULL AS c"
+        return f"SELECT {', '.join(cols)}, {cur} FROM {self.from_clause} WHERE {where}", params
+
+    def lookup_sql(self, keys: Sequence[tuple[str, ...]]) -> tuple[str, dict[str, Any]]:
+        """Source rows of some keys, whatever their cursor (to tell pending updates from deletes)."""
+        names = [f"k{i}" for i in range(len(keys))]
+        params = {n: KEY_SEPARATOR.join(k) for n, k in zip(names, keys, strict=True)}
+        cols = [f"{sf_text(k)} AS k{i}" for i, k in enumerate(self.spec.keys)]
+        cur = f"{sf_text(self.spec.cursor)} AS c" if self.spec.cursor is not None else "NULL AS c"
+        in_list = ", ".join(f"%({n})s" for n in names)
+        return f"SELECT {', '.join(cols)}, {cur} FROM {self.from_clause} WHERE {self.key_text} IN ({in_list})", params
+
+
+def _int(v: Any) -> int:
+    return int(v) if v is not None else 0
+
+
+class SnowflakeSide:
+    """Runs ``SnowflakeSql`` on a DB-API cursor and counts the queries."""
+
+    name = "source"
+
+    def __init__(self, cursor: Any, sql: SnowflakeSql) -> None:
+        self.cur = cursor
+        self.sql = sql
+        self.queries = 0
+        self.rows_fetched = 0  # rows downloaded by the row-level comparison (never the whole table)
+
+    def _run(self, text: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        self.queries += 1
+        if not params:
+            text = text.replace("%%", "%")  # what the connector's pyformat step does when there are values
+        self.cur.execute(text, dict(params) or None)
+        return list(self.cur.fetchall())
+
+    def sums(
+        self, level: int, days: Sequence[str] | None, prefixes: Sequence[str] | None
+    ) -> dict[tuple[str, str], Sums]:
+        text, params = self.sql.sums_sql(level, days, prefixes)
+        return {
+            (day_text(d), str(b)): Sums(count=_int(n), h1=_int(h1), h2=_int(h2), null_keys=_int(nk))
+            for d, b, n, h1, h2, nk in self._run(text, params)
+        }
+
+    def rows(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str]) -> list[Row]:
+        text, params = self.sql.rows_sql(days, level, prefixes)
+        out = [_row(r) for r in self._run(text, params)]
+        self.rows_fetched += len(out)
+        return out
+
+    def lookup(self, keys: Sequence[tuple[str, ...]]) -> list[Row]:
+        if not keys:
+            return []
+        text, params = self.sql.lookup_sql(keys)
+        return [_row(r) for r in self._run(text, params)]
+
+
+def _row(r: Sequence[Any]) -> Row:
+    return Row(key=tuple(str(v) for v in r[:-1]), cursor=None if r[-1] is None else str(r[-1]))
+
+
+# ---------------------------------------------------------------------------
+# Lake side: DuckDB over the key and cursor columns (one scan)
+
+
+def naive_utc(data: pa.Table) -> pa.Table:
+    """Timestamp-with-zone columns as naive UTC: DuckDB then renders them without a session time zone."""
+    import pyarrow as pa
+
+    cols: dict[str, Any] = {}
+    for name in data.column_names:
+        arr = data.column(name)
+        if pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
+            arr = arr.cast(pa.timestamp(arr.type.unit))  # Iceberg stores UTC instants
+        cols[name] = arr
+    return pa.table(cols)
+
+
+class LakeSide:
+    """The lake's key and cursor columns in DuckDB; every level is a local query.
+
+    DuckDB is used because its ``md5``/``strftime``/hex casts give the same
+    text and numbers as the Snowflake SQL, vectorised (hashing a million rows
+    in Python would cost more than reading them).
+    """
+
+    name = "lake"
+
+    def __init__(self, data: pa.Table, spec: Spec, *, latest_version_only: bool = False) -> None:
+        import duckdb
+
+        self.spec = spec
+        self.con = duckdb.connect()
+        self.data = naive_utc(data)  # the view reads it on every query
+        self.con.register("lake_raw", self.data)
+        key_text = _concat([duck_text(k) for k in spec.keys], "chr(31)")
+        if spec.cursor is not None:
+            row_text = f"{key_text} || chr(30) || COALESCE({duck_text(spec.cursor)}, '{NULL_TEXT}')"
+            day = duck_day(spec.cursor)
+            cur_text = duck_text(spec.cursor)
+        else:
+            row_text, day, cur_text = key_text, "CAST(NULL AS DATE)", "NULL"
+        nulls = " OR ".join(f'"{k.lake}" IS NULL' for k in spec.keys) or "FALSE"
+        wc = f"COALESCE({duck_weak(spec.cursor)}, 0)" if spec.cursor is not None else "0"
+        wk = f"COALESCE({duck_weak(spec.keys[0])}, 0)" if spec.keys else "0"
+        keys_sel = ", ".join(f"{duck_text(k)} AS k{i}" for i, k in enumerate(spec.keys))
+        key_cols = ", ".join(f"k{i}" for i in range(len(spec.keys)))
+        source = "lake_raw"
+        if latest_version_only and spec.cursor is not None:
+            part = ", ".join(f'"{k.lake}"' for k in spec.keys)
+            source = (
+                f'(SELECT * FROM lake_raw QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY "{spec.cursor.lake}" '
+                "DESC NULLS LAST) = 1)"
+            )
+        # A view, not a table: the equal case is one aggregate pass over the Arrow data (DuckDB prunes
+        # the key-bucket hash when a query does not use it); deeper levels recompute on the rows they need.
+        self.con.execute(
+            f"CREATE VIEW lake AS SELECT d, md5(kt) AS kb, "
+            f"CAST('0x' || substr(h, 1, {SLICE_DIGITS}) AS BIGINT) AS h1, "
+            f"CAST('0x' || substr(h, {SLICE_DIGITS + 1}, {SLICE_DIGITS}) AS BIGINT) AS h2, nk, wc, wk, {key_cols}, c "
+            f"FROM (SELECT {day} AS d, {key_text} AS kt, md5({row_text}) AS h, CASE WHEN {nulls} THEN 1 ELSE 0 END AS nk, "
+            f"{wc} AS wc, {wk} AS wk, "
+            f"{keys_sel}, {cur_text} AS c FROM {source})"
+        )
+
+    def _where(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str] | None) -> tuple[str, list[Any]]:
+        parts, params = ["TRUE"], []
+        if days is not None:
+            dated = [d for d in days if d not in (NULL_DAY, "")]
+            alts = [f"d IN ({', '.join('CAST(? AS DATE)' for _ in dated)})"] if dated else []
+            if len(dated) < len(days):
+                alts.append("d IS NULL")
+            parts.append("(" + " OR ".join(alts) + ")")
+            params += dated
+        if prefixes is not None and level > 0:
+            n = level * self.spec.digits_per_level
+            parts.append(f"substr(kb, 1, {n}) IN ({', '.join('?' for _ in prefixes)})")
+            params += list(prefixes)
+        return " AND ".join(parts), params
+
+    def sums(
+        self, level: int, days: Sequence[str] | None, prefixes: Sequence[str] | None
+    ) -> dict[tuple[str, str], Sums]:
+        where, params = self._where(days, level - 1, prefixes)
+        n = level * self.spec.digits_per_level
+        b = f"substr(kb, 1, {n})" if n else "''"
+        h1, h2 = ("wc", "wk") if level == 0 and not self.spec.strict else ("h1", "h2")
+        rows = self.con.execute(
+            f"SELECT d, {b} AS b, COUNT(*), COALESCE(SUM({h1}), 0), COALESCE(SUM({h2}), 0), SUM(nk) FROM lake "
+            f"WHERE {where} GROUP BY 1, 2",
+            params,
+        ).fetchall()
+        return {
+            (day_text(d), str(bb)): Sums(count=c, h1=int(x), h2=int(y), null_keys=int(z)) for d, bb, c, x, y, z in rows
+        }
+
+    def rows(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str]) -> list[Row]:
+        where, params = self._where(days, level, prefixes)
+        cols = ", ".join(f"k{i}" for i in range(len(self.spec.keys)))
+        return [_row(r) for r in self.con.execute(f"SELECT {cols}, c FROM lake WHERE {where}", params).fetchall()]
+
+
+# ---------------------------------------------------------------------------
+# The bisection
+
+
+class DiffKind(StrEnum):
+    """How a key differs between the two sides."""
+
+    SOURCE_ONLY = "source_only"  # in Snowflake, not in the lake (lost, or backdated below the watermark)
+    LAKE_ONLY = "lake_only"  # in the lake, not in Snowflake up to the watermark
+    CURSOR_DIFFERS = "cursor_differs"  # in both, with a different cursor value
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeyDiff:
+    key: dict[str, str]
+    kind: DiffKind
+    source_cursor: str | None
+    lake_cursor: str | None
+    note: str = ""
+    canonical: tuple[str, ...] = ()  # the key's canonical text per column (for lookups)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "kind": self.kind.value,
+            "source_cursor": self.source_cursor,
+            "lake_cursor": self.lake_cursor,
+            "note": self.note,
+        }
+
+
+@dataclass(kw_only=True)
+class DiffResult:
+    source_rows: int = 0
+    lake_rows: int = 0
+    days: dict[str, tuple[int, int]] = field(default_factory=dict)  # differing days: (source, lake) counts
+    diffs: list[KeyDiff] = field(default_factory=list)
+    truncated: bool = False  # more differing buckets than were narrowed down
+    levels: int = 0
+    source_queries: int = 0
+    source_null_keys: int = 0
+    lake_null_keys: int = 0
+
+    @property
+    def equal(self) -> bool:
+        return not self.days and not self.diffs
+
+
+def _rollup(sums: Mapping[tuple[str, str], Sums]) -> dict[str, Sums]:
+    out: dict[str, list[int]] = {}
+    for (d, _), s in sums.items():
+        acc = out.setdefault(d, [0, 0, 0, 0])
+        acc[0] += s.count
+        acc[1] += s.h1
+        acc[2] += s.h2
+        acc[3] += s.null_keys
+    return {d: Sums(count=a[0], h1=a[1], h2=a[2], null_keys=a[3]) for d, a in out.items()}
+
+
+def _differing(a: Mapping[Any, Sums], b: Mapping[Any, Sums]) -> list[Any]:
+    zero = Sums(count=0, h1=0, h2=0)
+    return sorted(
+        k
+        for k in set(a) | set(b)
+        if (a.get(k, zero).count, a.get(k, zero).h1, a.get(k, zero).h2)
+        != (b.get(k, zero).count, b.get(k, zero).h1, b.get(k, zero).h2)
+    )
+
+
+def hashdiff(source: Side, lake: Side, spec: Spec, *, source_queries: Any = None) -> DiffResult:
+    """Compare the two sides; narrow differing buckets level by level; diff the small ones row by row.
+
+    ``source_queries`` (a callable returning the Snowflake query count so far)
+    lets the bisection stop before it spends more than ``spec.max_queries``.
+    """
+
+    def spent() -> int:
+        return int(source_queries()) if source_queries is not None else 0
+
+    res = DiffResult()
+    s0, l0 = source.sums(0, None, None), lake.sums(0, None, None)
+    s_days, l_days = _rollup(s0), _rollup(l0)
+    res.source_rows = sum(s.count for s in s_days.values())
+    res.lake_rows = sum(s.count for s in l_days.values())
+    res.source_null_keys = sum(s.null_keys for s in s_days.values())
+    res.lake_null_keys = sum(s.null_keys for s in l_days.values())
+    if res.source_null_keys or res.lake_null_keys:
+        names = [k.name for k in spec.keys]
+        raise VolumeInputError(
+            f"table {spec.table!r}: primary_key {names} is NULL in {res.source_null_keys} source row(s) and "
+            f"{res.lake_null_keys} lake row(s) up to the watermark: rows without a key cannot be matched; "
+            "fix the key or set volume.count_only"
+        )
+    zero = Sums(count=0, h1=0, h2=0)
+    days = _differing(s_days, l_days)
+    res.days = {d: (s_days.get(d, zero).count, l_days.get(d, zero).count) for d in days}
+    if not days:
+        return res
+
+    level = 0
+    prefixes: list[str] | None = None
+    leaves: list[tuple[int, list[str]]] = []  # (level, bucket prefixes) compared row by row
+    max_level = 32 // spec.digits_per_level  # an MD5 digest has 32 hex digits
+    while prefixes is None or prefixes:
+        level += 1
+        # keep two queries of the budget for each leaf fetch and one for the key lookup
+        if spent() + 2 + len(leaves) + 1 > spec.max_queries:
+            res.truncated = True
+            break
+        s_l = source.sums(level, days, prefixes)
+        l_l = lake.sums(level, days, prefixes)
+        by_prefix: dict[str, int] = {}
+        for d, b in _differing(s_l, l_l):  # a bucket is fetched across all differing days
+            n = max(s_l.get((d, b), zero).count, l_l.get((d, b), zero).count)
+            by_prefix[b] = by_prefix.get(b, 0) + n
+        if len(by_prefix) > spec.max_keys:
+            res.truncated = True
+            by_prefix = dict(sorted(by_prefix.items())[: spec.max_keys])
+        small = sorted(b for b, n in by_prefix.items() if n <= spec.leaf_rows or level >= max_level)
+        if small:
+            leaves.append((level, small))
+        prefixes = sorted(set(by_prefix) - set(small))
+    res.levels = level
+    found: list[KeyDiff] = []
+    for lv, pre in leaves:
+        found += _row_diff(source.rows(days, lv, pre), lake.rows(days, lv, pre), spec)
+    res.diffs = found
+    res.source_queries = spent()
+    return res
+
+
+def _row_diff(s_rows: Iterable[Row], l_rows: Iterable[Row], spec: Spec) -> list[KeyDiff]:
+    src: dict[tuple[str, ...], set[str | None]] = {}
+    lak: dict[tuple[str, ...], set[str | None]] = {}
+    for r in s_rows:
+        src.setdefault(r.key, set()).add(r.cursor)
+    for r in l_rows:
+        lak.setdefault(r.key, set()).add(r.cursor)
+    names = [k.name for k in spec.keys]
+    ck = spec.cursor.kind if spec.cursor is not None else ValueKind.TEXT
+    out: list[KeyDiff] = []
+    for key in sorted(set(src) | set(lak)):
+        sc, lc = src.get(key), lak.get(key)
+        if sc == lc:
+            continue
+        kd = {n: display(c.kind, v) or "" for n, c, v in zip(names, spec.keys, key, strict=True)}
+        s1, l1 = display(ck, _one(sc)), display(ck, _one(lc))
+        if lc is None:
+            kind = DiffKind.SOURCE_ONLY
+        elif sc is None:
+            kind = DiffKind.LAKE_ONLY
+        else:
+            kind = DiffKind.CURSOR_DIFFERS
+        out.append(KeyDiff(key=kd, kind=kind, source_cursor=s1, lake_cursor=l1, canonical=key))
+    return out
+
+
+def _one(values: set[str | None] | None) -> str | None:
+    """The newest of a key's cursor values (canonical integer text compares by length, then digits)."""
+    if not values:
+        return None
+    return max((v for v in values if v is not None), key=lambda v: (len(v), v), default=None)
+
+
+__all__ = [
+    "Column",
+    "DiffKind",
+    "DiffResult",
+    "HashDialect",
+    "KeyDiff",
+    "LakeSide",
+    "Row",
+    "SnowflakeSide",
+    "SnowflakeSql",
+    "Spec",
+    "Sums",
+    "ValueKind",
+    "VolumeInputError",
+    "check_lake_type",
+    "hashdiff",
+    "value_kind",
+]

@@ -1,0 +1,133 @@
+"""The checksum and bisection SQL: the Snowflake text, and the canonical forms both sides share.
+
+The emulator cannot run the Snowflake dialect (it has no hex format model in
+``TO_NUMBER``), so these tests check the Snowflake text against the functions and formats of Snowflake's
+documentation — ``MD5``, ``SUBSTR``, ``TO_NUMBER(<expr>, '<format>')`` with the
+``X`` (hex digit) format element, ``DATE_PART(EPOCH_MICROSECOND, <timestamp>)``,
+``DATEDIFF(day, …)``, ``CONVERT_TIMEZONE('UTC', <tz>)``, ``CHR`` — and check
+that the lake side turns the same canonical text into the same numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from snowberg.checks import hashdiff as hd
+
+KEY = hd.Column(name="order_id", kind=hd.ValueKind.INTEGER)
+CURSOR = hd.Column(name="updated_at", kind=hd.ValueKind.TIMESTAMP_NTZ)
+
+
+def _spec(**kw: object) -> hd.Spec:
+    base: dict[str, object] = {
+        "table": "orders",
+        "keys": (KEY,),
+        "cursor": CURSOR,
+        "cursor_kind": "timestamp_ntz",
+        "watermark": "2026-01-03 00:00:00.000000",
+    }
+    base.update(kw)
+    return hd.Spec(**base)  # type: ignore[arg-type]
+
+
+def test_snowflake_level_query_pushes_the_aggregation_down_with_bound_values() -> None:
+    sql = hd.SnowflakeSql(_spec(), '"DB"."S"."ORDERS"')
+    text, params = sql.sums_sql(2, ["2026-01-01"], ["ab", "c0"])
+    assert text == (
+        "SELECT d, b, COUNT(*) AS n, COALESCE(SUM(TO_NUMBER(SUBSTR(h, 1, 7), 'XXXXXXX')), 0) AS h1, "
+        "COALESCE(SUM(TO_NUMBER(SUBSTR(h, 8, 7), 'XXXXXXX')), 0) AS h2, SUM(nk) AS null_keys FROM ("
+        'SELECT CAST("UPDATED_AT" AS DATE) AS d, SUBSTR(MD5(TO_VARCHAR("ORDER_ID")), 1, 4) AS b, '
+        'MD5(TO_VARCHAR("ORDER_ID") || CHR(30) || COALESCE(TO_VARCHAR(DATE_PART(EPOCH_MICROSECOND, "UPDATED_AT")), '
+        '\'null\')) AS h, CASE WHEN "ORDER_ID" IS NULL THEN 1 ELSE 0 END AS nk FROM "DB"."S"."ORDERS" '
+        'WHERE "UPDATED_AT" <= CAST(%(wm)s AS TIMESTAMP_NTZ(9)) '
+        'AND CAST("UPDATED_AT" AS DATE) IN (CAST(%(d0)s AS DATE)) '
+        'AND SUBSTR(MD5(TO_VARCHAR("ORDER_ID")), 1, 2) IN (%(p0)s, %(p1)s)'
+        ") GROUP BY d, b"
+    )
+    assert params == {"wm": "2026-01-03 00:00:00.000000", "d0": "2026-01-01", "p0": "ab", "p1": "c0"}
+
+
+def test_composite_keys_and_timestamp_tz_cursors_have_one_canonical_text() -> None:
+    spec = _spec(
+        keys=(KEY, hd.Column(name="region", kind=hd.ValueKind.TEXT)),
+        cursor=hd.Column(name="changed", kind=hd.ValueKind.TIMESTAMP_TZ),
+        cursor_kind="timestamp_tz",
+    )
+    sql = hd.SnowflakeSql(spec, "T")
+    assert sql.key_text == 'TO_VARCHAR("ORDER_ID") || CHR(31) || "REGION"'
+    assert "COALESCE(TO_VARCHAR(DATE_PART(EPOCH_MICROSECOND, \"CHANGED\")), 'null')" in sql.row_text
+    assert sql.day == "CAST(CONVERT_TIMEZONE('UTC', \"CHANGED\") AS DATE)"
+    # the emulator dialect differs only where the emulator lacks the Snowflake function
+    emu = hd.SnowflakeSql(spec, "T", hd.HashDialect.EMULATOR)
+    assert emu.hex_number("x") == "CAST('0x' || x AS BIGINT)"
+    assert sql.hex_number("x") == "TO_NUMBER(x, 'XXXXXXX')"
+
+
+def test_the_lake_side_computes_the_same_checksums_as_python_md5() -> None:
+    import datetime as dt
+
+    import pyarrow as pa
+
+    data = pa.table(
+        {
+            "order_id": pa.array([1, 2], pa.int64()),
+            "updated_at": pa.array([dt.datetime(2026, 1, 1, 0, 0, 1), dt.datetime(2026, 1, 2)], pa.timestamp("us")),
+        }
+    )
+    side = hd.LakeSide(data, _spec(watermark=None, strict=True))  # strict: MD5 checksums at level 0 too
+    sums = side.sums(0, None, None)
+    expect: dict[str, list[int]] = {}
+    for k, day, us in (("1", "2026-01-01", 1767225601000000), ("2", "2026-01-02", 1767312000000000)):
+        h = hashlib.md5(f"{k}\x1e{us}".encode()).hexdigest()  # noqa: S324 - a checksum, not security
+        acc = expect.setdefault(day, [0, 0, 0])
+        acc[0] += 1
+        acc[1] += int(h[0:7], 16)
+        acc[2] += int(h[7:14], 16)
+    assert {d: [s.count, s.h1, s.h2] for (d, _), s in sums.items()} == expect
+
+
+@pytest.mark.parametrize(
+    ("sf_type", "scale", "kind"),
+    [("NUMBER", 0, "integer"), ("NUMBER", 2, "decimal"), ("TEXT", None, "text"), ("TIMESTAMP_LTZ", 9, "timestamp_tz")],
+)
+def test_comparable_kinds(sf_type: str, scale: int | None, kind: str) -> None:
+    assert hd.value_kind(sf_type, scale, table="t", column="c") == kind
+
+
+@pytest.mark.parametrize("sf_type", ["FLOAT", "VARIANT", "BINARY", "BOOLEAN", "TIME"])
+def test_types_without_a_shared_text_form_are_refused(sf_type: str) -> None:
+    with pytest.raises(hd.VolumeInputError, match=f"table 't': column 'c' is {sf_type}"):
+        hd.value_kind(sf_type, None, table="t", column="c")
+
+
+def test_a_lake_column_of_another_type_is_refused() -> None:
+    import pyarrow as pa
+
+    with pytest.raises(hd.VolumeInputError, match="is integer in Snowflake but string in the lake"):
+        hd.check_lake_type(hd.ValueKind.INTEGER, pa.string(), table="t", column="c")
+
+
+def test_display_and_canonical_forms_round_trip() -> None:
+    for kind, shown in (
+        (hd.ValueKind.TIMESTAMP_NTZ, "2026-01-01 20:34:00.000001"),
+        (hd.ValueKind.DATE, "2026-01-02"),
+        (hd.ValueKind.INTEGER, "42"),
+    ):
+        assert hd.display(kind, hd.canonical(kind, shown)) == shown
+    assert hd.canonical(hd.ValueKind.TIMESTAMP_NTZ, "1970-01-01 00:00:01") == "1000000"
+
+
+def test_level_zero_sums_cheap_numbers_per_day_unless_strict() -> None:
+    text, params = hd.SnowflakeSql(_spec(), "T").sums_sql(0, None, None)
+    assert text == (
+        "SELECT CAST(\"UPDATED_AT\" AS DATE) AS d, '' AS b, COUNT(*) AS n, "
+        'COALESCE(SUM(COALESCE(MOD(DATE_PART(EPOCH_MICROSECOND, "UPDATED_AT"), 2147483647), 0)), 0) AS h1, '
+        'COALESCE(SUM(COALESCE(MOD(CAST("ORDER_ID" AS NUMBER(38,0)), 2147483647), 0)), 0) AS h2, '
+        'SUM(CASE WHEN "ORDER_ID" IS NULL THEN 1 ELSE 0 END) AS null_keys '
+        'FROM T WHERE "UPDATED_AT" <= CAST(%(wm)s AS TIMESTAMP_NTZ(9)) GROUP BY d'
+    )
+    assert params == {"wm": "2026-01-03 00:00:00.000000"}
+    strict, _ = hd.SnowflakeSql(_spec(strict=True), "T").sums_sql(0, None, None)
+    assert "MD5(" in strict and "MD5(" not in text
