@@ -58,6 +58,17 @@ class WriteMode(StrEnum):
     APPEND = "append"
 
 
+class MergeStrategy(StrEnum):
+    """How a merge run hides the earlier versions of the keys it loads (docs/performance.md).
+
+    merge_on_read: position delete files for the rows replaced (cost follows the change)
+    copy_on_write: rewrite every data file holding a replaced key (cost follows the table)
+    """
+
+    MERGE_ON_READ = "merge_on_read"
+    COPY_ON_WRITE = "copy_on_write"
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -176,6 +187,7 @@ class TableConfig(_Strict):
     cursor: Cursor | None = None
     primary_key: list[str] = Field(default_factory=list)
     write_mode: WriteMode | None = None
+    merge_strategy: MergeStrategy = MergeStrategy.MERGE_ON_READ
     partition_by: list[Annotated[PartitionField, BeforeValidator(_parse_partition)]] = Field(default_factory=list)
     schedule: str | None = "@hourly"
     freshness_sla: Duration | None = None
