@@ -71,9 +71,7 @@ def make_table(catalog: Any, files: int = 4, per_file: int = 1000, region: bool 
     return catalog.load_table("ns.t")
 
 
-def merge(
-    catalog: Any, c: TableConfig, new: pa.Table, run_id: str = "r", props: dict[str, str] | None = None
-) -> Any:
+def merge(catalog: Any, c: TableConfig, new: pa.Table, run_id: str = "r", props: dict[str, str] | None = None) -> Any:
     """What commit_window does: remove the replaced rows, append the new ones, one commit."""
     t = catalog.load_table("ns.t")
     keys = KeyCollector(c)
