@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                     }
                     t = time.monotonic()
                     base = build_lake(spec, conn, n, args.file_rows)
+                    time.sleep(3)  # the changed rows' cursor must be later than the seed run's watermark
                     print(f"# built {n:,} rows ({strategy}) in {time.monotonic() - t:.1f}s", flush=True)
                     for k in [int(x) for x in args.changed.split(",")]:
                         for dist in args.distributions.split(","):
