@@ -409,3 +409,36 @@ def _literal(kind: str | None, text: str | None) -> Any:
     if kind in ("timestamp_ntz", "timestamp_tz", "date"):
         return v.isoformat()
     return v
+
+
+def read_columns_by_id(io: FileIO, path: str, field_ids: list[int], names: list[str]) -> pa.Table | None:
+    """Only the given columns of one data file, found by Iceberg field id, renamed to ``names``.
+
+    None when the file predates one of the columns (its values are NULL there).
+    Used by the merge and by syncs that must know which keys a change removed.
+    """
+    import pyarrow.parquet as pq
+
+    with io.new_input(path).open() as f:
+        pf = pq.ParquetFile(f)
+        cols = _file_columns(pf, field_ids)
+        if cols is None:
+            return None
+        return pf.read(columns=cols, use_threads=True).rename_columns(names)
+
+
+def deleted_positions(io: FileIO, path: str, delete_files: Any) -> pa.Array:
+    """Row positions of data file ``path`` removed by the given position delete files (sorted, unique)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    chunks: list[Any] = []
+    for d in delete_files:
+        with io.new_input(d.file_path).open() as f:
+            t = pq.read_table(f, columns=["file_path", "pos"])
+        chunks += t.filter(pc.equal(t.column("file_path"), path)).column("pos").chunks
+    if not chunks:
+        return pa.array([], pa.int64())
+    u = pc.unique(pa.chunked_array(chunks, pa.int64()))
+    return pc.take(u, pc.sort_indices(u))
