@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Transaction
+    from pyiceberg.table.metadata import TableMetadata
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,12 @@ def remove_replaced(tx: Transaction, cfg: TableConfig, w: Window, keys: Any, pro
     run's snapshot summary properties (the snowberg state) and are written on
     the snapshot this step adds, so every snapshot of the run carries them.
     """
-    from pyiceberg import expressions as ex
+    from pyiceberg import expressions
 
     from snowberg.load.plan import BACKFILL, FULL_REFRESH
+
+    # pyiceberg's expression classes are typed as pydantic models; their positional constructors are the documented API.
+    ex: Any = expressions
 
     key_table = keys.check_unique() if keys is not None else None
     if tx.table_metadata.current_snapshot() is None:
@@ -108,7 +112,7 @@ def write_position_deletes(tx: Transaction, key_table: pa.Table, props: dict[str
 
     from pyiceberg.table import DataScan
 
-    tasks = DataScan(table_metadata=meta, io=io).plan_files()
+    tasks = list(DataScan(table_metadata=meta, io=io).plan_files())
     delete_files: list[DataFile] = []
     deleted = candidates = 0
     write_id = uuid.uuid4()
@@ -123,7 +127,7 @@ def write_position_deletes(tx: Transaction, key_table: pa.Table, props: dict[str
         positions = _not_yet_deleted(io, df.file_path, positions, task.delete_files)
         if len(positions) == 0:
             continue
-        delete_files.append(_write_delete_file(tx, io, df, positions, write_id, len(delete_files)))
+        delete_files.append(_write_delete_file(meta, io, df, positions, write_id, len(delete_files)))
         deleted += len(positions)
     log.info(
         "merge-on-read: %d of %d data files may hold the %s replaced keys; %s rows deleted in %d delete files",
@@ -261,7 +265,7 @@ def _not_yet_deleted(io: FileIO, path: str, positions: pa.Array, delete_files: s
 
 
 def _write_delete_file(
-    tx: Transaction, io: FileIO, data_file: DataFile, positions: pa.Array, write_id: uuid.UUID, n: int
+    meta: TableMetadata, io: FileIO, data_file: DataFile, positions: pa.Array, write_id: uuid.UUID, n: int
 ) -> DataFile:
     """One position delete file for one data file, as the Iceberg spec lays it out (file_path, pos; sorted)."""
     import pyarrow as pa
@@ -269,7 +273,6 @@ def _write_delete_file(
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.table.locations import load_location_provider
 
-    meta = tx.table_metadata
     schema = pa.schema(
         [
             pa.field(
@@ -389,7 +392,9 @@ def AddPositionDeletes(tx: Any, io: Any, props: dict[str, str], delete_files: li
 
 
 def _key_expression(kt: pa.Table) -> Any:
-    from pyiceberg import expressions as ex
+    from pyiceberg import expressions
+
+    ex: Any = expressions  # positional constructors, as above
 
     cols = kt.column_names
     if len(cols) == 1:
