@@ -32,6 +32,13 @@ T0 = time.monotonic()
 
 
 def _rss_mb() -> float:
+    """This process's peak RSS (VmHWM): ``ru_maxrss`` would include the parent's RSS at fork time on Linux."""
+    try:
+        for ln in Path("/proc/self/status").read_text().splitlines():
+            if ln.startswith("VmHWM:"):
+                return int(ln.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

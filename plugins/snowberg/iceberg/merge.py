@@ -113,25 +113,35 @@ def write_position_deletes(tx: Transaction, key_table: pa.Table, props: dict[str
     from pyiceberg.table import DataScan
 
     tasks = list(DataScan(table_metadata=meta, io=io).plan_files())
-    delete_files: list[DataFile] = []
-    deleted = candidates = 0
+    # Each candidate file is matched against only the window's keys inside its bounds (a small hash set).
+    candidates = []
+    for t in tasks:
+        mask = bounds.inside(t.file.lower_bounds.get(field_ids[0]), t.file.upper_bounds.get(field_ids[0]))
+        if mask is not None:
+            candidates.append((t, mask))
     write_id = uuid.uuid4()
-    for task in tasks:
-        df = task.file
-        if not bounds.may_hold(df.lower_bounds.get(field_ids[0]), df.upper_bounds.get(field_ids[0])):
-            continue
-        candidates += 1
-        positions = _replaced_positions(io, df.file_path, field_ids, key_table)
+
+    def one_file(i: int) -> DataFile | None:
+        task, mask = candidates[i]
+        path = task.file.file_path
+        positions = _replaced_positions(io, path, field_ids, key_table.filter(mask))
         if positions is None or len(positions) == 0:
-            continue
-        positions = _not_yet_deleted(io, df.file_path, positions, task.delete_files)
+            return None
+        positions = _not_yet_deleted(io, path, positions, task.delete_files)
         if len(positions) == 0:
-            continue
-        delete_files.append(_write_delete_file(meta, io, df, positions, write_id, len(delete_files)))
-        deleted += len(positions)
+            return None
+        return _write_delete_file(meta, io, task.file, positions, write_id, i)
+
+    # One candidate file per thread (Arrow's reads, is_in and writes release the GIL): memory is a few files'
+    # key columns at a time, whatever the table's size.
+    from pyiceberg.utils.concurrent import ExecutorFactory
+
+    results = ExecutorFactory.get_or_create().map(one_file, range(len(candidates)))
+    delete_files = [f for f in results if f is not None]
+    deleted = sum(f.record_count for f in delete_files)
     log.info(
         "merge-on-read: %d of %d data files may hold the %s replaced keys; %s rows deleted in %d delete files",
-        candidates,
+        len(candidates),
         len(tasks),
         f"{key_table.num_rows:,}",
         f"{deleted:,}",
@@ -166,16 +176,18 @@ class KeyBounds:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError, ValueError):
             return None  # a bound we cannot compare: keep the file as a candidate
 
-    def may_hold(self, lower: bytes | None, upper: bytes | None) -> bool:
+    def inside(self, lower: bytes | None, upper: bytes | None) -> pa.Array | None:
+        """Mask of the window's keys inside the file's bounds; None when none is (the file is pruned)."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         lo, hi = self._scalar(lower), self._scalar(upper)
         if lo is None or hi is None:
-            return True
+            return pa.array([True] * len(self.keys))
         if pc.less(hi, self.lo).as_py() or pc.greater(lo, self.hi).as_py():
-            return False
-        inside = pc.and_(pc.greater_equal(self.keys, lo), pc.less_equal(self.keys, hi))
-        return bool(pc.any(inside).as_py())
+            return None
+        mask = pc.and_(pc.greater_equal(self.keys, lo), pc.less_equal(self.keys, hi))
+        return mask if pc.any(mask).as_py() else None
 
 
 def _key_field_id(schema: Any, column: str) -> int:
@@ -230,7 +242,7 @@ def _replaced_positions(io: FileIO, path: str, field_ids: list[int], key_table: 
         names = _file_columns(pf, field_ids)
         if names is None:
             return None  # the key columns were added after this file: its keys are NULL, never replaced
-        file_keys = pf.read(columns=names, use_threads=True)
+        file_keys = pf.read(columns=names, use_threads=False)  # files are read in parallel already
     if len(names) == 1:
         col = file_keys.column(0)
         if col.type != key_table.column(0).type:
