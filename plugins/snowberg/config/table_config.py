@@ -50,7 +50,8 @@ class WriteMode(StrEnum):
     """How rows of a window land in Iceberg.
 
     merge:  rows whose primary key is in the window replace earlier versions
-            (copy-on-write delete + append in one commit; no equality deletes)
+            (position deletes or a rewrite, per ``merge_strategy``, + append in
+            one commit; no equality deletes)
     append: rows are appended; the lake table is a history of row versions
     """
 

@@ -177,3 +177,18 @@ def test_keyed_copy_on_write_changes_apply_to_the_same_rows(lake) -> None:
     ch = read_changes(t, plan)
     assert sorted(ch.deleted_keys.column("order_id").to_pylist()) == [3]
     assert _apply(_state(t, last), ch) == _state(t, plan.to_snapshot_id)
+
+
+def test_the_default_key_is_the_tables_iceberg_identifier_fields(lake) -> None:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    from snowberg.sync.snapshots import identifier_columns
+
+    schema = Schema(
+        NestedField(1, "order_id", LongType(), required=True),
+        NestedField(2, "customer", StringType(), required=False),
+        identifier_field_ids=[1],
+    )
+    assert identifier_columns(lake.create_table("shop.keyed", schema=schema)) == ["order_id"]
+    assert identifier_columns(lake.create_table("shop.plain", schema=orders_schema())) == []
