@@ -32,6 +32,13 @@ T0 = time.monotonic()
 
 
 def _rss_mb() -> float:
+    """This process's peak RSS (VmHWM): ``ru_maxrss`` would include the parent's RSS at fork time on Linux."""
+    try:
+        for ln in Path("/proc/self/status").read_text().splitlines():
+            if ln.startswith("VmHWM:"):
+                return int(ln.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -150,13 +157,14 @@ def phase_raw(spec: dict[str, Any]) -> dict[str, Any]:
     t_start = time.monotonic()
     conn = connect(spec)
     cur = conn.cursor()
+    source = spec.get("source", "SNOWBERG_DEMO.SHOP.ORDERS")  # a bench-built name, never user input
     if spec.get("since") is not None:
         cur.execute(
-            "SELECT * FROM SNOWBERG_DEMO.SHOP.ORDERS WHERE UPDATED_AT > CAST(%(w)s AS TIMESTAMP_NTZ(9))",
+            f"SELECT * FROM {source} WHERE UPDATED_AT > CAST(%(w)s AS TIMESTAMP_NTZ(9))",
             {"w": spec["since"]},
         )
     else:
-        cur.execute("SELECT * FROM SNOWBERG_DEMO.SHOP.ORDERS")
+        cur.execute(f"SELECT * FROM {source}")
     it = iter(cur.fetch_arrow_batches())
     first = next(it, None)
     rows = 0

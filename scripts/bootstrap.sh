@@ -23,10 +23,13 @@ if command -v uv >/dev/null 2>&1; then UV=(uv); elif "$PY" -m uv --version >/dev
 if [ ! -x .venv/bin/python ]; then
   if [ ${#UV[@]} -gt 0 ]; then "${UV[@]}" venv --quiet -p "$PY" .venv; else "$PY" -m venv .venv; fi
 fi
+# Installed compiled (.pyc written now): where PYTHONDONTWRITEBYTECODE=1 is set (common in container
+# images) every process would otherwise compile pyiceberg, pyarrow, the connector and Airflow again at
+# each start. uv installs without bytecode unless asked; pip compiles by default.
 # constraints.txt pins the versions the suite last passed with (like Airflow's own
 # constraint files), so a new release upstream cannot change a clean install.
 if [ ${#UV[@]} -gt 0 ]; then
-  "${UV[@]}" pip install --quiet -p .venv/bin/python -c constraints.txt -e ".[dev]"
+  "${UV[@]}" pip install --quiet --compile-bytecode -p .venv/bin/python -c constraints.txt -e ".[dev]"
 else
   .venv/bin/pip install --quiet -c constraints.txt -e ".[dev]"
 fi

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 # Checks whose failures are their own alert event (the rest are check_failure).
 CHECK_EVENTS = {"volume": AlertEvent.VOLUME_MISMATCH, "volume_anomaly": AlertEvent.VOLUME_ANOMALY}
+# Events raised by a check: their alerts show what was observed and what was expected.
+CHECK_RESULT_EVENTS = frozenset({AlertEvent.CHECK_FAILURE, *CHECK_EVENTS.values()})
 _MAX_ERROR = 3000
 
 
@@ -126,7 +128,7 @@ class Alert:
             return "volume mismatch between Snowflake and the lake"
         if self.event is AlertEvent.VOLUME_ANOMALY:
             return "volume anomaly"
-        if self.event is not AlertEvent.LOAD_FAILURE:
+        if self.event is AlertEvent.CHECK_FAILURE:
             return f"{self.check or 'check'} check failed"
         if self.event is AlertEvent.LOAD_FAILURE:
             return f"load failed ({self.task_id or 'task'})"
@@ -146,7 +148,7 @@ class Alert:
             )
         ]
         rows.append(("event", self.event))
-        if self.event is not AlertEvent.LOAD_FAILURE:
+        if self.event in CHECK_RESULT_EVENTS:
             rows += [("check", self.check or "-"), ("observed", _fmt(self.observed)), ("expected", _fmt(self.expected))]
         rows += [(str(k), _fmt(v)) for k, v in (self.details or {}).items()]
         rows += [
@@ -192,7 +194,7 @@ class Alert:
         """Slack mrkdwn; every value is escaped (``slack_escape``), only our own link is markup."""
         e = slack_escape
         lines = [f":rotating_light: *snowberg* `{e(self.table)}`: {e(self.title)}"]
-        if self.event is not AlertEvent.LOAD_FAILURE:
+        if self.event in CHECK_RESULT_EVENTS:
             lines.append(f"*observed:* {e(_fmt(self.observed))}")
             lines.append(f"*expected:* {e(_fmt(self.expected))}")
         lines += [f"*{e(str(k))}:* {e(_fmt(v))}" for k, v in (self.details or {}).items()]

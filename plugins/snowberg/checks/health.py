@@ -346,6 +346,7 @@ def render(r: HealthReport) -> str:
         ["manifests (data / delete)", f"{r.manifests} / {r.delete_manifests}"],
         ["data files", r.data_files],
         ["delete files", r.delete_files],
+        ["rows deleted by delete files", r.deleted_rows_in_delete_files],
         ["rows (data files)", r.rows],
         ["rows (manifests added+existing)", r.manifest_added_rows + r.manifest_existing_rows],
         ["total size", _size(r.total_bytes)],

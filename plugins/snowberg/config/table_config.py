@@ -54,7 +54,8 @@ class WriteMode(StrEnum):
     """How rows of a window land in Iceberg.
 
     merge:  rows whose primary key is in the window replace earlier versions
-            (copy-on-write delete + append in one commit; no equality deletes)
+            (position deletes or a rewrite, per ``merge_strategy``, + append in
+            one commit; no equality deletes)
     append: rows are appended; the lake table is a history of row versions
     """
 
@@ -72,6 +73,17 @@ class ColumnDropPolicy(StrEnum):
 
     FAIL = "fail"
     KEEP_NULL = "keep_null"
+
+
+class MergeStrategy(StrEnum):
+    """How a merge run hides the earlier versions of the keys it loads (docs/performance.md).
+
+    merge_on_read: position delete files for the rows replaced (cost follows the change)
+    copy_on_write: rewrite every data file holding a replaced key (cost follows the table)
+    """
+
+    MERGE_ON_READ = "merge_on_read"
+    COPY_ON_WRITE = "copy_on_write"
 
 
 class PartitionField(StrictModel):
@@ -186,6 +198,7 @@ class TableConfig(StrictModel):
     cursor: Cursor | None = None
     primary_key: list[str] = Field(default_factory=list)
     write_mode: WriteMode | None = None
+    merge_strategy: MergeStrategy = MergeStrategy.MERGE_ON_READ
     partition_by: list[Annotated[PartitionField, BeforeValidator(_parse_partition)]] = Field(default_factory=list)
     schedule: str | None = "@hourly"
     freshness_sla: Duration | None = None

@@ -22,6 +22,7 @@ from snowberg.core.progress import Progress
 from snowberg.core.window import Window
 from snowberg.iceberg import state
 from snowberg.iceberg.identity import identity_properties
+from snowberg.iceberg.merge import remove_replaced
 from snowberg.iceberg.tables import begin_write, load_table_or_none
 from snowberg.load.plan import BACKFILL, FULL_REFRESH, INCREMENTAL, describe_window
 from snowberg.load.slices import check_same_columns, check_unique_in_source, slice_windows
@@ -167,13 +168,13 @@ def commit_window(
     rows: int,
     lg: logging.Logger,
 ) -> Any:
-    """The one commit of a run: what the rows replace (copy-on-write), the new data files, the state.
+    """The one commit of a run: what the rows replace (iceberg/merge.py), the new data files, the state.
 
     Shared by the single-task load, the mapped slices and the push-down unload.
     """
     props = _snapshot_props(cfg, w, rows)
     tx.set_properties(identity_properties(cfg))  # record what the table is loaded with (iceberg/identity.py)
-    _delete_replaced(tx, cfg, w, keys, props)
+    remove_replaced(tx, cfg, w, keys, props)
     with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
         for f in data_files:
             fa.append_data_file(f)
@@ -269,63 +270,6 @@ class KeyCollector:
                 "Fix primary_key in the config or de-duplicate in a custom query."
             )
         return t
-
-
-def _delete_replaced(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | None, props: dict[str, str]) -> None:
-    """Remove what the new rows replace, as copy-on-write (no equality deletes: Snowflake cannot read them)."""
-    from pyiceberg import expressions
-
-    # pyiceberg's expression classes are typed as pydantic models; their
-    # positional constructors are the documented API.
-    ex: Any = expressions
-    AlwaysTrue, And, EqualTo, GreaterThanOrEqual, In, LessThan, Or = (
-        ex.AlwaysTrue,
-        ex.And,
-        ex.EqualTo,
-        ex.GreaterThanOrEqual,
-        ex.In,
-        ex.LessThan,
-        ex.Or,
-    )
-
-    expr: Any = None
-    if w.mode == FULL_REFRESH:
-        expr = AlwaysTrue()
-    else:
-        if w.mode == BACKFILL and w.cursor_column:
-            c = w.cursor_column.lower()
-            expr = And(
-                GreaterThanOrEqual(c, _literal(w.cursor_kind, w.low)), LessThan(c, _literal(w.cursor_kind, w.high))
-            )
-        if keys is not None:
-            kt = keys.check_unique()
-            # No snapshot yet (a first load): nothing to replace, so no key expression (it is O(rows) Python objects).
-            if kt.num_rows and tx.table_metadata.current_snapshot() is not None:
-                if len(keys.columns) == 1:
-                    kexpr: Any = In(keys.columns[0], set(kt.column(0).to_pylist()))
-                else:
-                    kexpr = (
-                        Or(*[And(*[EqualTo(k, v) for k, v in row.items()]) for row in kt.to_pylist()])
-                        if kt.num_rows > 1
-                        else And(*[EqualTo(k, v) for k, v in kt.to_pylist()[0].items()])
-                    )
-                expr = kexpr if expr is None else Or(expr, kexpr)
-    if expr is None or tx.table_metadata.current_snapshot() is None:
-        return
-    tx.delete(delete_filter=expr, snapshot_properties=props)
-
-
-def _literal(kind: str | None, text: str | None) -> Any:
-    from snowberg.core.cursor import parse_cursor_value
-
-    if kind is None or text is None:
-        raise ValueError("backfill window without a cursor")
-    v = parse_cursor_value(kind, text)
-    if kind in ("timestamp_ntz", "timestamp_tz"):
-        return v.isoformat()
-    if kind == "date":
-        return v.isoformat()
-    return v
 
 
 def _write_data_files(

@@ -315,8 +315,9 @@ def register_files(
     """Register Parquet files already in the lake as the window's rows: one commit, exactly once."""
     from snowberg.core import faults
     from snowberg.iceberg import state
+    from snowberg.iceberg.merge import remove_replaced
     from snowberg.iceberg.tables import load_table_or_none
-    from snowberg.load.extract import LoadResult, _carry_watermark, _check_base, _delete_replaced, _snapshot_props
+    from snowberg.load.extract import LoadResult, _carry_watermark, _check_base, _snapshot_props
     from snowberg.load.plan import BACKFILL
 
     lg = logger or log
@@ -338,7 +339,7 @@ def register_files(
     rows = check_files(table, paths, expected_rows)
     props = _snapshot_props(cfg, w, rows)
     tx = table.transaction()
-    _delete_replaced(tx, cfg, w, None, props)
+    remove_replaced(tx, cfg, w, None, props)
     tx.add_files(file_paths=paths, snapshot_properties=props, check_duplicate_files=True)
     faults.crash_point("before_commit")
     committed = tx.commit_transaction()

@@ -20,6 +20,13 @@ DDL (creating the state row's table, the target, new columns) runs before
 ``BEGIN``: Snowflake commits DDL implicitly, and every such step is
 idempotent (``IF NOT EXISTS``, nullable ``ADD COLUMN``).
 
+For a source with a key (``key_columns``; by default its Iceberg identifier
+fields), overwrite and delete snapshots are applied as a change, not a full
+reload: inside the same transaction the target's rows whose key was removed
+or rewritten are deleted (``DELETE ... USING`` a bound ``VALUES`` list) and
+the rows of the data files added since the synced snapshot are inserted —
+a MERGE by key whose cost follows the change (``snapshots.read_changes``).
+
 Every row carries the source snapshot id that added it in a lineage column
 (default ``_SNOWBERG_SOURCE_SNAPSHOT_ID``), so the visibility check can count
 exactly the rows of each synced snapshot.
@@ -41,7 +48,15 @@ from typing import TYPE_CHECKING, Any
 from snowberg.core import faults
 from snowberg.core.identifiers import TableName, quote_identifier
 from snowberg.sync.ddl import TargetColumn, create_table_sql, target_columns
-from snowberg.sync.snapshots import OnRewrite, SourceRewriteError, plan_changes, read_batches
+from snowberg.sync.snapshots import (
+    OnRewrite,
+    RowChanges,
+    SourceRewriteError,
+    identifier_columns,
+    plan_changes,
+    read_batches,
+    read_changes,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -165,6 +180,44 @@ def insert_sql(target: TableName, columns: Sequence[TargetColumn], lineage_colum
     return f"INSERT INTO {target.quoted()} ({', '.join(names)}) SELECT {', '.join(exprs)} FROM VALUES ({placeholders})"
 
 
+def delete_by_key_sql(target: TableName, keys: Sequence[TargetColumn], rows: int) -> str:
+    """``DELETE ... USING`` a bound ``VALUES`` list of ``rows`` keys (every value a placeholder, cast to its type)."""
+    sel = ", ".join(f"CAST(column{i} AS {k.sql_type}) AS {k.quoted}" for i, k in enumerate(keys, start=1))
+    row = "(" + ", ".join(["%s"] * len(keys)) + ")"
+    match = " AND ".join(f"{target.quoted()}.{k.quoted} = d.{k.quoted}" for k in keys)
+    return (
+        f"DELETE FROM {target.quoted()} USING (SELECT {sel} FROM VALUES {', '.join([row] * rows)}) AS d WHERE {match}"
+    )
+
+
+def key_columns_of(columns: Sequence[TargetColumn], keys: Sequence[str], source_label: str) -> list[TargetColumn]:
+    by_source = {c.source_name: c for c in columns}
+    missing = [k for k in keys if k not in by_source]
+    if missing:
+        raise NativeSyncError(f"source {source_label}: key column(s) {missing} are not in the table's schema")
+    return [by_source[k] for k in keys]
+
+
+def apply_deletes(
+    cur: Any, target: TableName, keys: Sequence[TargetColumn], changes: RowChanges, chunk_rows: int
+) -> int:
+    """Delete the target's rows whose key the change removed or rewrites; return the statements' row count."""
+    import pyarrow as pa
+
+    names = [k.source_name for k in keys]
+    parts = [changes.deleted_keys.select(names)]
+    parts += [pa.Table.from_batches([b.select(names)]).cast(parts[0].schema) for _, b in changes.upserts]
+    all_keys = pa.concat_tables(parts)
+    deleted = 0
+    pylists = [all_keys.column(n).to_pylist() for n in names]
+    for lo in range(0, all_keys.num_rows, chunk_rows):
+        hi = min(lo + chunk_rows, all_keys.num_rows)
+        params = [sql_value(pl[i], k) for i in range(lo, hi) for pl, k in zip(pylists, keys, strict=True)]
+        cur.execute(delete_by_key_sql(target, keys, hi - lo), params)
+        deleted += max(cur.rowcount or 0, 0)
+    return deleted
+
+
 # ---------------------------------------------------------------------------
 # Values
 
@@ -269,9 +322,14 @@ def load_native(
     on_rewrite: OnRewrite = "fail",
     lineage_column: str | None = DEFAULT_LINEAGE_COLUMN,
     insert_batch_rows: int = 1000,
+    key_columns: Sequence[str] | None = None,
     logger: logging.Logger | None = None,
 ) -> NativeLoadResult:
-    """Sync the source's new snapshots into ``target`` in one Snowflake transaction."""
+    """Sync the source's new snapshots into ``target`` in one Snowflake transaction.
+
+    ``key_columns`` (default: the source's Iceberg identifier fields) lets
+    overwrite/delete snapshots be applied by key instead of refused/reloaded.
+    """
     lg = logger or log
     started = time.monotonic()
     state = state_table or default_state_table(target)
@@ -286,6 +344,7 @@ def load_native(
             st.source_snapshot_id if st else None,
             synced_uuid=st.source_uuid if st and st.source_snapshot_id is not None else None,
             on_rewrite=on_rewrite,
+            key_columns=identifier_columns(source) if key_columns is None else key_columns,
         )
         lg.info("%s → %s: %s", source_label, target, plan.describe())
 
@@ -334,14 +393,26 @@ def load_native(
         sql = insert_sql(target, columns, lineage_column)
         rows_by_snapshot: dict[str, int] = {}
         total = 0
+        changes = read_changes(source, plan) if plan.mode == "changes" else None
         cur.execute("BEGIN")
         try:
             if plan.mode == "full_reload":
                 cur.execute(f"DELETE FROM {target.quoted()}")
                 lg.info("full reload: deleted %s existing rows of %s", f"{cur.rowcount:,}", target)
+            if changes is not None:
+                keys = key_columns_of(columns, plan.key_columns, source_label)
+                n = apply_deletes(cur, target, keys, changes, insert_batch_rows)
+                lg.info(
+                    "changes: deleted %s rows of %s by key (%s keys removed at the source, %s rows rewritten)",
+                    f"{n:,}",
+                    target,
+                    f"{changes.deleted_keys.num_rows:,}",
+                    f"{changes.upsert_rows:,}",
+                )
             buf: list[tuple[Any, ...]] = []
             nbytes = 0
-            for snap_id, batch in read_batches(source, plan):
+            batches = changes.upserts if changes is not None else read_batches(source, plan)
+            for snap_id, batch in batches:
                 for row in batch_rows(batch, columns, snap_id if lineage_column else None):
                     buf.append(row)
                     nbytes += _row_bytes(row)

@@ -15,6 +15,15 @@ The contract, stated once (docs/lake-to-snowflake.md repeats it):
   (``on_rewrite: fail``, the default: a human decides) or reloads the whole
   table at the current snapshot (``on_rewrite: full_reload``: the target is
   emptied and refilled in the same commit/transaction).
+* For a table with a key (``key_columns``, by default the source schema's
+  Iceberg identifier fields), overwrite and delete snapshots made of data
+  files and position delete files are **changes**, not rewrites: the run
+  reads the rows of the data files added since the synced snapshot (live at
+  the current one) and the keys of the rows removed since then (rows of
+  removed data files, and rows newly hidden by position deletes), and the
+  target applies them by key (``read_changes``). The cost follows the files
+  the change touched, not the table. Equality deletes still count as
+  rewrites.
 * The first sync reads the table at its current snapshot (a full scan that
   honours delete files), never the history.
 * If the last synced snapshot is no longer an ancestor of the current one
@@ -25,7 +34,7 @@ The contract, stated once (docs/lake-to-snowflake.md repeats it):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,7 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OnRewrite = Literal["fail", "full_reload"]
-Mode = Literal["nothing_new", "incremental", "initial", "full_reload"]
+Mode = Literal["nothing_new", "incremental", "changes", "initial", "full_reload"]
 
 
 class SourceRewriteError(RuntimeError):
@@ -64,6 +73,7 @@ class ChangePlan:
     to_snapshot_id: int | None  # the source's current snapshot at plan time (inclusive)
     steps: list[SnapshotStep] = field(default_factory=list)
     reason: str = ""
+    key_columns: list[str] = field(default_factory=list)  # "changes" plans: the row identity
 
     @property
     def load_steps(self) -> list[SnapshotStep]:
@@ -82,6 +92,11 @@ class ChangePlan:
         if self.mode in ("initial", "full_reload"):
             return f"{self.mode} of the source at snapshot {self.to_snapshot_id}" + (
                 f": {self.reason}" if self.reason else ""
+            )
+        if self.mode == "changes":
+            return (
+                f"changes by key {self.key_columns} in snapshots after {self.from_snapshot_id} up to "
+                f"{self.to_snapshot_id} ({', '.join(f'{s.snapshot_id} {s.operation}' for s in self.steps)})"
             )
         loads = self.load_steps
         skips = [s for s in self.steps if s.action == "skip"]
@@ -157,10 +172,25 @@ def classify(snap: Snapshot) -> SnapshotStep:
     )
 
 
+def identifier_columns(table: Table) -> list[str]:
+    """The source schema's Iceberg identifier fields (its row identity), by name."""
+    schema = table.schema()
+    return [schema.find_column_name(i) or "" for i in sorted(schema.identifier_field_ids)]
+
+
 def plan_changes(
-    table: Table, last_synced: int | None, *, synced_uuid: str | None = None, on_rewrite: OnRewrite = "fail"
+    table: Table,
+    last_synced: int | None,
+    *,
+    synced_uuid: str | None = None,
+    on_rewrite: OnRewrite = "fail",
+    key_columns: Sequence[str] = (),
 ) -> ChangePlan:
-    """Fix what this run reads from the source (no data is read here, only metadata)."""
+    """Fix what this run reads from the source (no data is read here, only metadata).
+
+    With ``key_columns``, overwrite/delete snapshots become a ``changes``
+    plan instead of a refusal or a full reload.
+    """
     uuid = str(table.metadata.table_uuid)
     current = table.current_snapshot()
     to_id = current.snapshot_id if current is not None else None
@@ -193,6 +223,8 @@ def plan_changes(
         )
     steps = [classify(s) for s in chain]
     rewrites = [s for s in steps if s.action == "rewrite"]
+    if rewrites and key_columns and not any(_summary_int(s, "added-equality-deletes") for s in chain):
+        return ChangePlan(uuid, "changes", last_synced, to_id, steps, key_columns=list(key_columns))
     if rewrites:
         first = rewrites[0]
         return full(f"snapshot {first.snapshot_id} is an {first.operation} ({first.note})")
@@ -225,3 +257,110 @@ def read_batches(table: Table, plan: ChangePlan) -> Iterator[tuple[int, pa.Recor
         )
         for batch in scan.to_arrow_batch_reader():
             yield step.snapshot_id, batch
+
+
+@dataclass
+class RowChanges:
+    """What a ``changes`` plan applies to a keyed target: rows to (re)write, keys to remove.
+
+    ``upserts`` are the rows live at the plan's last snapshot in data files
+    added after the synced one, each with the snapshot that added its file;
+    ``deleted_keys`` are the keys of rows live at the synced snapshot and
+    gone at the last one, minus keys that ``upserts`` write again.
+    """
+
+    upserts: list[tuple[int, pa.RecordBatch]]
+    deleted_keys: pa.Table
+
+    @property
+    def upsert_rows(self) -> int:
+        return sum(b.num_rows for _, b in self.upserts)
+
+
+def _live_files(table: Table, snapshot_id: int) -> dict[str, Any]:
+    """``{data file path: FileScanTask}`` live at a snapshot (metadata only)."""
+    return {t.file.file_path: t for t in table.scan(snapshot_id=snapshot_id).plan_files()}
+
+
+def _added_by(table: Table, snapshot_id: int) -> dict[str, int]:
+    """``{data file path: id of the snapshot that added it}`` for the files live at a snapshot."""
+    from pyiceberg.manifest import ManifestContent
+
+    snap = table.snapshot_by_id(snapshot_id)
+    assert snap is not None
+    out: dict[str, int] = {}
+    for m in snap.manifests(table.io):
+        if m.content != ManifestContent.DATA:
+            continue
+        for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
+            out[e.data_file.file_path] = int(e.snapshot_id or snapshot_id)
+    return out
+
+
+def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
+    """The rows and keys a ``changes`` plan applies; reads only the files the change touched.
+
+    Unchanged data files are never opened. Files live at both ends are read
+    only for their key columns, at the positions newly deleted in between.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    from snowberg.iceberg.merge import deleted_positions, read_columns_by_id
+
+    assert plan.mode == "changes" and plan.from_snapshot_id is not None and plan.to_snapshot_id is not None
+    schema = table.schema()
+    keys = plan.key_columns
+    field_ids = [schema.find_field(k).field_id for k in keys]
+    key_schema = pa.schema([pa.field(k, _arrow_type(schema.find_field(k).field_type)) for k in keys])
+    before = _live_files(table, plan.from_snapshot_id)
+    after = _live_files(table, plan.to_snapshot_id)
+    added_by = _added_by(table, plan.to_snapshot_id)
+
+    new_tasks = [t for p, t in after.items() if p not in before]
+    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    upserts: list[tuple[int, pa.RecordBatch]] = []
+    for task in new_tasks:
+        for b in scan.to_record_batches([task]):
+            if b.num_rows:
+                upserts.append((added_by.get(task.file.file_path, plan.to_snapshot_id), b))
+
+    removed: list[pa.Table] = []
+    for path, task in before.items():
+        gone_before = deleted_positions(table.io, path, task.delete_files)
+        if path in after:
+            gone_after = deleted_positions(table.io, path, after[path].delete_files)
+            newly = gone_after.filter(pc.invert(pc.is_in(gone_after, value_set=gone_before)))
+            if len(newly) == 0:
+                continue
+            kt = read_columns_by_id(table.io, path, field_ids, keys)
+            if kt is not None:
+                removed.append(kt.take(newly))
+        else:
+            kt = read_columns_by_id(table.io, path, field_ids, keys)
+            if kt is not None:
+                live = pc.invert(pc.is_in(pa.array(range(kt.num_rows), pa.int64()), value_set=gone_before))
+                removed.append(kt.filter(live))
+    deleted = pa.concat_tables([t.cast(key_schema) for t in removed]) if removed else key_schema.empty_table()
+    if upserts and deleted.num_rows:
+        written = pa.Table.from_batches([b.select(keys) for _, b in upserts]).cast(key_schema)
+        deleted = deleted.join(written, keys=keys, join_type="left anti")
+    log.info(
+        "changes %s → %s: %d new data files (%s rows), %s keys removed; %d of %d files live before were unchanged",
+        plan.from_snapshot_id,
+        plan.to_snapshot_id,
+        len(new_tasks),
+        f"{sum(b.num_rows for _, b in upserts):,}",
+        f"{deleted.num_rows:,}",
+        sum(1 for p in before if p in after),
+        len(before),
+    )
+    return RowChanges(upserts, deleted)
+
+
+def _arrow_type(iceberg_type: Any) -> pa.DataType:
+    from snowberg.iceberg.tables import arrow_type_for
+
+    return arrow_type_for(iceberg_type)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,6 +48,22 @@ def test_report_counts_from_manifests(orders: Any, lake: Any) -> None:
     assert r.healthy and r.breaches == []
     d = r.to_dict()
     assert d["healthy"] is True and d["columns"][0]["coverage"] == 1.0
+
+
+def test_report_counts_position_delete_files_and_the_rows_they_delete(orders: Any, lake: Any) -> None:
+    """A merge-on-read commit adds one delete manifest; its files and deleted rows are counted, apart from data."""
+    import pyarrow as pa
+
+    from snowberg.iceberg.merge import write_position_deletes
+
+    lake.append(orders, lake.batch([20, 21, 22]), run_id="r2")
+    tx = orders.transaction()
+    write_position_deletes(tx, pa.table({"id": pa.array([1, 2, 21], pa.int64())}), {"snowberg.run-id": "m"})
+    t = tx.commit_transaction()
+    r = health.collect(t, name="lake.orders")
+    assert (r.delete_manifests, r.delete_files, r.deleted_rows_in_delete_files) == (1, 2, 3)
+    assert (r.data_files, r.rows) == (2, 13)  # data files are untouched: rows are counted before deletes
+    assert re.search(r"rows deleted by delete files\s+3\b", health.render(r))
 
 
 def test_all_null_column_needs_no_bounds(catalog: Any, lake: Any) -> None:

@@ -222,6 +222,33 @@ def test_source_rewrites_are_refused_or_fully_reloaded(lake, snowflake) -> None:
     assert check_native(conn, r.to_dict())["rows_checked"] == 2
 
 
+def test_keyed_source_changes_are_merged_by_key_not_reloaded(lake, snowflake) -> None:
+    """A merge-on-read merge and a delete at the source reach the target as a delete-by-key + insert of the change."""
+    import pyarrow as pa
+
+    from snowberg.iceberg.merge import write_position_deletes
+
+    _, conn, db = snowflake
+    src = lake.create_table("shop.orders", schema=orders_schema())
+    src.append(orders([1, 2, 3]))
+    src.append(orders([4, 5]))
+    _load(src, conn, db, "r1")
+    tx = src.transaction()
+    write_position_deletes(tx, pa.table({"order_id": pa.array([2, 4, 6], pa.int64())}), {})
+    new = orders([2, 4, 6])
+    tx.append(new.set_column(1, "customer", pa.array(["v2", "v2", "v2"])))
+    src = tx.commit_transaction()
+    src.delete("order_id = 5")
+    with pytest.raises(SourceRewriteError):
+        _load(src, conn, db, "r2-no-key")  # without a key the change is still a rewrite
+    r = _load(src, conn, db, "r2", insert_batch_rows=2, key_columns=["order_id"])
+    assert (r.status, r.mode, r.rows) == ("committed", "changes", 3)  # only the three new versions are sent
+    got = _rows(conn, f'SELECT "ORDER_ID", "CUSTOMER" FROM {_target(db).quoted()} ORDER BY 1')
+    assert got == [(1, "customer '1'"), (2, "v2"), (3, "customer '3'"), (4, "v2"), (6, "v2")]
+    assert _state(conn, db) == (src.current_snapshot().snapshot_id, "changes", 3, "r2")
+    assert _load(src, conn, db, "r3", key_columns=["order_id"]).status == "nothing_new"
+
+
 def test_new_source_columns_are_added_and_old_rows_stay(lake, snowflake) -> None:
     import pyarrow as pa
     from pyiceberg.types import StringType

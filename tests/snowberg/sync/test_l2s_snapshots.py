@@ -111,3 +111,84 @@ def test_expired_or_foreign_state_is_refused(lake) -> None:
     with pytest.raises(SourceRewriteError, match="was replaced"):
         plan_changes(t, t.current_snapshot().snapshot_id, synced_uuid="00000000-0000-0000-0000-000000000000")
     assert plan_changes(t, 123456789, on_rewrite="full_reload").mode == "full_reload"
+
+
+def _state(t, snapshot_id) -> dict[int, str]:
+    a = t.scan(snapshot_id=snapshot_id).to_arrow()
+    return dict(zip(a.column("order_id").to_pylist(), a.column("customer").to_pylist(), strict=True))
+
+
+def _apply(before: dict[int, str], changes) -> dict[int, str]:
+    out = dict(before)
+    for k in changes.deleted_keys.column("order_id").to_pylist():
+        del out[k]
+    for _, b in changes.upserts:
+        out.update(zip(b.column("order_id").to_pylist(), b.column("customer").to_pylist(), strict=True))
+    return out
+
+
+def _renamed(ids: list[int], note: str):
+    import pyarrow as pa
+
+    t = orders(ids)
+    return t.set_column(1, "customer", pa.array([f"{note}{i}" for i in ids]))
+
+
+def test_keyed_merge_on_read_changes_are_read_from_the_touched_files_only(lake) -> None:
+    import pyarrow as pa
+
+    from snowberg.iceberg.merge import write_position_deletes
+    from snowberg.sync.snapshots import read_changes
+
+    t = lake.create_table("shop.orders", schema=orders_schema())
+    for lo in (0, 100, 200):
+        t.append(orders(list(range(lo, lo + 100))))
+    last = t.current_snapshot().snapshot_id
+    # a merge run: keys 5 and 150 get new versions, key 999 is new
+    tx = t.transaction()
+    write_position_deletes(tx, pa.table({"order_id": pa.array([5, 150, 999], pa.int64())}), {})
+    tx.append(_renamed([5, 150, 999], "v2-"))
+    t = tx.commit_transaction()
+    # a plain delete of key 201 (merge-on-read as well)
+    tx = t.transaction()
+    write_position_deletes(tx, pa.table({"order_id": pa.array([201], pa.int64())}), {})
+    t = tx.commit_transaction()
+
+    with pytest.raises(SourceRewriteError):
+        plan_changes(t, last)  # without a key: still a rewrite
+    plan = plan_changes(t, last, key_columns=["order_id"])
+    assert plan.mode == "changes" and plan.to_snapshot_id == t.current_snapshot().snapshot_id
+    ch = read_changes(t, plan)
+    assert ch.upsert_rows == 3  # only the merge's new file, never the three untouched-but-deleted-from files
+    assert ch.deleted_keys.column("order_id").to_pylist() == [201]  # 5 and 150 are rewritten by the upsert
+    assert _apply(_state(t, last), ch) == _state(t, plan.to_snapshot_id)
+
+
+def test_keyed_copy_on_write_changes_apply_to_the_same_rows(lake) -> None:
+    from snowberg.sync.snapshots import read_changes
+
+    t = lake.create_table("shop.orders", schema=orders_schema())
+    t.append(orders(list(range(10))))
+    t.append(orders(list(range(10, 20))))
+    last = t.current_snapshot().snapshot_id
+    t.delete("order_id = 3 or order_id = 12")  # rewrites both files
+    t.append(_renamed([12], "v2-"))
+    plan = plan_changes(t, last, key_columns=["order_id"])
+    ch = read_changes(t, plan)
+    assert sorted(ch.deleted_keys.column("order_id").to_pylist()) == [3]
+    assert _apply(_state(t, last), ch) == _state(t, plan.to_snapshot_id)
+
+
+def test_the_default_key_is_the_tables_iceberg_identifier_fields(lake) -> None:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    from snowberg.sync.snapshots import identifier_columns
+
+    schema = Schema(
+        NestedField(1, "order_id", LongType(), required=True),
+        NestedField(2, "customer", StringType(), required=False),
+        identifier_field_ids=[1],
+    )
+    assert identifier_columns(lake.create_table("shop.keyed", schema=schema)) == ["order_id"]
+    assert identifier_columns(lake.create_table("shop.plain", schema=orders_schema())) == []
