@@ -408,14 +408,14 @@ def test_memory_is_flat_in_the_window_size_when_sliced(fakesnow_server: Any, sfd
 
 
 def _mapped(cfg: Any, conn: Any, catalog: Any, run_id: str, max_rows: int) -> tuple[Window, list[dict[str, Any]]]:
-    from snowberg.load.slices import prepare_slices
+    from snowberg.load.mapped import prepare_slices
 
     w = _plan(cfg, conn, catalog, run_id)
     return w, prepare_slices(cfg, conn, catalog, w, max_rows=max_rows)
 
 
 def test_mapped_slices_commit_once_and_retries_append_nothing(sfdb: Any, catalog: Any, monkeypatch: Any) -> None:
-    from snowberg.load.slices import SliceResult, commit_slices, read_staging_manifest, write_slice
+    from snowberg.load.mapped import SliceResult, commit_slices, read_staging_manifest, write_slice
 
     src = make_orders(sfdb, 9_000)
     cfg = table_cfg(src, number_as_long=["order_id"])
@@ -457,7 +457,7 @@ def test_mapped_slices_commit_once_and_retries_append_nothing(sfdb: Any, catalog
 
 
 def test_commit_refuses_files_already_in_the_table(sfdb: Any, catalog: Any) -> None:
-    from snowberg.load.slices import SliceResult, commit_data_files, read_staging_manifest, write_slice
+    from snowberg.load.mapped import SliceResult, commit_data_files, read_staging_manifest, write_slice
 
     src = make_orders(sfdb, 2_000)
     cfg = table_cfg(src, number_as_long=["order_id"])
@@ -476,7 +476,7 @@ def test_commit_refuses_files_already_in_the_table(sfdb: Any, catalog: Any) -> N
 
 
 def test_slice_refuses_a_schema_changed_after_planning(sfdb: Any, catalog: Any) -> None:
-    from snowberg.load.slices import write_slice
+    from snowberg.load.mapped import write_slice
 
     src = make_orders(sfdb, 1_000)
     cfg = table_cfg(src, number_as_long=["order_id"])
@@ -490,7 +490,7 @@ def test_mapped_merge_replaces_updated_keys_and_nothing_new_has_no_slices(
     sfdb: Any, catalog: Any, variables: Any
 ) -> None:
     from snowberg.load.publish import publish
-    from snowberg.load.slices import commit_slices, write_slice
+    from snowberg.load.mapped import commit_slices, write_slice
 
     src = make_orders(sfdb, 6_000)
     cfg = table_cfg(src, number_as_long=["order_id"])
@@ -537,7 +537,7 @@ def test_mapped_backfill_commits_after_an_incremental_run_without_moving_the_wat
 ) -> None:
     from snowberg.load.extract import load_window
     from snowberg.load.publish import publish
-    from snowberg.load.slices import commit_slices, prepare_slices, write_slice
+    from snowberg.load.mapped import commit_slices, prepare_slices, write_slice
 
     src = make_orders(sfdb, 4_000)
     cfg = table_cfg(src, number_as_long=["order_id"])

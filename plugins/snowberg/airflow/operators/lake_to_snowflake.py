@@ -96,7 +96,6 @@ class IcebergToSnowflakeIcebergOperator(BaseOperator):
             on_rewrite=self.on_rewrite,
             create_if_missing=self.create_if_missing,  # type: ignore[arg-type]
             batch_rows=self.batch_rows,
-            logger=self.log,  # type: ignore[arg-type]
         )
         return result.to_dict()
 

@@ -58,7 +58,7 @@ class SnowbergSlicePlanOperator(_SnowbergOperator):
     def execute(self, context: Any) -> list[dict[str, Any]]:
         from snowberg.core.window import Window
         from snowberg.iceberg.tables import open_catalog
-        from snowberg.load.slices import prepare_slices
+        from snowberg.load.mapped import prepare_slices
         from snowberg.snowflake.source import snowflake_hook
 
         cfg = self.cfg
@@ -72,7 +72,6 @@ class SnowbergSlicePlanOperator(_SnowbergOperator):
                 w,
                 max_rows=int(self.max_rows_per_slice) if self.max_rows_per_slice else None,
                 method=self.slice_method,
-                logger=self._logger(),
             )
         finally:
             conn.close()
@@ -90,13 +89,13 @@ class SnowbergSliceLoadOperator(_SnowbergOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.tables import open_catalog
-        from snowberg.load.slices import write_slice
+        from snowberg.load.mapped import write_slice
         from snowberg.snowflake.source import snowflake_hook
 
         cfg = self.cfg
         conn = snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
         try:
-            return write_slice(cfg, conn, open_catalog(self.catalog), dict(self.slice_task), logger=self._logger())
+            return write_slice(cfg, conn, open_catalog(self.catalog), dict(self.slice_task))
         finally:
             conn.close()
 
@@ -120,12 +119,10 @@ class SnowbergSliceCommitOperator(_SnowbergOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.core.window import Window
         from snowberg.iceberg.tables import open_catalog
-        from snowberg.load.slices import commit_slices
+        from snowberg.load.mapped import commit_slices
 
         results = [dict(r) for r in (self.slice_results or []) if r]
-        return commit_slices(
-            self.cfg, open_catalog(self.catalog), Window.from_dict(self.window), results, logger=self._logger()
-        )
+        return commit_slices(self.cfg, open_catalog(self.catalog), Window.from_dict(self.window), results)
 
 
 def sliced_load(
@@ -210,7 +207,12 @@ class SnowbergUnloadOperator(_SnowbergOperator):
         conn = snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
         try:
             return unload_window(
-                cfg, conn, open_catalog(self.catalog), Window.from_dict(self.window), target, logger=self._logger()
+                cfg,
+                conn,
+                open_catalog(self.catalog),
+                Window.from_dict(self.window),
+                target,
+                try_number=int(getattr(context.get("ti"), "try_number", 1) or 1),
             )
         finally:
             conn.close()
