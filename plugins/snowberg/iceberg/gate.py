@@ -142,25 +142,28 @@ def admit(table: Table | None, w: Window) -> Admission:
 
 
 # ---------------------------------------------------------------------------
-# Lookback: re-read rows are not new rows
+# Lookback and NULL cursors: re-read rows are not new rows
 
 
 def _cursor(kind: str, text: Any) -> Any:
     return parse_cursor_value(kind, format_cursor_value(kind, text))
 
 
-def lookback_only(w: Window) -> bool:
-    """Is every row the plan saw at or below the previous watermark (only the lookback and NULL cursors)?
+def rereads_only(w: Window) -> bool:
+    """Does the window only re-read rows (the lookback range, NULL cursors), with nothing beyond the watermark?
 
-    Such a window re-reads rows the lake most likely holds already: the
-    writer buffers them (the lookback is short) and asks ``holds_rows``
+    The plan counts the whole window, lookback and NULL-cursor rows
+    included, so a non-zero count does not mean anything changed. When the
+    largest cursor the plan saw is at or below the previous watermark, the
+    writer buffers the rows (the lookback is short) and asks ``holds_rows``
     before writing anything.
     """
     if w.mode != INCREMENTAL or w.base_watermark is None or w.cursor_kind is None or w.low is None:
         return False
     kind = w.cursor_kind
-    if _cursor(kind, w.low) >= _cursor(kind, w.base_watermark):
-        return False  # no lookback: the plan's count is already only the new rows
+    lookback = _cursor(kind, w.low) < _cursor(kind, w.base_watermark)
+    if not (lookback or w.include_nulls):
+        return False  # the plan's count is only rows beyond the watermark
     seen_max = w.extra.get("max_cursor")
     return seen_max is None or _cursor(kind, seen_max) <= _cursor(kind, w.base_watermark)
 
@@ -173,12 +176,12 @@ def _hashable(v: Any) -> Any:
     return v
 
 
-def holds_rows(table: Table | None, w: Window, rows: pa.Table) -> bool:
+def holds_rows(table: Table | None, w: Window, rows: pa.Table, *, keys: Sequence[str] = ()) -> bool:
     """Does the lake already hold every one of ``rows``, value for value (a re-read, not a change)?
 
-    Any row with a cursor beyond the previous watermark is new by definition;
-    the others are compared with the lake's rows of the lookback range (and
-    its NULL-cursor rows), which is small by construction.
+    The lake's candidates are read by the rows' primary keys when the table
+    has them (exact, and bounded by the rows re-read), else by the lookback
+    range of the cursor plus its NULL-cursor rows.
     """
     if rows.num_rows == 0:
         return True
@@ -186,10 +189,13 @@ def holds_rows(table: Table | None, w: Window, rows: pa.Table) -> bool:
         return False
     from pyiceberg import expressions as ex
 
-    c = w.cursor_column.lower()
     e: Any = ex
-    low = _iceberg_literal(w.cursor_kind, w.low)
-    row_filter = e.Or(e.IsNull(c), e.GreaterThanOrEqual(c, low)) if w.include_nulls else e.GreaterThanOrEqual(c, low)
+    if keys:
+        row_filter = key_filter(rows.select(list(keys)))
+    else:
+        c = w.cursor_column.lower()
+        low = e.GreaterThanOrEqual(c, _iceberg_literal(w.cursor_kind, w.low))
+        row_filter = e.Or(e.IsNull(c), low) if w.include_nulls else low
     lake = table.scan(row_filter=row_filter, selected_fields=tuple(rows.column_names)).to_arrow()
     have = {tuple(_hashable(v) for v in r.values()) for r in lake.to_pylist()}
     return all(tuple(_hashable(v) for v in r.values()) in have for r in rows.to_pylist())
@@ -388,7 +394,7 @@ __all__ = [
     "check_base",
     "commit",
     "holds_rows",
-    "lookback_only",
+    "rereads_only",
     "merges",
     "referenced_files",
     "refuse_rebase",

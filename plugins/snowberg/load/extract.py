@@ -79,8 +79,8 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window) -> Loa
     if sliced_first_load:
         check_unique_in_source(cfg, conn, w)
     # Every row the plan saw is at or below the previous watermark: the window only re-reads the
-    # lookback (and NULL cursors). Hold those rows and write nothing if the lake has them all.
-    recheck = len(parts) == 1 and gate.lookback_only(w)
+    # lookback and NULL cursors. Hold those rows and write nothing if the lake has them all.
+    recheck = len(parts) == 1 and gate.rereads_only(w)
     sql, params = sq.extract_sql(parts[0])
     opts = mapping_options(cfg)
     must_have_keys = key_columns(cfg)
@@ -112,7 +112,7 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window) -> Loa
             import pyarrow as pa
 
             held = list(sources[0])
-            if gate.holds_rows(table, w, pa.Table.from_batches(held, target_schema)):
+            if gate.holds_rows(table, w, pa.Table.from_batches(held, target_schema), keys=key_columns(cfg)):
                 log.info(
                     "%s: the %s rows re-read by the lookback are all in the lake already: no data file, no commit",
                     cfg.name,

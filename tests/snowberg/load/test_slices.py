@@ -489,8 +489,8 @@ def test_slice_refuses_a_schema_changed_after_planning(sfdb: Any, catalog: Any) 
 def test_mapped_merge_replaces_updated_keys_and_nothing_new_has_no_slices(
     sfdb: Any, catalog: Any, variables: Any
 ) -> None:
-    from snowberg.load.publish import publish
     from snowberg.load.mapped import commit_slices, write_slice
+    from snowberg.load.publish import publish
 
     src = make_orders(sfdb, 6_000)
     cfg = table_cfg(src, number_as_long=["order_id"])
@@ -536,8 +536,8 @@ def test_mapped_backfill_commits_after_an_incremental_run_without_moving_the_wat
     sfdb: Any, catalog: Any, variables: Any
 ) -> None:
     from snowberg.load.extract import load_window
-    from snowberg.load.publish import publish
     from snowberg.load.mapped import commit_slices, prepare_slices, write_slice
+    from snowberg.load.publish import publish
 
     src = make_orders(sfdb, 4_000)
     cfg = table_cfg(src, number_as_long=["order_id"])
