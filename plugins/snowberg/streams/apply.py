@@ -120,8 +120,8 @@ def check_staged_keys(conn: Any, stream: StreamSource, key: Sequence[str], low: 
             if n:
                 raise NullKeyError(
                     f"table {name!r}: {int(n):,} staged change(s) of batches ({low}, {high}] have NULL in primary-key "
-                    f"column {k!r}; such a change cannot be applied by key. Nothing was written. Fix the source rows "
-                    "(the staged batches stay until a load commits them)."
+                    f"column {k!r}; such a change cannot be applied by key. Nothing was written. Fix the source rows, "
+                    "and trigger a run with recover_stale_stream=true (a full refresh supersedes the staged batch)."
                 )
         cur.execute(S.duplicate_inserts_sql(stream.staging_name, key), {"low": low, "high": high})
         dup = cur.fetchall()
@@ -132,7 +132,8 @@ def check_staged_keys(conn: Any, stream: StreamSource, key: Sequence[str], low: 
         raise DuplicateKeyError(
             f"table {name!r}: primary key {list(key)} has two live rows in one stream batch (batch "
             f"{dup[0][0]}, e.g. {shown}); keeping one would silently drop the other. Nothing was written. "
-            "Fix the source's key or primary_key in the config."
+            "Make the key unique in the source (or fix primary_key), then trigger a run with "
+            "recover_stale_stream=true: it re-reads the table as a full refresh that supersedes the staged batch."
         )
 
 

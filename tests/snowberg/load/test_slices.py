@@ -456,6 +456,28 @@ def test_mapped_slices_commit_once_and_retries_append_nothing(sfdb: Any, catalog
     assert first_attempt and not (first_attempt & committed)
 
 
+def test_commit_requires_every_slice_and_commits_nothing_without_one(sfdb: Any, catalog: Any) -> None:
+    """A slice task marked success by hand pushes no result: the commit fails and nothing is committed."""
+    from snowberg.load.mapped import MissingSliceError, commit_slices, write_slice
+
+    src = make_orders(sfdb, 6_000)
+    cfg = table_cfg(src, number_as_long=["order_id"])
+    w, tasks = _mapped(cfg, sfdb.conn, catalog, "m1", 2_000)
+    assert len(tasks) >= 3
+    results = [write_slice(cfg, sfdb.conn, catalog, t) for t in tasks]
+    missing = results.pop(1)
+    with pytest.raises(MissingSliceError, match=r"slice index \[1\]"):
+        commit_slices(cfg, catalog, w, results)
+    with pytest.raises(MissingSliceError, match="no slice handed in a result"):
+        commit_slices(cfg, catalog, w, [])
+    assert catalog.load_table("shop.orders").current_snapshot() is None
+    # once the slice is written (its task cleared and re-run), the run commits every row once
+    results.insert(1, missing)
+    assert commit_slices(cfg, catalog, w, results)["rows"] == 6_000
+    ids = lake_rows(catalog).column("order_id").to_pylist()
+    assert len(ids) == len(set(ids)) == 6_000
+
+
 def test_commit_refuses_files_already_in_the_table(sfdb: Any, catalog: Any) -> None:
     from snowberg.load.mapped import SliceResult, commit_data_files, read_staging_manifest, write_slice
 

@@ -365,6 +365,48 @@ def test_push_down_first_load_registers_files_in_place_once(
     assert catalog.load_table("shop.orders").scan().to_arrow().num_rows == 3_000
 
 
+def test_unload_folder_is_keyed_by_the_whole_run_id_and_the_try() -> None:
+    cfg = cfg_for("DB.S.T")
+    target = UnloadTarget(stage="LAKE_DB.PUBLIC.LAKE_STAGE", stage_url="s3://lake/wh")
+    long = "backfill__" + "x" * 120
+    paths = {target.run_path(cfg, long + "a"), target.run_path(cfg, long + "b"), target.run_path(cfg, long + "a", 2)}
+    assert len(paths) == 3  # ids sharing their first 100+ characters, and two tries of one run: three folders
+    assert all(len(p) < 160 for p in paths)
+
+
+def test_a_cleared_run_never_removes_files_a_snapshot_references(sfdb: Any, catalog: Any, stage: Any) -> None:
+    root, target = stage
+    src = make_source(sfdb, 1_000)
+    cfg = cfg_for(src, primary_key=[])
+    sf = UnloadingSnowflake(sfdb.conn, root)
+    run_id = "manual__" + "2026-10-01T00:00:00.000000+00:00" * 4  # longer than 100 characters
+    w1 = plan(cfg, sf, catalog, run_id)
+    assert unload_window(cfg, sf, catalog, w1, target, try_number=1)["status"] == "committed"
+    committed_files = data_files(catalog)
+    # the run is cleared and re-planned (a new window high, so not "already committed"); it runs as try 2
+    sfdb.sql(
+        f"UPDATE {src} SET UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
+        "WHERE ORDER_ID <= 10"
+    )
+    w2 = plan(cfg, sf, catalog, run_id)
+    assert w2.high != w1.high
+    assert unload_window(cfg, sf, catalog, w2, target, try_number=2)["rows"] == 10
+    assert all(Path(p.removeprefix("file://")).exists() for p in committed_files)
+    assert catalog.load_table("shop.orders").scan().to_arrow().num_rows == 1_010
+    # even a try number seen before (a reset count) never clears a folder whose files a snapshot references
+    sfdb.sql(
+        f"UPDATE {src} SET UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
+        "WHERE ORDER_ID <= 5"
+    )
+    w3 = plan(cfg, sf, catalog, run_id)
+    removes = sum(s.startswith("REMOVE") for s in sf.statements)
+    with pytest.raises(UnloadError, match="referenced by snapshots"):
+        unload_window(cfg, sf, catalog, w3, target, try_number=1)
+    assert sum(s.startswith("REMOVE") for s in sf.statements) == removes
+    assert all(Path(p.removeprefix("file://")).exists() for p in committed_files)
+    assert catalog.load_table("shop.orders").scan().to_arrow().num_rows == 1_010
+
+
 def test_a_long_column_unloaded_as_decimal_is_refused(sfdb: Any, catalog: Any, stage: Any) -> None:
     root, target = stage
     src = make_source(sfdb, 500, customer_type="NUMBER(10,0)")  # maps to long; Snowflake writes DECIMAL(10,0)
