@@ -298,6 +298,17 @@ def remove_replaced(tx: Any, replaced: Any, props: Mapping[str, str]) -> None:
     tx.delete(delete_filter=replaced, snapshot_properties=dict(props))
 
 
+def rows_deleted(tx: Any, base_snapshot_id: int) -> dict[str, str]:
+    """``snowberg.rows-deleted``: the rows the staged delete removed (from its own summary), for the volume checks."""
+    staged = tx.table_metadata.current_snapshot()
+    if staged is None or staged.snapshot_id == base_snapshot_id or staged.summary is None:
+        return {}
+    # Copy-on-write rewrites whole files: the delete snapshot removes their records and re-adds the survivors.
+    p = staged.summary.additional_properties
+    n = int(p.get("deleted-records") or 0) - int(p.get("added-records") or 0)
+    return {state.ROWS_DELETED: str(n)} if n > 0 else {}
+
+
 def refuse_rebase(table: Table) -> None:
     """Make this process's commit of ``table`` fail on conflict instead of rebasing.
 
@@ -367,8 +378,10 @@ def commit(
     refuse_rebase(table)
     if state_in_properties:
         tx.set_properties({**NO_REBASE, **{state.state_property(k): v for k, v in state_props.items()}})
-    if replaced is not None and tx.table_metadata.current_snapshot() is not None:
+    base = tx.table_metadata.current_snapshot()
+    if replaced is not None and base is not None:
         remove_replaced(tx, replaced, props)
+        props = {**props, **rows_deleted(tx, base.snapshot_id)}
     if file_paths:
         tx.add_files(file_paths=list(file_paths), snapshot_properties=props, check_duplicate_files=True)
     else:

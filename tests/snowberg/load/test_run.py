@@ -90,6 +90,7 @@ def test_exactly_once_d_updated_rows_are_picked_up(src: Any, catalog: Any, varia
     props = snap.summary.additional_properties
     assert props["snowberg.run-id"] == "r2" and props["snowberg.watermark"] == r2.watermark
     assert props["snowberg.window-low"] == r1.watermark and props["snowberg.window-high"] == r2.watermark
+    assert props["snowberg.rows-deleted"] == "10"  # the ten updated rows' earlier versions
     assert json.loads(variables[cfg.variable_key])["snapshot_id"] == snap.snapshot_id
 
 
