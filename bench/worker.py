@@ -230,9 +230,9 @@ def phase_snowberg(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_prepare(spec: dict[str, Any]) -> dict[str, Any]:
+    from snowberg.load.mapped import prepare_slices
     from snowberg.load.plan import plan_run
     from snowberg.load.publish import reconcile_before_plan
-    from snowberg.load.slices import prepare_slices
 
     cfg = table_config(spec)
     cat = catalog(spec)
@@ -247,7 +247,7 @@ def phase_prepare(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def phase_slice(spec: dict[str, Any]) -> dict[str, Any]:
-    from snowberg.load.slices import write_slice
+    from snowberg.load.mapped import write_slice
 
     cfg = table_config(spec)
     cat = catalog(spec)
@@ -261,8 +261,8 @@ def phase_slice(spec: dict[str, Any]) -> dict[str, Any]:
 
 def phase_commit(spec: dict[str, Any]) -> dict[str, Any]:
     from snowberg.core.window import Window
+    from snowberg.load.mapped import commit_slices
     from snowberg.load.publish import publish
-    from snowberg.load.slices import commit_slices
 
     cfg = table_config(spec)
     cat = catalog(spec)

@@ -28,10 +28,6 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from snowberg.config.table_config import MergeStrategy, TableConfig
-from snowberg.core.cursor import parse_cursor_value
-from snowberg.core.window import Window
-
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.io import FileIO
@@ -49,48 +45,6 @@ DELETED_ROWS = "snowberg.rows-deleted"
 
 class KeyTypeError(ValueError):
     """The primary key's type in the lake table cannot be compared with the window's keys."""
-
-
-def remove_replaced(tx: Transaction, cfg: TableConfig, w: Window, keys: Any, props: dict[str, str]) -> None:
-    """Hide, in this transaction, every row the run's rows replace. The commit path's one call.
-
-    ``keys`` is the run's key collector (``check_unique()`` → Arrow table of
-    the window's keys) or None when the run does not merge. ``props`` are the
-    run's snapshot summary properties (the snowberg state) and are written on
-    the snapshot this step adds, so every snapshot of the run carries them.
-    """
-    from pyiceberg import expressions
-
-    from snowberg.load.plan import BACKFILL, FULL_REFRESH
-
-    # pyiceberg's expression classes are typed as pydantic models; their positional constructors are the documented API.
-    ex: Any = expressions
-
-    key_table = keys.check_unique() if keys is not None else None
-    if tx.table_metadata.current_snapshot() is None:
-        return  # a first load replaces nothing
-    range_expr: Any = None
-    if w.mode == FULL_REFRESH:
-        range_expr = ex.AlwaysTrue()
-    elif w.mode == BACKFILL and w.cursor_column:
-        c = w.cursor_column.lower()
-        range_expr = ex.And(
-            ex.GreaterThanOrEqual(c, _literal(w.cursor_kind, w.low)), ex.LessThan(c, _literal(w.cursor_kind, w.high))
-        )
-    have_keys = key_table is not None and key_table.num_rows > 0
-    if cfg.merge_strategy is MergeStrategy.COPY_ON_WRITE or not have_keys:
-        expr = range_expr
-        if have_keys:
-            assert key_table is not None
-            kexpr = _key_expression(key_table)
-            expr = kexpr if expr is None else ex.Or(expr, kexpr)
-        if expr is not None:
-            tx.delete(delete_filter=expr, snapshot_properties=props)
-        return
-    assert key_table is not None
-    if range_expr is not None:
-        tx.delete(delete_filter=range_expr, snapshot_properties=props)
-    write_position_deletes(tx, key_table, props)
 
 
 def write_position_deletes(tx: Transaction, key_table: pa.Table, props: dict[str, str]) -> int:
@@ -401,31 +355,6 @@ def AddPositionDeletes(tx: Any, io: Any, props: dict[str, str], delete_files: li
     if _PRODUCER is None:
         _PRODUCER = _make_producer_class()
     return _PRODUCER(tx, io, props, delete_files)
-
-
-def _key_expression(kt: pa.Table) -> Any:
-    from pyiceberg import expressions
-
-    ex: Any = expressions  # positional constructors, as above
-
-    cols = kt.column_names
-    if len(cols) == 1:
-        return ex.In(cols[0], set(kt.column(0).to_pylist()))
-    rows = kt.to_pylist()
-    terms = [
-        ex.And(*[ex.EqualTo(k, v) for k, v in r.items()]) if len(r) > 1 else ex.EqualTo(*next(iter(r.items())))
-        for r in rows
-    ]
-    return ex.Or(*terms) if len(terms) > 1 else terms[0]
-
-
-def _literal(kind: str | None, text: str | None) -> Any:
-    if kind is None or text is None:
-        raise ValueError("backfill window without a cursor")
-    v = parse_cursor_value(kind, text)
-    if kind in ("timestamp_ntz", "timestamp_tz", "date"):
-        return v.isoformat()
-    return v
 
 
 def read_columns_by_id(io: FileIO, path: str, field_ids: list[int], names: list[str]) -> pa.Table | None:

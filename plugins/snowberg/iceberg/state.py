@@ -6,12 +6,19 @@ so state and rows can never disagree. The Airflow Variable is a convenience
 mirror for humans and dashboards: written only after the commit is read back,
 rebuilt from the table when it lags, and a loud failure when it is ahead of
 the table (the table lost commits: a restore or rollback someone must look at).
+
+Snapshot expiry (by snowberg, Spark, Snowflake or any other engine) can
+remove every snowberg snapshot once other engines have committed after it.
+So the commit gate also writes the state into table properties
+(``snowberg.state.*``) in the same atomic commit. The snapshot walk stays
+authoritative (a rollback to an older snapshot reads that snapshot's state);
+the properties are read only when the walk finds no snowberg snapshot.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,7 +36,26 @@ MODE = PREFIX + "mode"
 WINDOW_LOW = PREFIX + "window-low"
 WINDOW_HIGH = PREFIX + "window-high"
 ROWS = PREFIX + "rows"
+ROWS_PLANNED = PREFIX + "rows-planned"
+ROWS_EXTRACTED = PREFIX + "rows-extracted"
+ROWS_DELETED = PREFIX + "rows-deleted"
 VERSION = PREFIX + "version"
+
+# Table properties holding the state of the newest snowberg commit (expiry-proof copy).
+STATE_PROPERTY_PREFIX = PREFIX + "state."
+
+
+def state_property(key: str) -> str:
+    """The table property that holds summary key ``key`` (``snowberg.watermark`` → ``snowberg.state.watermark``)."""
+    if not key.startswith(PREFIX):
+        raise ValueError(f"state key {key!r} must start with {PREFIX!r}")
+    return STATE_PROPERTY_PREFIX + key[len(PREFIX) :]
+
+
+def property_state(table: Table) -> dict[str, str]:
+    """The state the last snowberg commit wrote into table properties, keyed like the snapshot summary."""
+    n = len(STATE_PROPERTY_PREFIX)
+    return {PREFIX + k[n:]: v for k, v in table.metadata.properties.items() if k.startswith(STATE_PROPERTY_PREFIX)}
 
 
 class StateError(RuntimeError):
@@ -48,6 +74,9 @@ class TableState:
     run_id: str | None
     mode: str | None
     timestamp_ms: int
+    # True when the snapshots were expired and the state came from the table properties;
+    # snapshot_id is then the table's current snapshot (the state's own snapshot is gone).
+    from_properties: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,8 +97,17 @@ def _props(snap: Snapshot) -> dict[str, str]:
     return {k: v for k, v in summary.additional_properties.items() if k.startswith(PREFIX)}
 
 
+def has_snowberg_snapshot(table: Table, key: str) -> bool:
+    """Does any snapshot on the main branch carry ``key`` (else the properties are the only copy of the state)?"""
+    return any(key in _props(snap) for snap in ancestors(table))
+
+
 def read_state(table: Table | None) -> TableState | None:
-    """The newest snowberg state on the table's main branch (other writers' snapshots are skipped)."""
+    """The newest snowberg state on the table's main branch (other writers' snapshots are skipped).
+
+    When no snapshot on the branch carries a watermark (expired by some
+    engine), the copy in the table properties is used.
+    """
     if table is None:
         return None
     for snap in ancestors(table):
@@ -83,17 +121,53 @@ def read_state(table: Table | None) -> TableState | None:
                 mode=props.get(MODE),
                 timestamp_ms=snap.timestamp_ms,
             )
+    props = property_state(table)
+    current = table.current_snapshot()
+    if WATERMARK in props and current is not None:
+        return TableState(
+            watermark=props[WATERMARK] or None,
+            cursor_kind=props.get(CURSOR_KIND) or None,
+            snapshot_id=current.snapshot_id,
+            run_id=props.get(RUN_ID),
+            mode=props.get(MODE),
+            timestamp_ms=current.timestamp_ms,
+            from_properties=True,
+        )
     return None
 
 
 def find_run_commit(table: Table | None, run_id: str, mode: str, window_high: str | None) -> Snapshot | None:
     """The snapshot this run already committed for this window, if any (retries append nothing)."""
+    return find_commit(table, {RUN_ID: run_id, MODE: mode, WINDOW_HIGH: window_high or ""})
+
+
+def _matches(props: Mapping[str, str], identity: Mapping[str, str]) -> bool:
+    # A missing key and an empty value are the same (older commits wrote "" for "none").
+    return all((props.get(k) or "") == (v or "") for k, v in identity.items())
+
+
+def find_commit(table: Table | None, identity: Mapping[str, str]) -> Snapshot | None:
+    """The commit on the main branch whose summary carries every ``identity`` item, if any.
+
+    A writer names its commit by a few summary keys (a load: run id, mode and
+    window high; a CHANGES backfill: its window). When the snapshots were
+    expired (no snapshot on the branch carries any snowberg key any more), the
+    state copy in the table properties still identifies the last commit; the
+    current snapshot is returned for it. After a rollback older snowberg
+    snapshots remain, so the properties are not consulted.
+    """
     if table is None:
         return None
+    any_snowberg = False
     for snap in ancestors(table):
-        p = _props(snap)
-        if p.get(RUN_ID) == run_id and p.get(MODE) == mode and (p.get(WINDOW_HIGH) or None) == window_high:
+        props = _props(snap)
+        if _matches(props, identity):
             return snap
+        any_snowberg = any_snowberg or any(k in props for k in identity)
+    if not any_snowberg:
+        props = property_state(table)
+        if props and _matches(props, identity):
+            return table.current_snapshot()
     return None
 
 
@@ -156,6 +230,10 @@ def reconcile(key: str, state: TableState | None, variables: VariableStore, tabl
         )
     if mirror_snapshot == state.snapshot_id:
         return "in sync"
+    if state.from_properties and mirror_wm == state.watermark and mirror.get("run_id") == state.run_id:
+        # The mirrored snapshot was expired; the table properties carry the same state.
+        variables.set(key, mirror_value(state))
+        return f"adopted table state (snapshot {mirror_snapshot} was expired; state read from table properties)"
     known = table is not None and table.snapshot_by_id(mirror_snapshot) is not None
     kind = state.cursor_kind
     ahead = False

@@ -1,30 +1,29 @@
 """Load a planned window: extract it from Snowflake and commit it to Iceberg, once.
 
-If this run already committed this window (a retry after the commit),
-nothing is appended. If another run moved the watermark since the plan,
-the load refuses (``ConcurrentCommitError``). The commit asserts the snapshot
-it was built on, and snowberg tables disable pyiceberg's rebase-and-retry,
-so two runs can never both commit the same window.
+The exactly-once rules (already committed? → carry the watermark → base
+check → dry run → nothing new, and the one commit) live in the commit gate,
+``snowberg.iceberg.gate``; this module reads the rows and writes the data
+files between the gate's two halves.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig, WriteMode
 from snowberg.core import faults
 from snowberg.core.progress import Progress
+from snowberg.core.results import LoadResult, Status
 from snowberg.core.window import Window
-from snowberg.iceberg import state
+from snowberg.iceberg import gate
 from snowberg.iceberg.identity import identity_properties
-from snowberg.iceberg.merge import remove_replaced
+from snowberg.iceberg.keys import DuplicateKeyError, KeyCollector, check_keys_not_null
 from snowberg.iceberg.tables import begin_write, load_table_or_none
-from snowberg.load.plan import BACKFILL, FULL_REFRESH, INCREMENTAL, describe_window
+from snowberg.iceberg.write import write_data_files
+from snowberg.load.plan import describe_window
 from snowberg.load.slices import check_same_columns, check_unique_in_source, slice_windows
 from snowberg.mapping.cast import cast_batch
 from snowberg.mapping.rules import MappedColumn, MappingOptions, map_columns
@@ -33,13 +32,10 @@ from snowberg.snowflake.source import SourceQuery, fetch_batches, result_columns
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 
-
-class DuplicateKeyError(ValueError):
-    pass
+__all__ = ["DuplicateKeyError", "LoadResult", "cast_fetched", "key_columns", "load_window", "mapping_options"]
 
 
 def mapping_options(cfg: TableConfig) -> MappingOptions:
@@ -50,74 +46,55 @@ def mapping_options(cfg: TableConfig) -> MappingOptions:
     )
 
 
-@dataclass
-class LoadResult:
-    status: str  # committed | already_committed | nothing_new | dry_run
-    rows: int
-    bytes: int
-    data_files: int
-    snapshot_id: int | None
-    watermark: str | None
-    seconds: float
-    window: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+def key_columns(cfg: TableConfig) -> list[str]:
+    """The key columns every written row must fill (merge tables): checked per batch, before it is written."""
+    return [c.lower() for c in cfg.primary_key] if cfg.effective_write_mode is WriteMode.MERGE else []
 
 
-def _snapshot_props(cfg: TableConfig, w: Window, rows: int) -> dict[str, str]:
-    return {
-        state.WATERMARK: w.new_watermark or "",
-        state.CURSOR_KIND: w.cursor_kind or "",
-        state.RUN_ID: w.run_id,
-        state.MODE: w.mode,
-        state.WINDOW_LOW: w.low or "",
-        state.WINDOW_HIGH: w.high or "",
-        state.ROWS: str(rows),
-        state.VERSION: "1",
-    }
+def stopped(adm: gate.Admission, started: float) -> LoadResult:
+    """The result of a run the gate stopped before any row was read."""
+    w = adm.window
+    return LoadResult(
+        status=adm.status or Status.NOTHING_NEW,
+        snapshot_id=adm.snapshot_id,
+        watermark=w.new_watermark if adm.status is Status.ALREADY_COMMITTED else w.base_watermark,
+        seconds=time.monotonic() - started,
+        window=w.to_dict(),
+        rows_planned=w.rows_in_window,
+    )
 
 
-def load_window(
-    cfg: TableConfig, conn: Any, catalog: Catalog, w: Window, *, logger: logging.Logger | None = None
-) -> LoadResult:
+def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window) -> LoadResult:
     """Extract the planned window and commit it to Iceberg, once."""
-    lg = logger or log
     started = time.monotonic()
     table = load_table_or_none(catalog, cfg)
-    done = state.find_run_commit(table, w.run_id, w.mode, w.high)
-    if done is not None:
-        lg.info("run %s already committed this window in snapshot %s: appending nothing", w.run_id, done.snapshot_id)
-        return LoadResult(
-            "already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()
-        )
-    if w.mode == BACKFILL:
-        w = _carry_watermark(table, w)
-    _check_base(table, w)
-    if w.dry_run:
-        lg.info("dry run: would load %s rows for window %s", w.rows_in_window, describe_window(w))
-        return LoadResult("dry_run", 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict())
-    if w.rows_in_window == 0 and w.mode == INCREMENTAL:
-        lg.info("nothing new in window %s: no query, no data file, no commit", describe_window(w))
-        return LoadResult("nothing_new", 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict())
+    adm = gate.admit(table, w)
+    if not adm.go:
+        return stopped(adm, started)
+    w = adm.window
 
     sq = SourceQuery(cfg)
     parts = slice_windows(w)  # [w] unless plan_slices cut a large window by cursor value
+    merging = gate.merges(cfg, w)
     # A sliced first load replaces nothing: check key uniqueness in Snowflake instead of holding every key.
-    sliced_first_load = len(parts) > 1 and _merges(cfg, w) and (table is None or table.current_snapshot() is None)
+    sliced_first_load = len(parts) > 1 and merging and (table is None or table.current_snapshot() is None)
     if sliced_first_load:
         check_unique_in_source(cfg, conn, w)
+    # Every row the plan saw is at or below the previous watermark: the window only re-reads the
+    # lookback and NULL cursors. Hold those rows and write nothing if the lake has them all.
+    recheck = len(parts) == 1 and gate.rereads_only(w)
     sql, params = sq.extract_sql(parts[0])
     opts = mapping_options(cfg)
+    must_have_keys = key_columns(cfg)
     cur = conn.cursor()
     try:
-        lg.info("extracting %s%s", describe_window(w), f" in {len(parts)} slices" if len(parts) > 1 else "")
+        log.info("extracting %s%s", describe_window(w), f" in {len(parts)} slices" if len(parts) > 1 else "")
         cur.execute(sql, params)
         source_columns = result_columns(cur)
         columns = map_columns(source_columns, opts)
         table, tx, target_schema, schema_changed = begin_write(catalog, cfg, table, columns)
-        progress = Progress(f"{cfg.name}: fetched", lg)
-        keys = KeyCollector(cfg) if _merges(cfg, w) and not sliced_first_load else None
+        progress = Progress(f"{cfg.name}: fetched", log)
+        keys = KeyCollector(cfg.primary_key, cfg.name) if merging and not sliced_first_load else None
 
         def batches(i: int) -> Iterator[pa.RecordBatch]:
             if i:  # each further slice is its own query, run once the previous one is written
@@ -126,72 +103,67 @@ def load_window(
                 check_same_columns(source_columns, result_columns(cur), f"{cfg.name} slice {i + 1}/{len(parts)}")
             for raw in fetch_batches(cur):
                 b = cast_batch(raw, columns, target_schema, opts)
+                check_keys_not_null(b, must_have_keys, cfg.name)  # before the batch reaches a data file
                 if keys is not None:
                     keys.add(b)
                 progress.add(b.num_rows, b.nbytes)
                 yield b
 
+        sources: list[Iterator[pa.RecordBatch]] = [batches(i) for i in range(len(parts))]
+        if recheck and not schema_changed:
+            import pyarrow as pa
+
+            held = list(sources[0])
+            if gate.holds_rows(table, w, pa.Table.from_batches(held, target_schema), keys=key_columns(cfg)):
+                log.info(
+                    "%s: the %s rows re-read by the lookback are all in the lake already: no data file, no commit",
+                    cfg.name,
+                    f"{progress.rows:,}",
+                )
+                return stopped(gate.Admission(window=w, status=Status.NOTHING_NEW), started)
+            sources = [iter(held)]
         # One write per slice: memory is bounded by the slice, not the window.
-        data_files = [
-            f
-            for i in range(len(parts))
-            for f in _write_data_files(table, tx, target_schema, batches(i), cfg.batch_rows)
-        ]
+        data_files = [f for src in sources for f in write_data_files(table, tx, target_schema, src, cfg.batch_rows)]
     finally:
         cur.close()
-    lg.info("%s: %s", cfg.name, progress.summary())
+    log.info("%s: %s", cfg.name, progress.summary())
     faults.crash_point("after_extract")
 
-    if progress.rows == 0 and w.mode == INCREMENTAL and not schema_changed:
-        lg.info("window held no rows at extract time: no commit")
-        return LoadResult("nothing_new", 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict())
+    if progress.rows == 0 and w.mode == gate.INCREMENTAL and not schema_changed:
+        log.info("window held no rows at extract time: no commit")
+        return stopped(gate.Admission(window=w, status=Status.NOTHING_NEW), started)
 
-    snap = commit_window(tx, cfg, w, keys, data_files, progress.rows, lg)
-    return LoadResult(
-        "committed",
-        progress.rows,
-        progress.bytes,
-        len(data_files),
-        snap.snapshot_id,
-        w.new_watermark,
-        time.monotonic() - started,
-        w.to_dict(),
+    counts = gate.run_counts(cfg.name, w, extracted=progress.rows, committed=progress.rows)
+    replaced = gate.replaced_by_window(cfg, w, keys, tx.table_metadata.current_snapshot() is not None)
+    snap = gate.commit(
+        table,
+        tx,
+        state_props=gate.window_state(w),
+        summary=counts,
+        replaced=replaced,
+        data_files=data_files,
+        properties=identity_properties(cfg),
     )
-
-
-def commit_window(
-    tx: Any,
-    cfg: TableConfig,
-    w: Window,
-    keys: KeyCollector | None,
-    data_files: list[Any] | Any,
-    rows: int,
-    lg: logging.Logger,
-) -> Any:
-    """The one commit of a run: what the rows replace (iceberg/merge.py), the new data files, the state.
-
-    Shared by the single-task load, the mapped slices and the push-down unload.
-    """
-    props = _snapshot_props(cfg, w, rows)
-    tx.set_properties(identity_properties(cfg))  # record what the table is loaded with (iceberg/identity.py)
-    remove_replaced(tx, cfg, w, keys, props)
-    with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
-        for f in data_files:
-            fa.append_data_file(f)
-    faults.crash_point("before_commit")
-    committed = tx.commit_transaction()
-    faults.crash_point("after_commit")
-    snap = committed.current_snapshot()
-    assert snap is not None
-    lg.info(
+    log.info(
         "%s: committed snapshot %s: %s rows in %d data files, watermark %s",
         cfg.name,
         snap.snapshot_id,
-        f"{rows:,}",
+        f"{progress.rows:,}",
         len(data_files),
         w.new_watermark,
     )
-    return snap
+    return LoadResult(
+        status=Status.COMMITTED,
+        rows=progress.rows,
+        bytes=progress.bytes,
+        data_files=len(data_files),
+        snapshot_id=snap.snapshot_id,
+        watermark=w.new_watermark,
+        seconds=time.monotonic() - started,
+        window=w.to_dict(),
+        rows_planned=w.rows_in_window,
+        rows_extracted=progress.rows,
+    )
 
 
 def cast_fetched(
@@ -202,109 +174,3 @@ def cast_fetched(
         b = cast_batch(raw, columns, schema, opts)
         progress.add(b.num_rows, b.nbytes)
         yield b
-
-
-def _merges(cfg: TableConfig, w: Window) -> bool:
-    return cfg.effective_write_mode is WriteMode.MERGE and w.mode != FULL_REFRESH
-
-
-def _carry_watermark(table: Table | None, w: Window) -> Window:
-    """A backfill records the table's watermark as it is now, not as it was at plan time.
-
-    Backfill runs do not count toward a DAG's max_active_runs, so an
-    incremental run may commit between a backfill's plan and its load. The
-    backfill must then neither fail nor put the old watermark back: it carries
-    the current one. Its commit still asserts the snapshot read here.
-    """
-    st = state.read_state(table)
-    now_wm = st.watermark if st else None
-    if now_wm == w.base_watermark:
-        return w
-    d = w.to_dict()
-    d.update(base_watermark=now_wm, new_watermark=now_wm, base_snapshot_id=st.snapshot_id if st else None)
-    return Window.from_dict(d)
-
-
-def _check_base(table: Table | None, w: Window) -> None:
-    """Refuse when another run moved the watermark since this window was planned.
-
-    A backfill commit does not move the watermark, so an incremental run
-    planned before it still loads (on top of it); two incremental runs of
-    the same window cannot both pass this check and the commit assertion.
-    """
-    st = state.read_state(table)
-    now_wm = st.watermark if st else None
-    if now_wm != w.base_watermark:
-        raise state.ConcurrentCommitError(
-            f"the table's watermark moved from {w.base_watermark!r} to {now_wm!r} since run {w.run_id} was planned "
-            f"(committed by run {st.run_id if st else None!r}); re-plan the run"
-        )
-
-
-class KeyCollector:
-    """Primary-key values of the rows being loaded (for the merge delete)."""
-
-    def __init__(self, cfg: TableConfig) -> None:
-        self.columns = [c.lower() for c in cfg.primary_key]
-        self.chunks: list[pa.Table] = []
-
-    def add(self, batch: pa.RecordBatch) -> None:
-        import pyarrow as pa
-
-        self.chunks.append(pa.Table.from_batches([batch]).select(self.columns))
-
-    def table(self) -> pa.Table:
-        import pyarrow as pa
-
-        return pa.concat_tables(self.chunks) if self.chunks else pa.table({c: [] for c in self.columns})
-
-    def check_unique(self) -> pa.Table:
-        t = self.table()
-        grouped = t.group_by(self.columns).aggregate([([], "count_all")])
-        if grouped.num_rows != t.num_rows:
-            import pyarrow.compute as pc
-
-            dup = grouped.filter(pc.greater(grouped["count_all"], 1)).slice(0, 3).to_pylist()
-            raise DuplicateKeyError(
-                f"primary key {self.columns} is not unique in the window (e.g. {dup}); nothing was written. "
-                "Fix primary_key in the config or de-duplicate in a custom query."
-            )
-        return t
-
-
-def _write_data_files(
-    table: Table, tx: Any, schema: pa.Schema, batches: Iterator[pa.RecordBatch], batch_rows: int
-) -> Iterator[Any]:
-    """Write Parquet data files for the transaction, in bounded memory.
-
-    We call pyiceberg's ``_dataframe_to_data_files`` (the function behind
-    ``Table.append``) instead of ``append`` itself because ``append`` makes one
-    snapshot per call and cannot stream into a partitioned table; a run must be
-    a single snapshot whatever the table's partitioning, with memory bounded
-    by ``batch_rows``.
-    """
-    import pyarrow as pa
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
-
-    write_uuid = uuid.uuid4()
-    import itertools
-
-    counter = itertools.count(0)
-    if tx.table_metadata.spec().is_unpartitioned():
-        reader = pa.RecordBatchReader.from_batches(schema, batches)
-        yield from _dataframe_to_data_files(tx.table_metadata, reader, table.io, write_uuid=write_uuid, counter=counter)
-        return
-    buf: list[pa.RecordBatch] = []
-    n = 0
-    for b in batches:
-        buf.append(b)
-        n += b.num_rows
-        if n >= batch_rows:
-            yield from _dataframe_to_data_files(
-                tx.table_metadata, pa.Table.from_batches(buf, schema), table.io, write_uuid=write_uuid, counter=counter
-            )
-            buf, n = [], 0
-    if buf:
-        yield from _dataframe_to_data_files(
-            tx.table_metadata, pa.Table.from_batches(buf, schema), table.io, write_uuid=write_uuid, counter=counter
-        )

@@ -24,11 +24,8 @@ def publish(
     catalog: Catalog,
     w: Window,
     variables: state.VariableStore,
-    *,
-    logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
     """Read the commit back, then mirror the watermark into the Variable."""
-    lg = logger or log
     faults.crash_point("before_publish")
     table = load_table_or_none(catalog, cfg)
     st = state.read_state(table)
@@ -47,7 +44,7 @@ def publish(
         "variable_action": action,
         "mode": w.mode,
     }
-    lg.info(
+    log.info(
         "%s: rows loaded %s, snapshot id %s, watermark %s (Variable %s: %s)",
         cfg.target,
         summary["rows_loaded"],

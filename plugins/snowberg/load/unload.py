@@ -34,6 +34,7 @@ When to use which path: see docs/performance.md.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import time
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from snowberg.config.table_config import TableConfig
 from snowberg.core.identifiers import TableName
 from snowberg.core.window import Window
+from snowberg.iceberg.identity import identity_properties
 from snowberg.snowflake.source import SourceQuery
 
 if TYPE_CHECKING:
@@ -93,19 +95,30 @@ class UnloadTarget:
         if not 1_000_000 <= self.max_file_size <= 5 * 1024**3:
             raise ValueError("max_file_size must be between 1 MB and 5 GB")
 
-    def run_path(self, cfg: TableConfig, run_id: str) -> str:
-        """The folder of one run's files, relative to the stage (deterministic: a retry clears and reuses it)."""
-        safe_run = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id)[:100]
-        return f"{self.prefix}/{cfg.name}/{safe_run}"
+    def run_path(self, cfg: TableConfig, run_id: str, try_number: int = 1) -> str:
+        """The folder of one attempt's files, relative to the stage.
 
-    def stage_location(self, cfg: TableConfig, run_id: str) -> str:
-        return f"@{TableName.parse(self.stage).quoted()}/{self.run_path(cfg, run_id)}/"
+        Keyed by a hash of the WHOLE run id (a readable prefix is kept for
+        people) and by the try number: two runs whose ids share a long prefix,
+        or a cleared run's new try, never write into (or clear) a folder whose
+        files an earlier attempt may have registered.
+        """
+        digest = hashlib.sha256(run_id.encode()).hexdigest()[:16]
+        readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id)[:60]
+        return f"{self.prefix}/{cfg.name}/{readable}-{digest}/try-{int(try_number)}"
 
-    def lake_path(self, cfg: TableConfig, run_id: str, file_name: str) -> str:
+    def stage_location(self, cfg: TableConfig, run_id: str, try_number: int = 1) -> str:
+        return f"@{TableName.parse(self.stage).quoted()}/{self.run_path(cfg, run_id, try_number)}/"
+
+    def lake_folder(self, cfg: TableConfig, run_id: str, try_number: int = 1) -> str:
+        """The attempt's folder as the lake's FileIO addresses it."""
+        return f"{self.stage_url.rstrip('/')}/{self.run_path(cfg, run_id, try_number)}/"
+
+    def lake_path(self, cfg: TableConfig, run_id: str, file_name: str, try_number: int = 1) -> str:
         name = file_name.lstrip("/")
         if ".." in name.split("/"):
             raise UnloadError(f"unexpected file name from COPY: {file_name!r}")
-        return f"{self.stage_url.rstrip('/')}/{self.run_path(cfg, run_id)}/{name}"
+        return self.lake_folder(cfg, run_id, try_number) + name
 
 
 @dataclass(frozen=True)
@@ -179,7 +192,7 @@ def partition_by_sql(cfg: TableConfig, columns: Sequence[MappedColumn]) -> str |
 
 
 def copy_sql(
-    cfg: TableConfig, w: Window, columns: Sequence[MappedColumn], target: UnloadTarget
+    cfg: TableConfig, w: Window, columns: Sequence[MappedColumn], target: UnloadTarget, try_number: int = 1
 ) -> tuple[str, dict[str, Any]]:
     """The COPY INTO <location> statement for one window, and its bind parameters (the window's bounds)."""
     sq = SourceQuery(cfg)
@@ -187,7 +200,7 @@ def copy_sql(
     projection = ", ".join(column_expression(c, cfg) for c in columns)
     partition = partition_by_sql(cfg, columns)
     # Identifiers are validated and quoted, the stage path is validated, the window's bounds are bind parameters.
-    head = f"COPY INTO {target.stage_location(cfg, w.run_id)} "
+    head = f"COPY INTO {target.stage_location(cfg, w.run_id, try_number)} "
     query = f"(SELECT {projection} FROM {sq.from_clause} WHERE {where})"  # noqa: S608
     partition_clause = f"PARTITION BY ({partition}) " if partition else ""
     options = (
@@ -201,9 +214,30 @@ def copy_sql(
 SESSION_SQL = "ALTER SESSION SET ENABLE_UNLOAD_PHYSICAL_TYPE_OPTIMIZATION = FALSE"
 
 
-def remove_sql(cfg: TableConfig, target: UnloadTarget, run_id: str) -> str:
-    """Clear a failed attempt's files of this run (never registered: the run has no commit)."""
-    return f"REMOVE {target.stage_location(cfg, run_id)}"
+def remove_sql(cfg: TableConfig, target: UnloadTarget, run_id: str, try_number: int = 1) -> str:
+    """Clear a failed attempt's files (checked first: no snapshot references any of them)."""
+    return f"REMOVE {target.stage_location(cfg, run_id, try_number)}"
+
+
+def files_referenced_under(table: Table | None, folder: str) -> set[str]:
+    """Data files under ``folder`` that ANY snapshot of the table references (not only the current one).
+
+    A file an older snapshot references is still needed for time travel and
+    rollback; removing it would break them.
+    """
+    if table is None:
+        return set()
+    found: set[str] = set()
+    seen: set[str] = set()
+    for snap in table.snapshots():
+        for manifest in snap.manifests(table.io):
+            if manifest.manifest_path in seen:
+                continue
+            seen.add(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                if entry.data_file.file_path.startswith(folder):
+                    found.add(entry.data_file.file_path)
+    return found
 
 
 def parse_copy_output(rows: Sequence[Sequence[Any]], description: Sequence[Any] | None = None) -> list[UnloadedFile]:
@@ -310,43 +344,36 @@ def register_files(
     paths: Sequence[str],
     *,
     expected_rows: int | None = None,
-    logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
     """Register Parquet files already in the lake as the window's rows: one commit, exactly once."""
-    from snowberg.core import faults
-    from snowberg.iceberg import state
-    from snowberg.iceberg.merge import remove_replaced
+    from snowberg.core.results import LoadResult, Status
+    from snowberg.iceberg import gate
     from snowberg.iceberg.tables import load_table_or_none
-    from snowberg.load.extract import LoadResult, _carry_watermark, _check_base, _snapshot_props
-    from snowberg.load.plan import BACKFILL
+    from snowberg.load.extract import stopped
 
-    lg = logger or log
     started = time.monotonic()
     table = load_table_or_none(catalog, cfg)
     if table is None:
         raise UnloadError(f"table {cfg.target} does not exist; unload_window creates it before unloading")
-    done = state.find_run_commit(table, w.run_id, w.mode, w.high)
-    if done is not None:
-        lg.info("run %s already committed this window in snapshot %s: registering nothing", w.run_id, done.snapshot_id)
-        return LoadResult(
-            "already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()
-        ).to_dict()
-    if w.mode == BACKFILL:
-        w = _carry_watermark(table, w)
-    _check_base(table, w)
+    adm = gate.admit(table, w)
+    if adm.status is Status.ALREADY_COMMITTED:
+        return stopped(adm, started).to_dict()
+    w = adm.window
     _check_push_down_allowed(cfg, table, w)
     paths = list(paths)
     rows = check_files(table, paths, expected_rows)
-    props = _snapshot_props(cfg, w, rows)
-    tx = table.transaction()
-    remove_replaced(tx, cfg, w, None, props)
-    tx.add_files(file_paths=paths, snapshot_properties=props, check_duplicate_files=True)
-    faults.crash_point("before_commit")
-    committed = tx.commit_transaction()
-    faults.crash_point("after_commit")
-    snap = committed.current_snapshot()
-    assert snap is not None
-    lg.info(
+    counts = gate.run_counts(cfg.name, w, extracted=expected_rows, committed=rows)
+    replaced = gate.replaced_by_window(cfg, w, None, table.current_snapshot() is not None)
+    snap = gate.commit(
+        table,
+        table.transaction(),
+        state_props=gate.window_state(w),
+        summary=counts,
+        replaced=replaced,
+        properties=identity_properties(cfg),
+        file_paths=paths,
+    )
+    log.info(
         "%s: registered %d unloaded files (%s rows) in snapshot %s, watermark %s",
         cfg.name,
         len(paths),
@@ -355,15 +382,23 @@ def register_files(
         w.new_watermark,
     )
     return LoadResult(
-        "committed", rows, 0, len(paths), snap.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()
+        status=Status.COMMITTED,
+        rows=rows,
+        data_files=len(paths),
+        snapshot_id=snap.snapshot_id,
+        watermark=w.new_watermark,
+        seconds=time.monotonic() - started,
+        window=w.to_dict(),
+        rows_planned=w.rows_in_window,
+        rows_extracted=expected_rows,
     ).to_dict()
 
 
 def _check_push_down_allowed(cfg: TableConfig, table: Table, w: Window) -> None:
     """Merges need the keys of every unloaded row; push-down reads no rows, so it only loads what replaces nothing."""
-    from snowberg.load.extract import _merges
+    from snowberg.iceberg import gate
 
-    if _merges(cfg, w) and table.current_snapshot() is not None:
+    if gate.merges(cfg, w) and table.current_snapshot() is not None:
         raise UnloadError(
             f"table {cfg.name!r} merges on {cfg.primary_key} and already holds data: a push-down unload cannot "
             "replace earlier versions of keys without reading them. Use push-down for the initial load or a "
@@ -378,35 +413,30 @@ def unload_window(
     w: Window,
     target: UnloadTarget,
     *,
-    logger: logging.Logger | None = None,
+    try_number: int = 1,
 ) -> dict[str, Any]:
-    """Unload the window with COPY INTO the stage, then register the files in one commit."""
-    from snowberg.iceberg import state
+    """Unload the window with COPY INTO the stage, then register the files in one commit.
+
+    ``try_number``: the task's try (Airflow's ``ti.try_number``); each try
+    unloads into its own folder, so a retry never clears files of another.
+    """
+    from snowberg.iceberg import gate
     from snowberg.iceberg.tables import apply_schema_changes, create_table, load_table_or_none, plan_schema_changes
-    from snowberg.load.extract import LoadResult, _carry_watermark, _check_base, mapping_options
-    from snowberg.load.plan import BACKFILL, INCREMENTAL, describe_window
+    from snowberg.load.extract import mapping_options, stopped
+    from snowberg.load.plan import describe_window
     from snowberg.mapping.rules import map_columns
     from snowberg.snowflake.source import result_columns
 
-    lg = logger or log
     started = time.monotonic()
     table = load_table_or_none(catalog, cfg)
-    done = state.find_run_commit(table, w.run_id, w.mode, w.high)
-    if done is not None:
-        lg.info("run %s already committed this window in snapshot %s: unloading nothing", w.run_id, done.snapshot_id)
-        return LoadResult(
-            "already_committed", 0, 0, 0, done.snapshot_id, w.new_watermark, time.monotonic() - started, w.to_dict()
-        ).to_dict()
-    if w.mode == BACKFILL:
-        w = _carry_watermark(table, w)
-    _check_base(table, w)
-    if w.dry_run or (w.rows_in_window == 0 and w.mode == INCREMENTAL):
-        lg.info("%s: nothing to unload for window %s", "dry run" if w.dry_run else "nothing new", describe_window(w))
-        status = "dry_run" if w.dry_run else "nothing_new"
-        return LoadResult(status, 0, 0, 0, None, w.base_watermark, time.monotonic() - started, w.to_dict()).to_dict()
+    adm = gate.admit(table, w)
+    if not adm.go:
+        return stopped(adm, started).to_dict()
+    w = adm.window
     if table is not None:
         _check_push_down_allowed(cfg, table, w)
 
+    folder = target.lake_folder(cfg, w.run_id, try_number)
     sq = SourceQuery(cfg)
     cur = conn.cursor()
     try:
@@ -419,21 +449,27 @@ def unload_window(
             tx = table.transaction()
             apply_schema_changes(tx, add, widen)
             table = tx.commit_transaction()
+        referenced = files_referenced_under(table, folder)
+        if referenced:
+            raise UnloadError(
+                f"{len(referenced)} file(s) in the unload folder {folder} are referenced by snapshots of "
+                f"{cfg.target} (e.g. {sorted(referenced)[0][-80:]}); refusing to clear it. Nothing was removed."
+            )
         cur.execute(SESSION_SQL)
-        cur.execute(remove_sql(cfg, target, w.run_id))
-        sql, params = copy_sql(cfg, w, columns, target)
-        lg.info("unloading %s to %s", describe_window(w), target.stage_location(cfg, w.run_id))
+        cur.execute(remove_sql(cfg, target, w.run_id, try_number))
+        sql, params = copy_sql(cfg, w, columns, target, try_number)
+        log.info("unloading %s to %s", describe_window(w), target.stage_location(cfg, w.run_id, try_number))
         cur.execute(sql, params)
         files = parse_copy_output(cur.fetchall(), cur.description)
     finally:
         cur.close()
     expected = sum(f.rows for f in files)
-    lg.info(
+    log.info(
         "%s: Snowflake unloaded %d files, %s rows, %.1f MB",
         cfg.name,
         len(files),
         f"{expected:,}",
         sum(f.size for f in files) / 1e6,
     )
-    paths = [target.lake_path(cfg, w.run_id, f.name) for f in files if f.rows > 0]
-    return register_files(cfg, catalog, w, paths, expected_rows=expected, logger=lg)
+    paths = [target.lake_path(cfg, w.run_id, f.name, try_number) for f in files if f.rows > 0]
+    return register_files(cfg, catalog, w, paths, expected_rows=expected)

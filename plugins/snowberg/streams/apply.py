@@ -24,16 +24,16 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import date, datetime
-from datetime import time as dtime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig
-from snowberg.core import faults
 from snowberg.core.progress import Progress
+from snowberg.iceberg import gate
 from snowberg.iceberg import state as core_state
+from snowberg.iceberg.keys import DuplicateKeyError, NullKeyError, key_filter
 from snowberg.iceberg.tables import begin_write, load_table_or_none
-from snowberg.load.extract import _write_data_files, cast_fetched, mapping_options
+from snowberg.iceberg.write import write_data_files
+from snowberg.load.extract import cast_fetched, mapping_options
 from snowberg.mapping.cast import cast_array
 from snowberg.mapping.rules import MappedColumn, MappingOptions, map_columns
 from snowberg.snowflake.source import fetch_batches, result_columns
@@ -101,7 +101,7 @@ def source_columns(conn: Any, stream: StreamSource) -> list[str]:
     return [c.name for c in describe(conn, S.describe_table_sql(stream.staging_name)) if c.name not in S.META_NAMES]
 
 
-def _stored_key(conn_columns: Sequence[str], key: Sequence[str]) -> list[str]:
+def stored_key(conn_columns: Sequence[str], key: Sequence[str]) -> list[str]:
     by_upper = {c.upper(): c for c in conn_columns}
     out = []
     for k in key:
@@ -111,23 +111,31 @@ def _stored_key(conn_columns: Sequence[str], key: Sequence[str]) -> list[str]:
     return out
 
 
-def _literal(v: Any) -> Any:
-    if isinstance(v, (datetime, date, dtime)):
-        return v.isoformat()
-    return v
-
-
-def _key_filter(keys: pa.Table) -> Any:
-    from pyiceberg import expressions as ex
-
-    # pyiceberg's predicates are pydantic models whose constructors mypy misreads.
-    in_, eq = cast(Any, ex.In), cast(Any, ex.EqualTo)
-    And, Or = ex.And, ex.Or
-    names = keys.column_names
-    if len(names) == 1:
-        return in_(names[0], {_literal(v) for v in keys.column(0).to_pylist()})
-    terms = [And(*[eq(k, _literal(v)) for k, v in row.items()]) for row in keys.to_pylist()]
-    return terms[0] if len(terms) == 1 else Or(*terms)
+def check_staged_keys(conn: Any, stream: StreamSource, key: Sequence[str], low: int, high: int, name: str) -> None:
+    """Refuse the range before anything is written: NULL key values, or one key inserted twice in one batch."""
+    cur = conn.cursor()
+    try:
+        cur.execute(S.null_keys_sql(stream.staging_name, key), {"low": low, "high": high})
+        nulls = cur.fetchone() or ()
+        for k, n in zip(key, nulls, strict=False):
+            if n:
+                raise NullKeyError(
+                    f"table {name!r}: {int(n):,} staged change(s) of batches ({low}, {high}] have NULL in primary-key "
+                    f"column {k!r}; such a change cannot be applied by key. Nothing was written. Fix the source rows, "
+                    "and trigger a run with recover_stale_stream=true (a full refresh supersedes the staged batch)."
+                )
+        cur.execute(S.duplicate_inserts_sql(stream.staging_name, key), {"low": low, "high": high})
+        dup = cur.fetchall()
+    finally:
+        cur.close()
+    if dup:
+        shown = [tuple(r[1:-1]) for r in dup]
+        raise DuplicateKeyError(
+            f"table {name!r}: primary key {list(key)} has two live rows in one stream batch (batch "
+            f"{dup[0][0]}, e.g. {shown}); keeping one would silently drop the other. Nothing was written. "
+            "Make the key unique in the source (or fix primary_key), then trigger a run with "
+            "recover_stale_stream=true: it re-reads the table as a full refresh that supersedes the staged batch."
+        )
 
 
 def _read_keys(
@@ -164,9 +172,9 @@ def _state_props(
         core_state.RUN_ID: run_id,
         core_state.MODE: cp.MODE_STREAM,
         core_state.VERSION: "1",
+        # Always present (maybe empty), so the table-property copy never keeps an older generation.
+        cp.GENERATION: generation or "",
     }
-    if generation:
-        props[cp.GENERATION] = generation
     return props
 
 
@@ -188,15 +196,13 @@ def load_batches(
     *,
     run_id: str,
     through_batch_id: int | None,
-    logger: logging.Logger | None = None,
 ) -> ApplyResult:
     """Apply staged batches ``(committed, through]`` to the target (and the changelog), once."""
-    lg = logger or log
     started = time.monotonic()
     key = check_keys(cfg, stream)
     table = load_table_or_none(catalog, cfg)
     committed = cp.committed_batch(table)
-    changelog_cfg = _changelog_config(cfg, stream)
+    changelog_cfg = changelog_config(cfg, stream)
     changelog = load_table_or_none(catalog, changelog_cfg) if changelog_cfg else None
     changelog_committed = cp.committed_batch(changelog) if changelog_cfg else None
     low_all = min(committed, changelog_committed) if changelog_committed is not None else committed
@@ -208,9 +214,9 @@ def load_batches(
     result = ApplyResult("already_committed", committed, through, [], False, 0, 0, None, 0, None, 0.0)
     if through > committed:
         pending = [p for p in pending_all if committed < p.batch_id <= through]
-        result = _apply_target(cfg, stream, conn, catalog, table, key, committed, through, pending, run_id, lg)
+        result = _apply_target(cfg, stream, conn, catalog, table, key, committed, through, pending, run_id)
     else:
-        lg.info(
+        log.info(
             "%s: batches up to %d are already in the table (batch id %d): nothing to apply",
             cfg.target,
             through,
@@ -219,7 +225,7 @@ def load_batches(
     if changelog_cfg is not None and changelog_committed is not None and through > changelog_committed:
         pending = [p for p in pending_all if changelog_committed < p.batch_id <= through]
         n, snap = _apply_changelog(
-            cfg, changelog_cfg, stream, conn, catalog, changelog, changelog_committed, through, pending, run_id, lg
+            cfg, changelog_cfg, stream, conn, catalog, changelog, changelog_committed, through, pending, run_id
         )
         result.changelog_rows, result.changelog_snapshot_id = n, snap
     result.seconds = time.monotonic() - started
@@ -237,68 +243,68 @@ def _apply_target(
     through: int,
     pending: list[Pending],
     run_id: str,
-    lg: logging.Logger,
 ) -> ApplyResult:
     started = time.monotonic()
     if not pending:
-        lg.info("%s: no staged rows in batches (%d, %d]: no commit", cfg.target, committed, through)
+        log.info("%s: no staged rows in batches (%d, %d]: no commit", cfg.target, committed, through)
         return ApplyResult("nothing_staged", committed, through, [], False, 0, 0, None, 0, None, 0.0)
     refreshes = [p.batch_id for p in pending if p.refresh]
     low = committed
     refresh = bool(refreshes)
     if refresh:
         low = max(refreshes) - 1
-        lg.info(
+        log.info(
             "%s: batch %d is a full refresh (new stream generation): replacing the table", cfg.target, max(refreshes)
         )
     applied = [p for p in pending if p.batch_id > low]
     opts = mapping_options(cfg)
     columns = source_columns(conn, stream)
-    key = _stored_key(columns, key)
+    key = stored_key(columns, key)
     params = {"low": low, "high": through}
+    if key:
+        check_staged_keys(conn, stream, key, low, through, cfg.name)
 
     cur = conn.cursor()
     try:
         cur.execute(S.final_rows_sql(stream.staging_name, columns, key), params)
         mapped = map_columns(result_columns(cur), opts)
         table, tx, target, _ = begin_write(catalog, cfg, table, mapped)
-        progress = Progress(f"{cfg.name}: staged rows", lg)
+        progress = Progress(f"{cfg.name}: staged rows", log)
 
         data_files = list(
-            _write_data_files(table, tx, target, cast_fetched(cur, mapped, target, opts, progress), cfg.batch_rows)
+            write_data_files(table, tx, target, cast_fetched(cur, mapped, target, opts, progress), cfg.batch_rows)
         )
     finally:
         cur.close()
 
     generation = _staged_generation(conn, stream, through)
-    props = _state_props(run_id, stream, applied, through, refresh, generation)
+    state_props = _state_props(run_id, stream, applied, through, refresh, generation)
     deleted = 0
-    has_rows = tx.table_metadata.current_snapshot() is not None
+    replaced: Any = None
     if refresh:
         from pyiceberg.expressions import AlwaysTrue
 
-        if has_rows:
-            tx.delete(delete_filter=AlwaysTrue(), snapshot_properties=props)
+        replaced = AlwaysTrue()
     elif key:
         keys = _read_keys(conn, stream, key, low, through, target, opts)
         deleted = keys.num_rows
-        if deleted and has_rows:
-            tx.delete(delete_filter=_key_filter(keys), snapshot_properties=props)
-    props[cp.DELETED_KEYS] = str(deleted)
-    props[core_state.ROWS] = str(progress.rows)
-    with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
-        for f in data_files:
-            fa.append_data_file(f)
-    faults.crash_point("stream_during_write")
-    committed_table = tx.commit_transaction()
-    faults.crash_point("stream_after_commit")
-    snap = committed_table.current_snapshot()
-    assert snap is not None
-    lg.info(
+        if deleted:
+            replaced = key_filter(keys)
+    summary = {cp.DELETED_KEYS: str(deleted), core_state.ROWS: str(progress.rows)}
+    snap = gate.commit(
+        table,
+        tx,
+        state_props=state_props,
+        summary=summary,
+        replaced=replaced,
+        data_files=data_files,
+        crash_points=("stream_during_write", "stream_after_commit"),
+    )
+    log.info(
         "%s: committed snapshot %s: batches %s, %s rows appended, %d keys deleted%s",
         cfg.target,
         snap.snapshot_id,
-        props[cp.BATCHES],
+        state_props[cp.BATCHES],
         f"{progress.rows:,}",
         deleted,
         " (full refresh)" if refresh else "",
@@ -318,7 +324,7 @@ def _apply_target(
     )
 
 
-def _changelog_config(cfg: TableConfig, stream: StreamSource) -> TableConfig | None:
+def changelog_config(cfg: TableConfig, stream: StreamSource) -> TableConfig | None:
     if not stream.changelog_target:
         return None
     return cfg.model_copy(
@@ -343,7 +349,6 @@ def _apply_changelog(
     through: int,
     pending: list[Pending],
     run_id: str,
-    lg: logging.Logger,
 ) -> tuple[int, int | None]:
     if not pending:
         return 0, None
@@ -359,33 +364,36 @@ def _apply_changelog(
         cur.execute(S.changelog_rows_sql(stream.staging_name, columns), {"low": committed, "high": through})
         mapped: list[MappedColumn] = map_columns(result_columns(cur), opts)
         table, tx, target, _ = begin_write(catalog, ccfg, table, mapped)
-        progress = Progress(f"{ccfg.target}: changes", lg)
+        progress = Progress(f"{ccfg.target}: changes", log)
 
         data_files = list(
-            _write_data_files(table, tx, target, cast_fetched(cur, mapped, target, opts, progress), cfg.batch_rows)
+            write_data_files(table, tx, target, cast_fetched(cur, mapped, target, opts, progress), cfg.batch_rows)
         )
     finally:
         cur.close()
-    props = _state_props(run_id, stream, pending, through, False, _staged_generation(conn, stream, through))
-    props[core_state.ROWS] = str(progress.rows)
-    with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
-        for f in data_files:
-            fa.append_data_file(f)
-    snap = tx.commit_transaction().current_snapshot()
-    lg.info(
+    state_props = _state_props(run_id, stream, pending, through, False, _staged_generation(conn, stream, through))
+    snap = gate.commit(
+        table,
+        tx,
+        state_props=state_props,
+        summary={core_state.ROWS: str(progress.rows)},
+        data_files=data_files,
+        crash_points=None,
+    )
+    log.info(
         "%s: changelog commit %s: %s changes of batches %s",
         ccfg.target,
-        snap.snapshot_id if snap else None,
+        snap.snapshot_id,
         f"{progress.rows:,}",
-        props[cp.BATCHES],
+        state_props[cp.BATCHES],
     )
-    return progress.rows, snap.snapshot_id if snap else None
+    return progress.rows, snap.snapshot_id
 
 
 def committed_through(cfg: TableConfig, stream: StreamSource, catalog: Catalog) -> int:
     """The batch id every target has committed (read back from the tables themselves)."""
     through = cp.committed_batch(load_table_or_none(catalog, cfg))
-    ccfg = _changelog_config(cfg, stream)
+    ccfg = changelog_config(cfg, stream)
     if ccfg is not None:
         through = min(through, cp.committed_batch(load_table_or_none(catalog, ccfg)))
     return through

@@ -28,15 +28,18 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig
+from snowberg.iceberg import gate
 from snowberg.iceberg import state as core_state
+from snowberg.iceberg.keys import DuplicateKeyError, check_keys_not_null, key_filter
 from snowberg.iceberg.tables import begin_write, load_table_or_none
-from snowberg.load.extract import _write_data_files, mapping_options
+from snowberg.iceberg.write import write_data_files
+from snowberg.load.extract import mapping_options
 from snowberg.mapping.cast import cast_batch
 from snowberg.mapping.rules import MappingOptions, map_columns
 from snowberg.snowflake.source import fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp
 from snowberg.streams import sql as S
-from snowberg.streams.apply import _changelog_config, _key_filter, _stored_key, check_keys
+from snowberg.streams.apply import changelog_config, check_keys, stored_key
 from snowberg.streams.errors import StreamConfigError, StreamError
 from snowberg.streams.settings import StreamSource
 from snowberg.streams.staging import describe
@@ -75,8 +78,14 @@ def read_changes(conn: Any, table: Any, *, start: datetime, end: datetime | None
     return pa.table({c.name: pa.array([], type=pa.null()) for c in mds})
 
 
-def net_changes(changes: pa.Table, key: list[str]) -> tuple[pa.Table, pa.Table]:
-    """(keys to delete, rows to append): the last change per key, deletes ordered before inserts."""
+def net_changes(changes: pa.Table, key: list[str], name: str = "") -> tuple[pa.Table, pa.Table]:
+    """(keys to delete, rows to append): the last change per key, deletes ordered before inserts.
+
+    CHANGES returns the net change per row over the window, so one key has at
+    most one INSERT (its row at the end of the window) unless the source holds
+    two live rows for it: that is refused (keeping one would drop the other),
+    as are NULL key values, before anything is written.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -86,6 +95,16 @@ def net_changes(changes: pa.Table, key: list[str]) -> tuple[pa.Table, pa.Table]:
     if not key:
         keep = changes.filter(pc.equal(changes[S.S_ACTION], "INSERT")).select(source_cols)
         return pa.table({}), keep
+    check_keys_not_null(changes, key, name)
+    inserts = changes.filter(pc.equal(changes[S.S_ACTION], "INSERT")).select(key)
+    counted = inserts.group_by(key).aggregate([([], "count_all")])
+    dup = counted.filter(pc.greater(counted["count_all"], 1))
+    if dup.num_rows:
+        raise DuplicateKeyError(
+            f"table {name!r}: primary key {key} has two live rows in the CHANGES window (e.g. "
+            f"{dup.slice(0, 3).select(key).to_pylist()}); keeping one would silently drop the other. Nothing was "
+            "written."
+        )
     last: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in rows:
         last[tuple(r[k] for k in key)] = r
@@ -105,10 +124,8 @@ def backfill_changes(
     end: datetime,
     run_id: str,
     target: str = "table",
-    logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
     """Read ``[start, end]`` with CHANGES (nothing consumed) and commit it once to the table or the changelog."""
-    lg = logger or log
     started = time.monotonic()
     if target not in TARGETS:
         raise StreamConfigError(f"changes backfill target must be one of {TARGETS}, not {target!r}")
@@ -118,15 +135,15 @@ def backfill_changes(
     src = stream.table_name(cfg.source.table)
     if src is None:
         raise StreamConfigError(f"stream {stream.name}: on_table (or source.table) is needed for a CHANGES backfill")
-    tcfg = cfg if target == "table" else _changelog_config(cfg, stream)
+    tcfg = cfg if target == "table" else changelog_config(cfg, stream)
     if tcfg is None:
         raise StreamConfigError(f"table {cfg.name!r}: a changelog backfill needs stream.changelog_target")
     key = check_keys(cfg, stream) if target == "table" else []
     table = load_table_or_none(catalog, tcfg)
     s_iso, e_iso = start.isoformat(), end.isoformat()
-    done = cp.find_changes_commit(table, s_iso, e_iso)
+    done = core_state.find_commit(table, cp.changes_identity(s_iso, e_iso))
     if done is not None:
-        lg.info(
+        log.info(
             "%s: window [%s, %s] already committed in snapshot %s: nothing to do",
             tcfg.target,
             s_iso,
@@ -146,7 +163,7 @@ def backfill_changes(
                 )
 
     changes = read_changes(conn, src, start=start, end=end, append_only=stream.append_only)
-    lg.info("CHANGES on %s in [%s, %s]: %d change rows (nothing consumed)", src, s_iso, e_iso, changes.num_rows)
+    log.info("CHANGES on %s in [%s, %s]: %d change rows (nothing consumed)", src, s_iso, e_iso, changes.num_rows)
     base = mapping_options(cfg)
     opts = MappingOptions(
         number_as_long=base.number_as_long, timestamp_nanos=base.timestamp_nanos, geo_format=base.geo_format
@@ -164,8 +181,8 @@ def backfill_changes(
     finally:
         cur.close()
     if target == "table":
-        stored = _stored_key(columns, key)
-        keys, rows = net_changes(changes, stored)
+        stored = stored_key(columns, key)
+        keys, rows = net_changes(changes, stored, tcfg.name)
         mapped = map_columns([c for c in meta if c.name not in S.META_NAMES], opts)
         data = rows
     else:
@@ -177,17 +194,16 @@ def backfill_changes(
 
     table, tx, schema, _ = begin_write(catalog, tcfg, table, mapped)
     batches = [cast_batch(b, mapped, schema, opts) for b in data.to_batches()] if data.num_rows else []
-    files = list(_write_data_files(table, tx, schema, iter(batches), cfg.batch_rows))
-    props = {
+    files = list(write_data_files(table, tx, schema, iter(batches), cfg.batch_rows))
+    summary = {
         core_state.RUN_ID: run_id,
-        core_state.MODE: cp.MODE_CHANGES,
-        cp.CHANGES_START: s_iso,
-        cp.CHANGES_END: e_iso,
         cp.STREAM: stream.name,
         core_state.ROWS: str(data.num_rows),
         core_state.VERSION: "1",
+        **cp.changes_identity(s_iso, e_iso),
     }
-    if keys is not None and keys.num_rows and tx.table_metadata.current_snapshot() is not None:
+    replaced: Any = None
+    if keys is not None and keys.num_rows:
         from snowberg.mapping.cast import cast_array
 
         by_name = {m.source.name: m for m in mapped}
@@ -197,22 +213,30 @@ def backfill_changes(
         }
         import pyarrow as pa
 
-        tx.delete(delete_filter=_key_filter(pa.table(cast)), snapshot_properties=props)
-    with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
-        for f in files:
-            fa.append_data_file(f)
-    snap = tx.commit_transaction().current_snapshot()
-    lg.info(
+        replaced = key_filter(pa.table(cast))
+    # A CHANGES backfill carries no state of its own (it never moves the stream's batch id),
+    # so nothing goes into the table-property copy of the state.
+    snap = gate.commit(
+        table,
+        tx,
+        state_props={},
+        summary=summary,
+        replaced=replaced,
+        data_files=files,
+        state_in_properties=False,
+        crash_points=None,
+    )
+    log.info(
         "%s: committed CHANGES window [%s, %s] in snapshot %s (%d rows)",
         tcfg.target,
         s_iso,
         e_iso,
-        snap.snapshot_id if snap else None,
+        snap.snapshot_id,
         data.num_rows,
     )
     return {
         "status": "committed",
-        "snapshot_id": snap.snapshot_id if snap else None,
+        "snapshot_id": snap.snapshot_id,
         "rows": data.num_rows,
         "keys": 0 if keys is None else keys.num_rows,
         "target": tcfg.target,

@@ -49,21 +49,34 @@ def _props(snap: Snapshot) -> dict[str, str]:
     return dict(snap.summary.additional_properties) if snap.summary is not None else {}
 
 
+def _stream_state(props: dict[str, str], snapshot_id: int, timestamp_ms: int) -> StreamState:
+    return StreamState(
+        int(props[BATCH_ID]),
+        snapshot_id,
+        props.get(core_state.RUN_ID),
+        props.get(CONSUMED_AT) or None,
+        timestamp_ms,
+        props.get(GENERATION) or None,
+    )
+
+
 def read_stream_state(table: Table | None) -> StreamState | None:
-    """The newest stream commit on the main branch (None: no batch applied yet)."""
+    """The newest stream commit on the main branch (None: no batch applied yet).
+
+    When every stream snapshot was expired (other engines committed after
+    it), the copy the commit gate wrote into the table properties is used;
+    its snapshot id is then the table's current snapshot.
+    """
     if table is None:
         return None
     for snap in core_state.ancestors(table):
         p = _props(snap)
         if BATCH_ID in p:
-            return StreamState(
-                int(p[BATCH_ID]),
-                snap.snapshot_id,
-                p.get(core_state.RUN_ID),
-                p.get(CONSUMED_AT) or None,
-                snap.timestamp_ms,
-                p.get(GENERATION) or None,
-            )
+            return _stream_state(p, snap.snapshot_id, snap.timestamp_ms)
+    props = core_state.property_state(table)
+    current = table.current_snapshot()
+    if BATCH_ID in props and current is not None:
+        return _stream_state(props, current.snapshot_id, current.timestamp_ms)
     return None
 
 
@@ -72,16 +85,6 @@ def committed_batch(table: Table | None) -> int:
     return st.batch_id if st else 0
 
 
-def find_changes_commit(table: Table | None, start: str, end: str | None) -> Snapshot | None:
-    """A backfill commit of exactly this CHANGES window, if one is on the table."""
-    if table is None:
-        return None
-    for snap in core_state.ancestors(table):
-        p = _props(snap)
-        if (
-            p.get(core_state.MODE) == MODE_CHANGES
-            and p.get(CHANGES_START) == start
-            and (p.get(CHANGES_END) or None) == end
-        ):
-            return snap
-    return None
+def changes_identity(start: str, end: str | None) -> dict[str, str]:
+    """The summary keys naming a CHANGES backfill commit of exactly this window (``state.find_commit``)."""
+    return {core_state.MODE: MODE_CHANGES, CHANGES_START: start, CHANGES_END: end or ""}

@@ -252,3 +252,24 @@ def generation_sql(staging: TableName) -> str:
         f"SELECT {q(STREAM_CREATED)} FROM {staging.quoted()} WHERE {q(BATCH_ID)} <= %(high)s "
         f"ORDER BY {q(BATCH_ID)} DESC LIMIT 1"
     )
+
+
+def null_keys_sql(staging: TableName, key: Sequence[str]) -> str:
+    """Per key column, how many staged changes of the range have NULL there (a key must be whole)."""
+    counts = ", ".join(f"SUM(CASE WHEN {q(k)} IS NULL THEN 1 ELSE 0 END) AS {q(k)}" for k in key)
+    return f"SELECT {counts} FROM {staging.quoted()} WHERE {_range()}"
+
+
+def duplicate_inserts_sql(staging: TableName, key: Sequence[str]) -> str:
+    """Keys inserted more than once within ONE batch: the source holds two rows for one key.
+
+    An update is a DELETE + INSERT pair and a delete + re-insert has two
+    row ids with different actions: both are legitimate. Two INSERTs of one
+    key in one batch mean two live rows share the key in the source, and
+    keeping one of them would silently drop the other.
+    """
+    cols = ", ".join(q(k) for k in key)
+    return (
+        f"SELECT {q(BATCH_ID)}, {cols}, COUNT(*) AS n FROM {staging.quoted()} "
+        f"WHERE {_range()} AND {q(S_ACTION)} = 'INSERT' GROUP BY {q(BATCH_ID)}, {cols} HAVING COUNT(*) > 1 LIMIT 3"
+    )

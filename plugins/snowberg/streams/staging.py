@@ -89,7 +89,7 @@ def stream_columns(conn: Any, stream: TableName) -> list[SnowflakeColumn]:
     return cols
 
 
-def ensure_staging(conn: Any, staging: TableName, columns: list[SnowflakeColumn], lg: logging.Logger) -> None:
+def ensure_staging(conn: Any, staging: TableName, columns: list[SnowflakeColumn]) -> None:
     """Create the staging table, or add the source's new columns to it (DDL: before the transaction)."""
     _execute(conn, S.create_staging_sql(staging, columns))
     have = {c.name for c in describe(conn, S.describe_table_sql(staging))}
@@ -101,20 +101,18 @@ def ensure_staging(conn: Any, staging: TableName, columns: list[SnowflakeColumn]
         )
     for c in columns:
         if c.name not in have:
-            lg.info("staging %s: adding column %s %s (new in the source)", staging, c.name, S.column_sql_type(c))
+            log.info("staging %s: adding column %s %s (new in the source)", staging, c.name, S.column_sql_type(c))
             _execute(conn, S.add_column_sql(staging, c))
 
 
-def create_stream(
-    conn: Any, stream: StreamSource, table: TableName | None, *, replace: bool, lg: logging.Logger
-) -> None:
+def create_stream(conn: Any, stream: StreamSource, table: TableName | None, *, replace: bool) -> None:
     if table is None:
         raise StreamConfigError(f"stream {stream.name}: on_table (or source.table) is needed to create the stream")
     show_initial = True if replace else stream.show_initial_rows
     text = S.create_stream_sql(
         stream.stream_name, table, append_only=stream.append_only, show_initial_rows=show_initial, replace=replace
     )
-    lg.info("%s", text)
+    log.info("%s", text)
     _execute(conn, text)
 
 
@@ -132,7 +130,6 @@ def consume(
     committed_generation: str | None,
     run_id: str,
     recover: bool = False,
-    logger: logging.Logger | None = None,
 ) -> ConsumeResult:
     """Stage the stream's changes as one new batch, in one Snowflake transaction.
 
@@ -141,26 +138,25 @@ def consume(
     ``recover``: re-create the stream with initial rows first (the run param
     ``recover_stale_stream``); the batch is then a full refresh.
     """
-    lg = logger or log
     started = time.monotonic()
     name = stream.stream_name
     staging = stream.staging_name
     table = stream.table_name(source_table)
     created = False
     if recover:
-        lg.warning("recover_stale_stream: re-creating %s with initial rows; the target will be fully refreshed", name)
-        create_stream(conn, stream, table, replace=True, lg=lg)
+        log.warning("recover_stale_stream: re-creating %s with initial rows; the target will be fully refreshed", name)
+        create_stream(conn, stream, table, replace=True)
         created = True
     status = read_status(conn, name)
     if status is None and stream.create:
-        create_stream(conn, stream, table, replace=False, lg=lg)
+        create_stream(conn, stream, table, replace=False)
         created = True
         status = read_status(conn, name)
     status = require_fresh(status, name)
     _check_mode(status, stream)
 
     columns = stream_columns(conn, name)
-    ensure_staging(conn, staging, columns, lg)
+    ensure_staging(conn, staging, columns)
     generation = status.generation
     previous = last_generation(conn, staging, committed_generation)
     new_generation = previous is not None and previous != generation
@@ -191,12 +187,12 @@ def consume(
         try:
             cur.execute("ROLLBACK")
         except Exception:  # the connection may be gone; Snowflake rolls back on its own then
-            lg.exception("ROLLBACK failed")
+            log.exception("ROLLBACK failed")
         raise
     finally:
         cur.close()
     faults.crash_point("stream_after_consume")
-    lg.info(
+    log.info(
         "consumed %s into %s: batch %d, %d change rows%s",
         name,
         staging,
@@ -230,10 +226,9 @@ def _check_mode(status: StreamStatus, stream: StreamSource) -> None:
         )
 
 
-def cleanup(conn: Any, stream: StreamSource, *, through_batch_id: int, logger: logging.Logger | None = None) -> int:
+def cleanup(conn: Any, stream: StreamSource, *, through_batch_id: int) -> int:
     """Delete staged rows up to ``through_batch_id`` (a batch id read back from the Iceberg table)."""
-    lg = logger or log
     faults.crash_point("stream_before_cleanup")
     n = _execute(conn, S.cleanup_sql(stream.staging_name), {"through": through_batch_id})
-    lg.info("staging %s: deleted %d rows of batches <= %d", stream.staging_name, n, through_batch_id)
+    log.info("staging %s: deleted %d rows of batches <= %d", stream.staging_name, n, through_batch_id)
     return n

@@ -43,7 +43,6 @@ def consume_step(
     *,
     run_id: str,
     recover: bool = False,
-    logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
     check_keys(cfg, stream)
     check_identity(cfg, load_table_or_none(catalog, cfg), mode="full_refresh" if recover else "incremental")
@@ -56,7 +55,6 @@ def consume_step(
         committed_generation=st.generation if st else None,
         run_id=run_id,
         recover=recover,
-        logger=logger,
     )
     return res.to_dict()
 
@@ -69,10 +67,9 @@ def load_step(
     *,
     run_id: str,
     consumed: dict[str, Any] | None,
-    logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
     through = int(consumed["through_batch_id"]) if consumed and consumed.get("through_batch_id") is not None else None
-    return load_batches(cfg, stream, conn, catalog, run_id=run_id, through_batch_id=through, logger=logger).to_dict()
+    return load_batches(cfg, stream, conn, catalog, run_id=run_id, through_batch_id=through).to_dict()
 
 
 def cleanup_step(
@@ -82,12 +79,10 @@ def cleanup_step(
     catalog: Catalog,
     *,
     variables: VariableStore | None = None,
-    logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
     """Read the commits back, delete the staged rows they hold, then mirror the batch id."""
-    lg = logger or log
     through = committed_through(cfg, stream, catalog)
-    deleted = cleanup(conn, stream, through_batch_id=through, logger=lg)
+    deleted = cleanup(conn, stream, through_batch_id=through)
     st = cp.read_stream_state(load_table_or_none(catalog, cfg))
     out = {
         "committed_batch_id": through,

@@ -211,18 +211,6 @@ def _counted_batches(
         yield cast_batch(b, mapping, schema)
 
 
-def _without_rebase(table: Table) -> None:
-    """Make this process's commit of ``table`` fail on conflict instead of rebasing.
-
-    pyiceberg reads ``commit.retry.num-retries`` from the loaded metadata when a
-    transaction commits; the override lives only in this in-memory copy (it is
-    not a table update, so the catalog never sees it).
-    """
-    props = dict(table.metadata.properties)
-    props["commit.retry.num-retries"] = "0"
-    table.metadata = table.metadata.model_copy(update={"properties": props})
-
-
 def _target_arrow_schema(schema: Schema) -> pa.Schema:
     from pyiceberg.io.pyarrow import schema_to_pyarrow
 
@@ -262,12 +250,13 @@ def sync_iceberg(
     create_if_missing: bool = False,
     batch_rows: int = 250_000,
     max_attempts: int = 3,
-    logger: logging.Logger | None = None,
 ) -> IcebergSyncResult:
     """Commit the source snapshots not yet in ``target`` as one target commit (or nothing)."""
     from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 
-    lg = logger or log
+    from snowberg.iceberg import gate
+    from snowberg.iceberg.write import write_data_files
+
     started = time.monotonic()
     last_error: Exception | None = None
     for attempt in range(1, max_attempts + 1):
@@ -286,57 +275,63 @@ def sync_iceberg(
         )
         if plan.mode == "initial" and (live_rows(table) or 0) > 0:
             plan.mode, plan.reason = "full_reload", "first sync into a target that already holds rows"
-        lg.info("%s → %s (attempt %d): %s", source_label, target, attempt, plan.describe())
+        log.info("%s → %s (attempt %d): %s", source_label, target, attempt, plan.describe())
         if plan.mode == "nothing_new":
             return _result("nothing_new", plan, target, source_label, table, 0, {}, attempt, started)
 
         mapping = column_mapping(source.schema(), table.schema())
-        _without_rebase(table)
         tx = table.transaction()
         schema = _target_arrow_schema(tx.table_metadata.schema())
         counts: dict[str, int] = {}
-        from snowberg.load.extract import _write_data_files
-
         batches = _counted_batches(source, plan, mapping, schema, counts)
-        data_files = list(_write_data_files(table, tx, schema, batches, batch_rows))
+        data_files = list(write_data_files(table, tx, schema, batches, batch_rows))
         rows = sum(counts.values())
         if plan.mode == "incremental" and plan.expected_rows is not None and rows != plan.expected_rows:
             raise SourceRewriteError(
                 f"read {rows:,} rows from the added files, their manifests say {plan.expected_rows:,}"
             )
-        props = {
+        state_props = {
             SOURCE_SNAPSHOT: str(plan.to_snapshot_id),
             SOURCE_UUID: plan.source_uuid,
             SOURCE: source_label,
             RUN_ID: run_id,
             MODE: plan.mode,
-            ROWS: str(rows),
         }
-        if plan.mode == "full_reload" and tx.table_metadata.current_snapshot() is not None:
+        replaced: Any = None
+        if plan.mode == "full_reload":
             from pyiceberg.expressions import AlwaysTrue
 
-            tx.delete(delete_filter=AlwaysTrue(), snapshot_properties=props)
-        with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
-            for f in data_files:
-                fa.append_data_file(f)
+            replaced = AlwaysTrue()
         try:
-            committed = tx.commit_transaction()
+            # The target is usually a Snowflake-managed table behind Horizon, which this code cannot
+            # assume accepts table-property updates from an external engine: the state stays in the
+            # snapshot summary only, and the no-rebase rule is applied in memory (gate.refuse_rebase).
+            committed = gate.commit(
+                table,
+                tx,
+                state_props=state_props,
+                summary={ROWS: str(rows)},
+                replaced=replaced,
+                data_files=data_files,
+                state_in_properties=False,
+                crash_points=None,
+            )
         except (CommitFailedException, CommitStateUnknownException) as exc:
             last_error = exc
-            lg.warning(
+            log.warning(
                 "commit to %s did not land cleanly (%s: %s); re-reading the target's state",
                 target,
                 type(exc).__name__,
                 exc,
             )
             continue
-        snap = committed.current_snapshot()
-        lg.info(
+        log.info(
             "%s: committed target snapshot %s with %s rows (source snapshot %s)",
             target,
-            snap.snapshot_id if snap else None,
+            committed.snapshot_id,
             f"{rows:,}",
             plan.to_snapshot_id,
         )
-        return _result("committed", plan, target, source_label, committed, rows, counts, attempt, started)
+        # tx.commit_transaction() refreshed ``table`` in place: it is the committed table.
+        return _result("committed", plan, target, source_label, table, rows, counts, attempt, started)
     raise RuntimeError(f"gave up on {target} after {max_attempts} conflicting commits") from last_error

@@ -17,8 +17,9 @@ import pytest
 
 from snowberg.config.table_config import MergeStrategy, TableConfig, parse_config
 from snowberg.core.window import Window
-from snowberg.iceberg.merge import DELETE_FILE_PATH_ID, DELETE_POS_ID, KeyTypeError, remove_replaced
-from snowberg.load.extract import DuplicateKeyError, KeyCollector
+from snowberg.iceberg import gate
+from snowberg.iceberg.keys import DuplicateKeyError, KeyCollector
+from snowberg.iceberg.merge import DELETE_FILE_PATH_ID, DELETE_POS_ID, KeyTypeError
 
 
 def cfg(strategy: MergeStrategy = MergeStrategy.MERGE_ON_READ, keys: tuple[str, ...] = ("id",)) -> TableConfig:
@@ -74,11 +75,13 @@ def make_table(catalog: Any, files: int = 4, per_file: int = 1000, region: bool 
 def merge(catalog: Any, c: TableConfig, new: pa.Table, run_id: str = "r", props: dict[str, str] | None = None) -> Any:
     """What commit_window does: remove the replaced rows, append the new ones, one commit."""
     t = catalog.load_table("ns.t")
-    keys = KeyCollector(c)
+    keys = KeyCollector(c.primary_key, c.name)
     for b in new.to_batches():
         keys.add(b)
     tx = t.transaction()
-    remove_replaced(tx, c, window(run_id), keys, props or {"snowberg.run-id": run_id})
+    replaced = gate.replaced_by_window(c, window(run_id), keys, tx.table_metadata.current_snapshot() is not None)
+    if replaced is not None:
+        gate.remove_replaced(tx, replaced, props or {"snowberg.run-id": run_id})
     tx.append(new)
     return tx.commit_transaction()
 
@@ -187,11 +190,13 @@ def test_duplicate_keys_in_the_window_fail_before_any_write(catalog: Any) -> Non
 def test_keys_that_cannot_be_compared_with_the_table_key_fail_naming_the_column(catalog: Any) -> None:
     make_table(catalog, files=1)
     t = catalog.load_table("ns.t")
-    keys = KeyCollector(cfg())
+    keys = KeyCollector(cfg().primary_key, cfg().name)
     keys.add(pa.record_batch({"id": pa.array(["x1"]), "v": pa.array([1], pa.int64())}))
     tx = t.transaction()
     with pytest.raises(KeyTypeError, match="primary key column 'id'"):
-        remove_replaced(tx, cfg(), window("r"), keys, {})
+        replaced = gate.replaced_by_window(cfg(), window("r"), keys, tx.table_metadata.current_snapshot() is not None)
+        if replaced is not None:
+            gate.remove_replaced(tx, replaced, {})
 
 
 def test_first_load_writes_no_deletes(catalog: Any) -> None:

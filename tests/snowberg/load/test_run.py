@@ -90,6 +90,7 @@ def test_updated_rows_are_picked_up_by_the_next_run(src: Any, catalog: Any, vari
     props = snap.summary.additional_properties
     assert props["snowberg.run-id"] == "r2" and props["snowberg.watermark"] == r2.watermark
     assert props["snowberg.window-low"] == r1.watermark and props["snowberg.window-high"] == r2.watermark
+    assert props["snowberg.rows-deleted"] == "10"  # the ten updated rows' earlier versions
     assert json.loads(variables[cfg.variable_key])["snapshot_id"] == snap.snapshot_id
 
 
@@ -379,3 +380,65 @@ def test_every_emulator_type_round_trips(sfdb: Any, catalog: Any, variables: Any
     assert row["tz"] == datetime(2026, 2, 3, 2, 5, 6, tzinfo=UTC)
     assert json.loads(row["v"]) == {"a": [1, 2]} and row["bin"] == b"\xca\xfe"
     assert len(t.spec().fields) == 2
+
+
+def test_idle_runs_with_lookback_commit_nothing(src: Any, catalog: Any, variables: Any, tmp_path: Path) -> None:
+    cfg = cfg_for(src, cursor={"lookback": "1d"})
+    insert(src, range(101, 111), "now")  # rows inside the next runs' lookback range
+    _, r1, _ = run(cfg, src, catalog, variables, "r1")
+    assert r1.rows == 110
+    n_snaps = len(snapshots(catalog))
+    files_before = sorted(p for p in (tmp_path / "wh").rglob("*") if p.is_file())
+    for run_id in ("r2", "r3"):
+        w, r, _ = run(cfg, src, catalog, variables, run_id)
+        assert w.rows_in_window == 10  # the plan counts the lookback range …
+        assert (r.status, r.data_files) == ("nothing_new", 0)  # … but nothing in it is new
+    assert len(snapshots(catalog)) == n_snaps
+    assert sorted(p for p in (tmp_path / "wh").rglob("*") if p.is_file()) == files_before
+    # a late row inside the lookback is still caught, once
+    from datetime import datetime, timedelta
+
+    late = (datetime.fromisoformat(r1.watermark) - timedelta(hours=3)).isoformat(sep=" ")
+    src.sql(f"INSERT INTO {src.table('SRC')} VALUES (700, 1, 'late', '{late}'::TIMESTAMP_NTZ)")
+    _, r4, _ = run(cfg, src, catalog, variables, "r4")
+    assert r4.status == "committed"
+    ids = [r["id"] for r in lake_rows(catalog)]
+    assert 700 in ids and len(ids) == len(set(ids)) == 111
+    # and an update of an already-loaded row re-read by the lookback is a change, not a re-read
+    src.sql(f"UPDATE {src.table('SRC')} SET NOTE = 'edited' WHERE ID = 700")
+    _, r5, _ = run(cfg, src, catalog, variables, "r5")
+    assert r5.status == "committed"
+    assert {r["id"]: r["note"] for r in lake_rows(catalog)}[700] == "edited"
+
+
+def test_idle_runs_re_reading_null_cursor_rows_commit_nothing(src: Any, catalog: Any, variables: Any) -> None:
+    src.sql(f"INSERT INTO {src.table('SRC')} VALUES (800, 1, 'null', NULL)")
+    cfg = cfg_for(src, cursor={"null_policy": "include"})
+    run(cfg, src, catalog, variables, "r1")
+    n_snaps = len(snapshots(catalog))
+    w2, r2, _ = run(cfg, src, catalog, variables, "r2")
+    assert r2.status == "nothing_new" and len(snapshots(catalog)) == n_snaps, w2
+    assert [r["id"] for r in lake_rows(catalog)].count(800) == 1
+
+
+def test_null_primary_key_fails_before_any_data_file(src: Any, catalog: Any, variables: Any, tmp_path: Path) -> None:
+    from snowberg.iceberg.keys import NullKeyError
+
+    src.sql(f"INSERT INTO {src.table('SRC')} VALUES (NULL, 1, 'x', '2026-01-01'), (NULL, 2, 'y', '2026-01-01')")
+    with pytest.raises(NullKeyError, match=r"2 row\(s\) have NULL in primary-key column 'id'"):
+        run(cfg_for(src), src, catalog, variables, "r1")
+    assert not list((tmp_path / "wh").rglob("*.parquet"))  # no data file written
+    t = catalog.load_table("ns.t") if catalog.table_exists("ns.t") else None
+    assert t is None or t.current_snapshot() is None
+
+
+def test_null_primary_key_fails_on_a_table_with_data(src: Any, catalog: Any, variables: Any) -> None:
+    from snowberg.iceberg.keys import NullKeyError
+
+    cfg = cfg_for(src)
+    run(cfg, src, catalog, variables, "r1")
+    src.sql(f"INSERT INTO {src.table('SRC')} SELECT NULL, 1, 'x', {NOW}")
+    before = len(snapshots(catalog))
+    with pytest.raises(NullKeyError, match=r"1 row\(s\) have NULL in primary-key column 'id'"):
+        run(cfg, src, catalog, variables, "r2")
+    assert len(snapshots(catalog)) == before

@@ -246,8 +246,10 @@ def test_copy_statement_shape(sfdb: Any, catalog: Any) -> None:
     cols = map_columns(result_columns(cur), mapping_options(cfg))
     target = UnloadTarget(stage="LAKE_DB.PUBLIC.LAKE_STAGE", stage_url="s3://lake/wh/shop/orders/data")
     sql, params = copy_sql(cfg, w, cols, target)
-    assert sql.startswith(
-        'COPY INTO @"LAKE_DB"."PUBLIC"."LAKE_STAGE"/snowberg-unload/orders/scheduled__2026-10-01T00_00_00_00_00/ FROM (SELECT '
+    assert re.match(
+        r'COPY INTO @"LAKE_DB"\."PUBLIC"\."LAKE_STAGE"/snowberg-unload/orders/'
+        r"scheduled__2026-10-01T00_00_00_00_00-[0-9a-f]{16}/try-1/ FROM \(SELECT ",
+        sql,
     )
     assert 'TO_JSON("DETAILS") AS "details"' in sql and '"ORDER_ID" AS "order_id"' in sql
     assert (
@@ -265,9 +267,10 @@ def test_copy_statement_shape(sfdb: Any, catalog: Any) -> None:
         assert option in sql
     assert params == {"high": w.high} and w.high not in sql  # the window's bound is a bind parameter
     assert COPY_RE.match(sql)
-    assert target.lake_path(cfg, w.run_id, "order_date_day=2026-10-01/data_x_0_0_0.snappy.parquet") == (
-        "s3://lake/wh/shop/orders/data/snowberg-unload/orders/scheduled__2026-10-01T00_00_00_00_00/"
-        "order_date_day=2026-10-01/data_x_0_0_0.snappy.parquet"
+    assert re.fullmatch(
+        r"s3://lake/wh/shop/orders/data/snowberg-unload/orders/scheduled__2026-10-01T00_00_00_00_00-[0-9a-f]{16}/"
+        r"try-1/order_date_day=2026-10-01/data_x_0_0_0\.snappy\.parquet",
+        target.lake_path(cfg, w.run_id, "order_date_day=2026-10-01/data_x_0_0_0.snappy.parquet"),
     )
 
 
@@ -361,6 +364,48 @@ def test_push_down_first_load_registers_files_in_place_once(
     again = unload_window(cfg, sf, catalog, w, target)
     assert again["status"] == "already_committed" and sf.copies == copies
     assert catalog.load_table("shop.orders").scan().to_arrow().num_rows == 3_000
+
+
+def test_unload_folder_is_keyed_by_the_whole_run_id_and_the_try() -> None:
+    cfg = cfg_for("DB.S.T")
+    target = UnloadTarget(stage="LAKE_DB.PUBLIC.LAKE_STAGE", stage_url="s3://lake/wh")
+    long = "backfill__" + "x" * 120
+    paths = {target.run_path(cfg, long + "a"), target.run_path(cfg, long + "b"), target.run_path(cfg, long + "a", 2)}
+    assert len(paths) == 3  # ids sharing their first 100+ characters, and two tries of one run: three folders
+    assert all(len(p) < 160 for p in paths)
+
+
+def test_a_cleared_run_never_removes_files_a_snapshot_references(sfdb: Any, catalog: Any, stage: Any) -> None:
+    root, target = stage
+    src = make_source(sfdb, 1_000)
+    cfg = cfg_for(src, primary_key=[])
+    sf = UnloadingSnowflake(sfdb.conn, root)
+    run_id = "manual__" + "2026-10-01T00:00:00.000000+00:00" * 4  # longer than 100 characters
+    w1 = plan(cfg, sf, catalog, run_id)
+    assert unload_window(cfg, sf, catalog, w1, target, try_number=1)["status"] == "committed"
+    committed_files = data_files(catalog)
+    # the run is cleared and re-planned (a new window high, so not "already committed"); it runs as try 2
+    sfdb.sql(
+        f"UPDATE {src} SET UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
+        "WHERE ORDER_ID <= 10"
+    )
+    w2 = plan(cfg, sf, catalog, run_id)
+    assert w2.high != w1.high
+    assert unload_window(cfg, sf, catalog, w2, target, try_number=2)["rows"] == 10
+    assert all(Path(p.removeprefix("file://")).exists() for p in committed_files)
+    assert catalog.load_table("shop.orders").scan().to_arrow().num_rows == 1_010
+    # even a try number seen before (a reset count) never clears a folder whose files a snapshot references
+    sfdb.sql(
+        f"UPDATE {src} SET UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
+        "WHERE ORDER_ID <= 5"
+    )
+    w3 = plan(cfg, sf, catalog, run_id)
+    removes = sum(s.startswith("REMOVE") for s in sf.statements)
+    with pytest.raises(UnloadError, match="referenced by snapshots"):
+        unload_window(cfg, sf, catalog, w3, target, try_number=1)
+    assert sum(s.startswith("REMOVE") for s in sf.statements) == removes
+    assert all(Path(p.removeprefix("file://")).exists() for p in committed_files)
+    assert catalog.load_table("shop.orders").scan().to_arrow().num_rows == 1_010
 
 
 def test_a_long_column_unloaded_as_decimal_is_refused(sfdb: Any, catalog: Any, stage: Any) -> None:
@@ -510,7 +555,7 @@ def test_register_files_directly(sfdb: Any, catalog: Any, stage: Any) -> None:
     w = plan(cfg, sf, catalog, "r1")
     unload_window(cfg, sf, catalog, w, target)
     paths = sorted(data_files(catalog))
-    with pytest.raises(ValueError, match="already referenced"):  # pyiceberg's duplicate check, under another run id
+    with pytest.raises(RuntimeError, match="already in the table"):  # the gate's duplicate check, under another run id
         from dataclasses import replace
 
         register_files(cfg, catalog, replace(w, run_id="r9", base_watermark=w.new_watermark), paths)

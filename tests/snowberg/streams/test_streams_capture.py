@@ -110,3 +110,60 @@ def test_changelog_records_every_change_with_action_and_batch(fakesnow_server: d
         assert h.staged_count() == 0
     finally:
         h.close()
+
+
+def test_null_key_in_a_batch_fails_before_writing_naming_column_and_count(harness: Harness) -> None:
+    from snowberg.iceberg.keys import NullKeyError
+
+    h = harness
+    h.insert((1, "new", "10.00"))
+    h.run()
+    h.insert((None, "no key", "1.00"), (None, "no key either", "2.00"))  # type: ignore[arg-type]
+    with pytest.raises(NullKeyError, match=r"2 staged change\(s\) .* primary-key column 'ID'"):
+        h.run()
+    assert [r["id"] for r in h.target_rows()] == [1]
+    assert len(h.catalog().load_table("shop.orders").snapshots()) == 1
+
+
+def test_two_live_rows_for_one_key_in_a_batch_fail_instead_of_keeping_one(harness: Harness) -> None:
+    from snowberg.iceberg.keys import DuplicateKeyError
+
+    h = harness
+    h.insert((1, "new", "10.00"))
+    h.run()
+    snaps = len(h.catalog().load_table("shop.orders").snapshots())
+    h.insert((2, "first", "20.00"), (2, "second", "21.00"))  # the source's key is not unique
+    with pytest.raises(DuplicateKeyError, match=r"two live rows in one stream batch"):
+        h.run()
+    assert len(h.catalog().load_table("shop.orders").snapshots()) == snaps
+    # the documented way out: make the key unique, then a recovery run (full refresh) supersedes the batch
+    h.sql(f'DELETE FROM "{h.db}"."SRC"."ORDERS" WHERE ID = 2 AND STATUS = %(s)s', {"s": "second"})
+    h.run(recover=True)
+    assert h.target_rows() == h.source_rows()
+    # an update is a DELETE + INSERT pair for one key in one batch: legitimate, applied
+    h.update(1, "paid")
+    h.run()
+    assert {r["id"]: r["status"] for r in h.target_rows()} == {1: "paid", 2: "first"}
+
+
+def test_batch_id_survives_expiry_of_every_stream_snapshot(harness: Harness) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from snowberg.streams import checkpoint as cp
+
+    h = harness
+    h.insert((1, "new", "10.00"), (2, "new", "20.00"))
+    h.run()
+    h.update(1, "paid")
+    h.run()
+    t = h.catalog().load_table("shop.orders")
+    batch = cp.committed_batch(t)
+    t.overwrite(t.scan().to_arrow())  # another engine rewrites the table (a compaction, say)
+    t = h.catalog().load_table("shop.orders")
+    t.maintenance.expire_snapshots().older_than(datetime.now(UTC) + timedelta(seconds=1)).commit()
+    t = h.catalog().load_table("shop.orders")
+    assert len(t.snapshots()) == 1 and cp.committed_batch(t) == batch
+    h.insert((3, "new", "30.00"))
+    res = h.run()
+    assert res["load"]["batches"] == [batch + 1] and not res["load"]["refresh"]
+    assert h.target_rows() == h.source_rows()

@@ -80,3 +80,36 @@ def test_changes_window_before_applied_stream_changes_is_refused(harness: Harnes
     with pytest.raises(StreamError, match="put back row versions"):
         backfill_changes(h.cfg, h.stream, h.connect(), h.catalog(), start=t0, end=t1, run_id="bf", target="table")
     assert [(int(r["id"]), r["status"]) for r in h.target_rows()] == [(1, "paid")]
+
+
+def test_net_changes_refuse_null_keys_and_two_live_rows_for_one_key() -> None:
+    import pyarrow as pa
+
+    from snowberg.iceberg.keys import DuplicateKeyError, NullKeyError
+    from snowberg.streams import sql as S
+    from snowberg.streams.changes import net_changes
+
+    def changes(rows: list[tuple[Any, str, str, str]]) -> pa.Table:
+        return pa.table(
+            {
+                "ID": [r[0] for r in rows],
+                "STATUS": [r[1] for r in rows],
+                S.S_ACTION: [r[2] for r in rows],
+                S.S_ROW_ID: [r[3] for r in rows],
+                S.S_ISUPDATE: [r[2] == "INSERT" and r[3] == "a" for r in rows],
+            }
+        )
+
+    # an update pair (DELETE + INSERT of one row) and a delete + re-insert (two row ids): legitimate
+    keys, rows = net_changes(
+        changes(
+            [(1, "old", "DELETE", "a"), (1, "new", "INSERT", "a"), (2, "x", "DELETE", "b"), (2, "y", "INSERT", "c")]
+        ),
+        ["ID"],
+        "orders",
+    )
+    assert sorted(rows.to_pylist(), key=lambda r: r["ID"]) == [{"ID": 1, "STATUS": "new"}, {"ID": 2, "STATUS": "y"}]
+    with pytest.raises(DuplicateKeyError, match="two live rows"):
+        net_changes(changes([(3, "p", "INSERT", "d"), (3, "q", "INSERT", "e")]), ["ID"], "orders")
+    with pytest.raises(NullKeyError, match=r"1 row\(s\) have NULL in primary-key column 'ID'"):
+        net_changes(changes([(None, "p", "INSERT", "d")]), ["ID"], "orders")

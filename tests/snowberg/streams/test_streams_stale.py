@@ -59,7 +59,6 @@ def test_recovery_that_died_after_consuming_is_finished_by_a_plain_rerun(harness
         h.stream,
         h.stream.table_name(h.cfg.source.table),
         replace=True,
-        lg=__import__("logging").getLogger("test"),
     )
     proc = h.run_step_in_subprocess("consume", "stream_after_consume")
     assert proc.returncode == 137, proc.stderr[-2000:]

@@ -10,7 +10,6 @@ Example (what ``snowberg.airflow.dag_factory`` builds for each configured table)
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,9 +58,6 @@ class _SnowbergOperator(BaseOperator):
     def cfg(self) -> TableConfig:
         return _cfg(self.table_config)
 
-    def _logger(self) -> logging.Logger:
-        return self.log  # type: ignore[return-value]
-
 
 class SnowbergPlanOperator(_SnowbergOperator):
     """Reconcile the watermark mirror and fix this run's window (returned as XCom).
@@ -108,7 +104,7 @@ class SnowbergPlanOperator(_SnowbergOperator):
                 dry_run=request.dry_run,
             )
             # A large window is cut by cursor value now, so retries read the same slices.
-            window = plan_slices(cfg, conn, window, logger=self._logger())
+            window = plan_slices(cfg, conn, window)
         finally:
             conn.close()
         return window.to_dict()
@@ -136,7 +132,7 @@ class SnowbergLoadOperator(LoadLineage, _SnowbergOperator):
         hook = snowflake_hook(self.snowflake_conn_id, cfg)
         conn = hook.get_conn()
         try:
-            result = load_window(cfg, conn, catalog, w, logger=self._logger())
+            result = load_window(cfg, conn, catalog, w)
         finally:
             conn.close()
         return observed_load(self, cfg.name, result.to_dict())
@@ -165,4 +161,4 @@ class SnowbergPublishOperator(_SnowbergOperator):
             # Nothing was committed, so there is nothing to publish or to check
             # (the checks downstream skip too: a dry run of a first load has no table yet).
             raise AirflowSkipException(f"dry run of {w.mode} window: nothing committed, nothing to publish")
-        return publish(cfg, open_catalog(self.catalog), w, AirflowVariables(), logger=self._logger())
+        return publish(cfg, open_catalog(self.catalog), w, AirflowVariables())

@@ -98,7 +98,6 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
             on_rewrite=self.on_rewrite,
             create_if_missing=self.create_if_missing,  # type: ignore[arg-type]
             batch_rows=self.batch_rows,
-            logger=self.log,  # type: ignore[arg-type]
         )
         return observed_sync(self, self.target_table, result.to_dict())
 

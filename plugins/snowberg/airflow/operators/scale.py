@@ -59,7 +59,7 @@ class SnowbergSlicePlanOperator(_SnowbergOperator):
     def execute(self, context: Any) -> list[dict[str, Any]]:
         from snowberg.core.window import Window
         from snowberg.iceberg.tables import open_catalog
-        from snowberg.load.slices import prepare_slices
+        from snowberg.load.mapped import prepare_slices
         from snowberg.snowflake.source import snowflake_hook
 
         cfg = self.cfg
@@ -73,7 +73,6 @@ class SnowbergSlicePlanOperator(_SnowbergOperator):
                 w,
                 max_rows=int(self.max_rows_per_slice) if self.max_rows_per_slice else None,
                 method=self.slice_method,
-                logger=self._logger(),
             )
         finally:
             conn.close()
@@ -91,13 +90,13 @@ class SnowbergSliceLoadOperator(_SnowbergOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.tables import open_catalog
-        from snowberg.load.slices import write_slice
+        from snowberg.load.mapped import write_slice
         from snowberg.snowflake.source import snowflake_hook
 
         cfg = self.cfg
         conn = snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
         try:
-            return write_slice(cfg, conn, open_catalog(self.catalog), dict(self.slice_task), logger=self._logger())
+            return write_slice(cfg, conn, open_catalog(self.catalog), dict(self.slice_task))
         finally:
             conn.close()
 
@@ -119,15 +118,14 @@ class SnowbergSliceCommitOperator(LoadLineage, _SnowbergOperator):
         self.slice_results = slice_results
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from snowberg.airflow.metrics import observed_load
         from snowberg.core.window import Window
         from snowberg.iceberg.tables import open_catalog
-        from snowberg.load.slices import commit_slices
+        from snowberg.load.mapped import commit_slices
 
         results = [dict(r) for r in (self.slice_results or []) if r]
-        result = commit_slices(
-            self.cfg, open_catalog(self.catalog), Window.from_dict(self.window), results, logger=self._logger()
-        )
+        from snowberg.airflow.metrics import observed_load
+
+        result = commit_slices(self.cfg, open_catalog(self.catalog), Window.from_dict(self.window), results)
         return observed_load(self, self.cfg.name, result)
 
 
@@ -215,7 +213,12 @@ class SnowbergUnloadOperator(LoadLineage, _SnowbergOperator):
         conn = snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
         try:
             result = unload_window(
-                cfg, conn, open_catalog(self.catalog), Window.from_dict(self.window), target, logger=self._logger()
+                cfg,
+                conn,
+                open_catalog(self.catalog),
+                Window.from_dict(self.window),
+                target,
+                try_number=int(getattr(context.get("ti"), "try_number", 1) or 1),
             )
         finally:
             conn.close()

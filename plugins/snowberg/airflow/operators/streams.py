@@ -17,7 +17,6 @@ Run params (``snowberg.streams.params``): ``recover_stale_stream``,
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -80,9 +79,6 @@ class _StreamOperator(BaseOperator):
 
         return snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
 
-    def _logger(self) -> logging.Logger:
-        return self.log  # type: ignore[return-value]
-
 
 class SnowbergStreamConsumeOperator(_StreamOperator):
     """Consume the stream into the staging table as one batch, in one Snowflake transaction.
@@ -109,7 +105,6 @@ class SnowbergStreamConsumeOperator(_StreamOperator):
                 open_catalog(self.catalog),
                 run_id=context["run_id"],
                 recover=request.recover,
-                logger=self._logger(),
             )
         finally:
             conn.close()
@@ -139,7 +134,6 @@ class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):
                 open_catalog(self.catalog),
                 run_id=context["run_id"],
                 consumed=self.consumed,
-                logger=self._logger(),
             )
         finally:
             conn.close()
@@ -157,9 +151,7 @@ class SnowbergStreamCleanupOperator(_StreamOperator):
         cfg, stream = self.configs()
         conn = self.connect(cfg)
         try:
-            return cleanup_step(
-                cfg, stream, conn, open_catalog(self.catalog), variables=AirflowVariables(), logger=self._logger()
-            )
+            return cleanup_step(cfg, stream, conn, open_catalog(self.catalog), variables=AirflowVariables())
         finally:
             conn.close()
 
@@ -213,7 +205,6 @@ class SnowbergStreamChangesOperator(_StreamOperator):
                 end=request.changes_end,
                 run_id=context["run_id"],
                 target=request.changes_target,
-                logger=self._logger(),
             )
         finally:
             conn.close()
