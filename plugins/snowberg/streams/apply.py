@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from snowberg.config.table_config import TableConfig
+from snowberg.config.table_config import ColumnDropPolicy, TableConfig
 from snowberg.core.progress import Progress
 from snowberg.iceberg import gate
 from snowberg.iceberg import state as core_state
@@ -334,6 +334,9 @@ def changelog_config(cfg: TableConfig, stream: StreamSource) -> TableConfig | No
             "partition_by": [],
             "cursor": None,
             "write_mode": None,
+            # The changelog is an append-only log: a CHANGES backfill writes no stream
+            # metadata (batch id, sequence, consumed at), so those columns stay NULL there.
+            "on_column_dropped": ColumnDropPolicy.KEEP_NULL,
         }
     )
 
