@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from snowberg.core.cursor import CURSOR_KINDS, CursorKind
 from snowberg.core.durations import format_duration
 from snowberg.iceberg import state
 
@@ -109,17 +110,13 @@ def last_data_snapshot(table: Table) -> Any | None:
 
 
 def watermark_time(kind: str | None, watermark: str | None) -> datetime | None:
-    """The watermark as an aware UTC datetime, for time-like cursors (else None)."""
-    if not watermark or kind not in ("timestamp_ntz", "timestamp_tz", "date"):
-        return None
-    from snowberg.core.cursor import parse_cursor_value
+    """The watermark as an aware UTC datetime, for time-like cursors (else None).
 
-    v = parse_cursor_value(kind, watermark)
-    if kind == "date":
-        return datetime(v.year, v.month, v.day, tzinfo=UTC)
-    if v.tzinfo is None:  # timestamp_ntz: snowberg pins the session TIMEZONE to UTC
-        return v.replace(tzinfo=UTC)
-    return v.astimezone(UTC)
+    TIMESTAMP_NTZ and DATE watermarks are read as UTC wall time.
+    """
+    if not watermark or kind not in CURSOR_KINDS:
+        return None
+    return CursorKind(kind).as_instant(watermark)
 
 
 def evaluate(

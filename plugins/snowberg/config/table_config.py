@@ -144,11 +144,24 @@ class Cursor(_Strict):
     lookback: Duration = timedelta(0)
     commit_lag: Duration = timedelta(0)
     null_policy: NullCursorPolicy = NullCursorPolicy.RAISE
+    # The zone whose wall clock wrote a TIMESTAMP_NTZ cursor (and whose "today" dates a DATE cursor).
+    timezone: str = "UTC"
 
     @field_validator("column")
     @classmethod
     def _column(cls, v: str) -> str:
         return validate_identifier(v, "cursor column")
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{v[:80]!r} is not an IANA time zone name (for example 'America/Los_Angeles')") from None
+        return v
 
 
 class UnloadSettings(_Strict):

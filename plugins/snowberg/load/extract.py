@@ -291,9 +291,8 @@ def _delete_replaced(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | 
     else:
         if w.mode == BACKFILL and w.cursor_column:
             c = w.cursor_column.lower()
-            expr = And(
-                GreaterThanOrEqual(c, _literal(w.cursor_kind, w.low)), LessThan(c, _literal(w.cursor_kind, w.high))
-            )
+            upper = ex.LessThanOrEqual if w.high_inclusive else LessThan  # inclusive when clamped to the watermark
+            expr = And(GreaterThanOrEqual(c, _literal(w.cursor_kind, w.low)), upper(c, _literal(w.cursor_kind, w.high)))
         if keys is not None:
             kt = keys.check_unique()
             # No snapshot yet (a first load): nothing to replace, so no key expression (it is O(rows) Python objects).
