@@ -11,7 +11,7 @@ way dlt keeps ``JsonIncremental`` and ``ArrowIncremental`` apart, instead of
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from decimal import ROUND_FLOOR, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any
 
@@ -119,7 +119,7 @@ class CursorKind(StrEnum):
             return self.format_value(v - timedelta(days=days))
         return self.format_value(v - delta)
 
-    def window_bound(self, value: Any, clock: tzinfo) -> str:
+    def window_bound(self, value: Any, clock: tzinfo, scale: int = 0) -> str:
         """A backfill bound (an instant from the trigger form or a data interval, or a number) as cursor text.
 
         Windows are half-open ``[start, end)`` over instants. An NTZ cursor
@@ -131,7 +131,8 @@ class CursorKind(StrEnum):
         if self is CursorKind.NUMBER:
             if isinstance(value, datetime | date):
                 raise TypeError("a NUMBER cursor is bounded by numbers, not by dates")
-            return self.format_value(value)
+            # Rounded up to the column's scale: both bounds are "first value in / first value out".
+            return self.format_value(_decimal(value).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_CEILING))
         if not isinstance(value, datetime):
             if isinstance(value, int | float | Decimal):
                 raise TypeError(f"a {self.value.upper()} cursor is bounded by date-times, not by numbers")

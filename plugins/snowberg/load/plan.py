@@ -99,10 +99,8 @@ def plan_run(
 
         if mode is Mode.BACKFILL:
             assert base_wm is not None  # _check_backfill_request
-            w = _backfill_window(cfg, kind, zone, start, end, base_wm)
-            w = replace(
-                w, cursor_scale=scale, base_snapshot_id=base_snap, planned_at=planned_at, run_id=run_id, dry_run=dry_run
-            )
+            w = _backfill_window(cfg, kind, scale, zone, start, end, base_wm)
+            w = replace(w, base_snapshot_id=base_snap, planned_at=planned_at, run_id=run_id, dry_run=dry_run)
             w = _count_backfill(cur, sq, w)
             log.info("planned backfill window for %s: %s", cfg.name, describe_window(w))
             return w
@@ -257,7 +255,9 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, str) and _NUMBER.fullmatch(v.strip()) is not None
 
 
-def _backfill_window(cfg: TableConfig, kind: CursorKind, zone: ZoneInfo, start: Any, end: Any, wm: str) -> Window:
+def _backfill_window(
+    cfg: TableConfig, kind: CursorKind, scale: int, zone: ZoneInfo, start: Any, end: Any, wm: str
+) -> Window:
     """``[start, end)`` as cursor values, clamped to the watermark.
 
     Rows above the watermark belong to the incremental runs that have not
@@ -268,7 +268,7 @@ def _backfill_window(cfg: TableConfig, kind: CursorKind, zone: ZoneInfo, start: 
     """
     assert cfg.cursor is not None
     try:
-        low, high = kind.window_bound(start, zone), kind.window_bound(end, zone)
+        low, high = kind.window_bound(start, zone, scale), kind.window_bound(end, zone, scale)
     except (TypeError, ValueError) as exc:
         raise PlanError(f"table {cfg.name!r}: backfill bounds {str(start)[:80]!r}, {str(end)[:80]!r}: {exc}") from None
     if kind.parse_value(high) <= kind.parse_value(low):
@@ -295,6 +295,7 @@ def _backfill_window(cfg: TableConfig, kind: CursorKind, zone: ZoneInfo, start: 
         mode=Mode.BACKFILL,
         cursor_column=cfg.cursor.column,
         cursor_kind=kind,
+        cursor_scale=scale,
         low=low,
         low_inclusive=True,
         high=high,
