@@ -64,11 +64,9 @@ def plan_run(
     base_snap = st.snapshot_id if st else None
     planned_at = datetime.now(UTC).isoformat()
     sq = SourceQuery(cfg)
+    if mode is Mode.BACKFILL:
+        check_backfill_request(cfg, st, start, end)
     if cfg.cursor is None:
-        if mode is Mode.BACKFILL:
-            raise PlanError(
-                f"table {cfg.name!r} has no cursor, so a window cannot be reloaded: trigger with full_refresh instead"
-            )
         if mode is Mode.INCREMENTAL:
             # Without a cursor nothing tells new rows from old: every scheduled run replaces the table.
             log.info("table %s has no cursor: this run is a full refresh (one replace commit)", cfg.name)
@@ -80,8 +78,6 @@ def plan_run(
             run_id=run_id,
             dry_run=dry_run,
         )
-    if mode is Mode.BACKFILL:
-        _check_backfill_request(cfg, st, start, end)
     zone = ZoneInfo(cfg.cursor.timezone)
 
     cur = conn.cursor()
@@ -223,9 +219,13 @@ def _utc_offset(zone: str, gap: timedelta) -> str:
     return f"UTC{sign}{h:02d}:{m:02d}"
 
 
-def _check_backfill_request(cfg: TableConfig, st: state.TableState | None, start: Any, end: Any) -> None:
-    """What a backfill needs, checked from the table's state before any SQL."""
-    assert cfg.cursor is not None
+def check_backfill_request(cfg: TableConfig, st: state.TableState | None, start: Any, end: Any) -> None:
+    """What a backfill needs, checked from the table's state (Iceberg metadata) before any Snowflake SQL.
+
+    The plan operator calls it before it even connects to Snowflake; ``plan_run`` calls it again.
+    """
+    if cfg.cursor is None:
+        raise PlanError(f"table {cfg.name!r} has no cursor, so a window cannot be reloaded: use full_refresh")
     if start is None or end is None:
         raise PlanError(f"table {cfg.name!r}: a backfill needs a start and an end")
     if st is None or not st.watermark:

@@ -74,9 +74,10 @@ class SnowbergPlanOperator(_SnowbergOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.config.run_params import resolve_run
-        from snowberg.iceberg.state import AirflowVariables
+        from snowberg.core.window import Mode
+        from snowberg.iceberg.state import AirflowVariables, read_state
         from snowberg.iceberg.tables import open_catalog
-        from snowberg.load.plan import plan_run
+        from snowberg.load.plan import check_backfill_request, plan_run
         from snowberg.load.publish import reconcile_before_plan
         from snowberg.load.slices import plan_slices
         from snowberg.snowflake.source import snowflake_hook
@@ -95,6 +96,9 @@ class SnowbergPlanOperator(_SnowbergOperator):
         catalog = open_catalog(self.catalog)
         table, action = reconcile_before_plan(cfg, catalog, AirflowVariables())
         self.log.info("watermark mirror %s: %s", cfg.variable_key, action)
+        if request.mode is Mode.BACKFILL:
+            # From the table's metadata alone: a request that cannot work fails before Snowflake is touched.
+            check_backfill_request(cfg, read_state(table), request.start, request.end)
         hook = snowflake_hook(self.snowflake_conn_id, cfg)
         conn = hook.get_conn()
         try:
