@@ -94,7 +94,7 @@ def plan_run(
         include_nulls = policy is NullCursorPolicy.INCLUDE and mode is not Mode.BACKFILL
 
         if mode is Mode.BACKFILL:
-            assert base_wm is not None  # _check_backfill_request
+            assert base_wm is not None  # check_backfill_request refused a table without one
             w = _backfill_window(cfg, kind, scale, zone, start, end, base_wm)
             w = replace(w, base_snapshot_id=base_snap, planned_at=planned_at, run_id=run_id, dry_run=dry_run)
             w = _count_backfill(cur, sq, w)
