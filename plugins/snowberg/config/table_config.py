@@ -132,8 +132,9 @@ class Cursor(_Strict):
 
     The window of a run is ``(watermark - lookback, high]`` where ``high`` is
     fixed at plan time from Snowflake's clock minus ``commit_lag`` (for
-    timestamp cursors) or the column's maximum minus ``commit_lag`` (for
-    numeric cursors). Rows tied at ``high`` belong to this run; rows tied at
+    timestamp cursors; NTZ on the wall clock of ``timezone`` and never past
+    the newest value; DATE at the last closed day) or the column's maximum
+    (for numeric cursors). Rows tied at ``high`` belong to this run; rows tied at
     the previous watermark were loaded by the previous run. ``commit_lag``
     must cover the longest source transaction, ``lookback`` catches rows that
     arrive later than that (and needs a primary key, so re-read rows merge).

@@ -145,6 +145,11 @@ class CursorKind(StrEnum):
         day = wall.date() + (timedelta(days=1) if wall.time() != datetime.min.time() else timedelta(0))
         return self.format_value(day)
 
+    def iceberg_literal(self, text: str) -> Any:
+        """A cursor value as a pyiceberg expression literal (ISO text for times, a Decimal for numbers)."""
+        v = self.parse_value(text)
+        return v if self is CursorKind.NUMBER else v.isoformat()
+
     def as_instant(self, text: str, clock: tzinfo = UTC) -> datetime | None:
         """A time-like value as an aware UTC datetime (NTZ and DATE read in ``clock``); None for NUMBER."""
         if self is CursorKind.NUMBER:

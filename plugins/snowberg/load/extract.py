@@ -312,16 +312,11 @@ def _delete_replaced(tx: Any, cfg: TableConfig, w: Window, keys: KeyCollector | 
 
 
 def _literal(kind: str | None, text: str | None) -> Any:
-    from snowberg.core.cursor import parse_cursor_value
+    from snowberg.core.cursor import CursorKind
 
     if kind is None or text is None:
         raise ValueError("backfill window without a cursor")
-    v = parse_cursor_value(kind, text)
-    if kind in ("timestamp_ntz", "timestamp_tz"):
-        return v.isoformat()
-    if kind == "date":
-        return v.isoformat()
-    return v
+    return CursorKind(kind).iceberg_literal(text)
 
 
 def _write_data_files(

@@ -79,3 +79,9 @@ def test_shift_and_numeric_projection() -> None:
     lo, hi = date(2026, 9, 1), date(2026, 9, 11)
     assert CursorKind.DATE.between(lo, hi, Decimal("0.5")) == "2026-09-06"
     assert CursorKind.NUMBER.from_numeric(Decimal("2.379"), 2) == "2.37"
+
+
+def test_iceberg_literals() -> None:
+    assert CursorKind.TIMESTAMP_NTZ.iceberg_literal("2026-09-02 00:00:00.000000") == "2026-09-02T00:00:00"
+    assert CursorKind.DATE.iceberg_literal("2026-09-02") == "2026-09-02"
+    assert CursorKind.NUMBER.iceberg_literal("10.50") == Decimal("10.50")
