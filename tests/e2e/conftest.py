@@ -213,10 +213,10 @@ def stacks(e2e_root: Path, lake_env: dict[str, str], monitor: ResourceMonitor) -
 
 @pytest.fixture
 def local_stack(stacks: Stacks) -> AirflowStack:
-    # The backfill table's tests (API and browser) start after its first
-    # scheduled run (catchup off: one run for the latest day); unpausing it now
-    # lets that run overlap the tests before them.
-    return stacks.get("local", unpause=("e2e_backfill",))
+    # The backfill tables' tests (API and browser) start after their first
+    # scheduled run (catchup off: one run for the latest day); unpausing them
+    # now lets those runs overlap the tests before them.
+    return stacks.get("local", unpause=("e2e_backfill", "e2e_bf_date", "e2e_bf_number"))
 
 
 @pytest.fixture

@@ -121,6 +121,9 @@ TABLES = [
     table_entry("e2e_params", schedule=None, source_table="PARAM_ORDERS"),
     table_entry("e2e_race", schedule="@daily", source_table="RACE_ORDERS"),
     table_entry("e2e_celery", schedule=None, source_table="CELERY_ORDERS"),
+    # Backfills of the other cursor kinds: a DATE cursor (whole days) and a NUMBER cursor (numeric bounds).
+    table_entry("e2e_bf_date", schedule="@daily", source_table="BF_DATE_ORDERS", cursor={"column": "order_date"}),
+    table_entry("e2e_bf_number", schedule="@daily", source_table="BF_NUMBER_ORDERS", cursor={"column": "order_id"}),
 ]
 SOURCES = {t["name"]: t["source"]["table"].rsplit(".", 1)[1] for t in TABLES}
 

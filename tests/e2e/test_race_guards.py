@@ -13,14 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_data import DATABASE, SCHEMA, create_source, day, source_ids, table_entry
+from e2e_data import DATABASE, SCHEMA, create_source, day, ntz, query, source_ids, table_entry
 
 from snowberg.config.table_config import TableConfig
 from snowberg.core import faults
+from snowberg.core.window import Mode
 from snowberg.iceberg import state
 from snowberg.iceberg.tables import load_table_or_none
 from snowberg.load.extract import load_window
-from snowberg.load.plan import BACKFILL, INCREMENTAL, plan_run
+from snowberg.load.plan import plan_run
 from snowberg.local.stack import FakesnowServer
 from snowberg.snowflake.source import session_parameters
 
@@ -51,7 +52,13 @@ def guard(
 
 
 def _plan(
-    cfg: TableConfig, conn: Any, catalog: Any, run_id: str, mode: str = INCREMENTAL, start: Any = None, end: Any = None
+    cfg: TableConfig,
+    conn: Any,
+    catalog: Any,
+    run_id: str,
+    mode: str = Mode.INCREMENTAL,
+    start: Any = None,
+    end: Any = None,
 ) -> Any:
     table = load_table_or_none(catalog, cfg)
     return plan_run(
@@ -74,15 +81,21 @@ def test_backfill_planned_before_an_incremental_commit_keeps_the_new_watermark(
     guard: tuple[TableConfig, Any, Any],
 ) -> None:
     cfg, conn, catalog = guard
-    incremental = _plan(cfg, conn, catalog, "scheduled__1")
-    backfill = _plan(cfg, conn, catalog, "backfill__1", BACKFILL, day(2), day(3))
-    assert backfill.base_watermark is None
+    first = _plan(cfg, conn, catalog, "scheduled__1")
+    assert load_window(cfg, conn, catalog, first).status == "committed"
+    query(
+        conn,
+        f"INSERT INTO {cfg.source.table} SELECT 9001, 1, 'new', TRUE, CURRENT_DATE(), '{ntz(day(10))}'::TIMESTAMP_NTZ",
+    )
+    incremental = _plan(cfg, conn, catalog, "scheduled__2")
+    backfill = _plan(cfg, conn, catalog, "backfill__1", Mode.BACKFILL, day(2), day(3))
+    assert backfill.base_watermark == first.new_watermark
 
     assert load_window(cfg, conn, catalog, incremental).status == "committed"
     wm = state.read_state(load_table_or_none(catalog, cfg)).watermark  # type: ignore[union-attr]
-    assert wm == incremental.new_watermark
+    assert wm == incremental.new_watermark != first.new_watermark
 
-    # The backfill was planned on the old (empty) state; it must neither fail nor move the watermark back.
+    # The backfill was planned on the old state; it must neither fail nor move the watermark back.
     result = load_window(cfg, conn, catalog, backfill)
     assert result.status == "committed" and result.watermark == wm
     assert state.read_state(load_table_or_none(catalog, cfg)).watermark == wm  # type: ignore[union-attr]
@@ -113,8 +126,8 @@ def test_a_commit_landing_between_read_and_commit_fails_without_retry(
     assert load_window(cfg, conn, catalog, _plan(cfg, conn, catalog, "scheduled__1")).status == "committed"
     table = load_table_or_none(catalog, cfg)
     assert table is not None and table.properties["commit.retry.num-retries"] == "0"
-    outer = _plan(cfg, conn, catalog, "backfill__a", BACKFILL, day(1), day(2))
-    inner = _plan(cfg, conn, catalog, "backfill__b", BACKFILL, day(4), day(5))
+    outer = _plan(cfg, conn, catalog, "backfill__a", Mode.BACKFILL, day(1), day(2))
+    inner = _plan(cfg, conn, catalog, "backfill__b", Mode.BACKFILL, day(4), day(5))
 
     real = faults.crash_point
     fired: list[str] = []

@@ -71,10 +71,13 @@ def _doc(cfg: TableConfig) -> str:
     ]
     if cfg.freshness_sla:
         lines.append(f"* **Freshness SLA**: {format_duration(cfg.freshness_sla)}")
+    if cfg.cursor is None and cfg.stream is None:
+        lines.append("* **No cursor**: every scheduled run is a full refresh (one replace commit)")
     lines += [
         "",
-        "Trigger with `window_start`/`window_end` to reload a window (a backfill: replaces that window in one",
-        "commit, never moves the watermark), `full_refresh` to rebuild, `dry_run` to plan only.",
+        "Trigger with `window_start`/`window_end` (or `number_start`/`number_end` for a NUMBER cursor) to reload",
+        "a window (a backfill: replaces that window in one commit, clamped to the watermark, never moves it),",
+        "`full_refresh` to rebuild, `dry_run` to plan only.",
     ]
     return "\n".join(lines)
 

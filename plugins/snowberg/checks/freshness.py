@@ -20,7 +20,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
+from snowberg.core.cursor import CURSOR_KINDS, CursorKind
 from snowberg.core.durations import format_duration
 from snowberg.iceberg import state
 
@@ -108,18 +110,16 @@ def last_data_snapshot(table: Table) -> Any | None:
     return None
 
 
-def watermark_time(kind: str | None, watermark: str | None) -> datetime | None:
-    """The watermark as an aware UTC datetime, for time-like cursors (else None)."""
-    if not watermark or kind not in ("timestamp_ntz", "timestamp_tz", "date"):
-        return None
-    from snowberg.core.cursor import parse_cursor_value
+def watermark_time(kind: str | None, watermark: str | None, cursor_timezone: str = "UTC") -> datetime | None:
+    """The watermark as an aware UTC datetime, for time-like cursors (else None).
 
-    v = parse_cursor_value(kind, watermark)
-    if kind == "date":
-        return datetime(v.year, v.month, v.day, tzinfo=UTC)
-    if v.tzinfo is None:  # timestamp_ntz: snowberg pins the session TIMEZONE to UTC
-        return v.replace(tzinfo=UTC)
-    return v.astimezone(UTC)
+    TIMESTAMP_NTZ and DATE watermarks are wall-clock values of the table's
+    ``cursor.timezone``: read in UTC, a Los Angeles watermark would look
+    7-8 hours staler than it is.
+    """
+    if not watermark or kind not in CURSOR_KINDS:
+        return None
+    return CursorKind(kind).as_instant(watermark, ZoneInfo(cursor_timezone))
 
 
 def evaluate(
@@ -129,6 +129,7 @@ def evaluate(
     sla: timedelta | None = None,
     max_watermark_lag: timedelta | None = None,
     now: datetime | None = None,
+    cursor_timezone: str = "UTC",
 ) -> Freshness:
     """Measure ``table`` (already loaded; ``None`` when it does not exist)."""
     now = now or datetime.now(UTC)
@@ -171,7 +172,7 @@ def evaluate(
             watermark_run_id=st.run_id,
         )
         try:
-            wt = watermark_time(st.cursor_kind, st.watermark)
+            wt = watermark_time(st.cursor_kind, st.watermark, cursor_timezone)
         except ValueError as exc:
             wt = None
             reasons.append(f"watermark {st.watermark!r} ({st.cursor_kind}) cannot be read: {exc}")

@@ -46,7 +46,7 @@ from datetime import date, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from snowberg.core.cursor import SQL_TYPES
+from snowberg.core.cursor import CursorKind
 from snowberg.core.identifiers import quote_identifier
 
 if TYPE_CHECKING:
@@ -335,7 +335,7 @@ class SnowflakeSql:
         s = self.spec
         if s.cursor is None or s.watermark is None or s.cursor_kind is None:
             return "TRUE", {}
-        typ = SQL_TYPES[s.cursor_kind].format(scale=s.cursor_scale)
+        typ = CursorKind(s.cursor_kind).sql_type(s.cursor_scale)
         text = f"{s.cursor.sf} <= CAST(%(wm)s AS {typ})"
         if s.include_null_cursor:
             text = f"({text} OR {s.cursor.sf} IS NULL)"

@@ -10,22 +10,43 @@ and only those values are bound.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
+
+from snowberg.core.window import Mode
+
+# A plain decimal number, as text: NUMBER(38, s) values do not fit a JSON (double) number.
+NUMBER_PATTERN = r"^-?[0-9]{1,38}(\.[0-9]{1,37})?$"
 
 PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
     "window_start": {
         "type": ["null", "string"],
         "format": "date-time",
-        "title": "Window start (UTC)",
-        "description": "Reload rows whose cursor is at or after this instant. Leave empty for a normal incremental run.",
+        "title": "Window start",
+        "description": "Reload rows whose cursor is at or after this instant (RFC 3339 with a zone, for example "
+        "2026-01-01T00:00:00Z). Leave empty for a normal incremental run.",
     },
     "window_end": {
         "type": ["null", "string"],
         "format": "date-time",
-        "title": "Window end (UTC)",
-        "description": "Reload rows whose cursor is before this instant (exclusive). Must be after the start and not in the future.",
+        "title": "Window end",
+        "description": "Reload rows whose cursor is before this instant (exclusive). Must be after the start and "
+        "not in the future; a window ending past the watermark is clamped to it.",
+    },
+    "number_start": {
+        "type": ["null", "string"],
+        "pattern": NUMBER_PATTERN,
+        "title": "Number start (NUMBER cursors)",
+        "description": "For a NUMBER cursor: reload rows whose cursor is at or above this value.",
+    },
+    "number_end": {
+        "type": ["null", "string"],
+        "pattern": NUMBER_PATTERN,
+        "title": "Number end (NUMBER cursors)",
+        "description": "For a NUMBER cursor: reload rows whose cursor is below this value (exclusive).",
     },
     "full_refresh": {
         "type": "boolean",
@@ -38,37 +59,71 @@ PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
         "description": "Plan the window and count the rows; write nothing.",
     },
 }
-PARAM_DEFAULTS: dict[str, Any] = {"window_start": None, "window_end": None, "full_refresh": False, "dry_run": False}
+PARAM_DEFAULTS: dict[str, Any] = {
+    "window_start": None,
+    "window_end": None,
+    "number_start": None,
+    "number_end": None,
+    "full_refresh": False,
+    "dry_run": False,
+}
 
 
 class RunParamError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRequest:
-    mode: str  # incremental | backfill | full_refresh
-    start: datetime | None
-    end: datetime | None
-    dry_run: bool
+    mode: Mode
+    start: datetime | Decimal | None = None  # instants for time cursors, numbers for NUMBER cursors
+    end: datetime | Decimal | None = None
+    dry_run: bool = False
 
 
 def parse_instant(name: str, value: Any, error: type[ValueError] = RunParamError) -> datetime | None:
-    """An ISO 8601 param as an aware UTC datetime (naive means UTC); ``None`` for empty."""
+    """An RFC 3339 date-time param (with a zone) as an aware UTC datetime; ``None`` for empty.
+
+    Text is checked with the same ``date-time`` format check the trigger form's
+    JSON schema applies (jsonschema's), so a value is accepted here exactly
+    when the form accepts it: a date-time without a zone is refused by both.
+    """
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
         dt = value
     elif isinstance(value, str):
-        try:
-            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise error(f"param {name!r}: {value[:80]!r} is not an ISO 8601 date-time") from None
+        from jsonschema import FormatChecker
+
+        text = value.strip()
+        if not FormatChecker().conforms(text, "date-time"):
+            hint = " (it has no time zone: add Z or an offset such as +00:00)" if _naive_iso(text) else ""
+            raise error(f"param {name!r}: {value[:80]!r} is not an ISO 8601 date-time with a zone (RFC 3339){hint}")
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     else:
         raise error(f"param {name!r}: expected an ISO 8601 date-time, got {type(value).__name__}")
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
+        raise error(f"param {name!r}: {dt.isoformat()} has no time zone: add Z or an offset such as +00:00")
     return dt.astimezone(UTC)
+
+
+def _naive_iso(text: str) -> bool:
+    try:
+        return datetime.fromisoformat(text).tzinfo is None
+    except ValueError:
+        return False
+
+
+def parse_number(name: str, value: Any) -> Decimal | None:
+    """A NUMBER-cursor bound: a decimal number as text (or an int); ``None`` for empty."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | Decimal):
+        raise RunParamError(f"param {name!r}: expected a number as text, got {type(value).__name__}")
+    text = str(value).strip()
+    if not re.fullmatch(NUMBER_PATTERN, text):
+        raise RunParamError(f"param {name!r}: {text[:80]!r} is not a decimal number")
+    return Decimal(text)
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -90,6 +145,7 @@ def resolve_run(
     """Decide what a run does from its params, type and data interval.
 
     * params window_start/window_end → a backfill of exactly that window
+    * params number_start/number_end → a backfill of that cursor range (NUMBER cursors)
     * a backfill run (the UI's Backfill dialog sends no conf) → its data interval
     * full_refresh → replace the table
     * otherwise → incremental from the table's watermark
@@ -100,10 +156,22 @@ def resolve_run(
     now = now or datetime.now(UTC)
     start = parse_instant("window_start", params.get("window_start"))
     end = parse_instant("window_end", params.get("window_end"))
+    n_start = parse_number("number_start", params.get("number_start"))
+    n_end = parse_number("number_end", params.get("number_end"))
     full = _bool("full_refresh", params.get("full_refresh", False))
     dry = _bool("dry_run", params.get("dry_run", False))
     if (start is None) != (end is None):
         raise RunParamError("give both window_start and window_end, or neither")
+    if (n_start is None) != (n_end is None):
+        raise RunParamError("give both number_start and number_end, or neither")
+    if n_start is not None and n_end is not None:
+        if start is not None:
+            raise RunParamError("window_start/window_end and number_start/number_end are exclusive: choose one")
+        if full:
+            raise RunParamError("full_refresh and a window are exclusive: choose one")
+        if n_end <= n_start:
+            raise RunParamError(f"number_end {n_end} must be above number_start {n_start}")
+        return RunRequest(mode=Mode.BACKFILL, start=n_start, end=n_end, dry_run=dry)
     if start is None and run_type == "backfill":
         if interval_start is None or interval_end is None:
             raise RunParamError("a backfill run needs a data interval or window params")
@@ -117,5 +185,5 @@ def resolve_run(
             raise RunParamError(
                 f"window_end {end.isoformat()} is in the future (now {now.isoformat(timespec='seconds')})"
             )
-        return RunRequest("backfill", start, end, dry)
-    return RunRequest("full_refresh" if full else "incremental", None, None, dry)
+        return RunRequest(mode=Mode.BACKFILL, start=start, end=end, dry_run=dry)
+    return RunRequest(mode=Mode.FULL_REFRESH if full else Mode.INCREMENTAL, dry_run=dry)

@@ -154,8 +154,9 @@ class Cursor(StrictModel):
 
     The window of a run is ``(watermark - lookback, high]`` where ``high`` is
     fixed at plan time from Snowflake's clock minus ``commit_lag`` (for
-    timestamp cursors) or the column's maximum minus ``commit_lag`` (for
-    numeric cursors). Rows tied at ``high`` belong to this run; rows tied at
+    timestamp cursors; NTZ on the wall clock of ``timezone`` and never past
+    the newest value; DATE at the last closed day) or the column's maximum
+    (for numeric cursors). Rows tied at ``high`` belong to this run; rows tied at
     the previous watermark were loaded by the previous run. ``commit_lag``
     must cover the longest source transaction, ``lookback`` catches rows that
     arrive later than that (and needs a primary key, so re-read rows merge).
@@ -166,11 +167,24 @@ class Cursor(StrictModel):
     lookback: Duration = timedelta(0)
     commit_lag: Duration = timedelta(0)
     null_policy: NullCursorPolicy = NullCursorPolicy.RAISE
+    # The zone whose wall clock wrote a TIMESTAMP_NTZ cursor (and whose "today" dates a DATE cursor).
+    timezone: str = "UTC"
 
     @field_validator("column")
     @classmethod
     def _column(cls, v: str) -> str:
         return validate_identifier(v, "cursor column")
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{v[:80]!r} is not an IANA time zone name (for example 'America/Los_Angeles')") from None
+        return v
 
 
 class UnloadSettings(StrictModel):

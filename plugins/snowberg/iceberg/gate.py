@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig, WriteMode
 from snowberg.core import faults
-from snowberg.core.cursor import format_cursor_value, parse_cursor_value
+from snowberg.core.cursor import CursorKind, format_cursor_value, parse_cursor_value
 from snowberg.core.results import Status
 from snowberg.core.window import Window
 from snowberg.iceberg import state
@@ -255,10 +255,7 @@ def run_counts(name: str, w: Window, *, extracted: int | None, committed: int) -
 def _iceberg_literal(kind: str | None, text: str | None) -> Any:
     if kind is None or text is None:
         raise ValueError("a cursor range without a cursor")
-    v = parse_cursor_value(kind, text)
-    if kind in ("timestamp_ntz", "timestamp_tz", "date"):
-        return v.isoformat()
-    return v
+    return CursorKind(kind).iceberg_literal(text)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -296,9 +293,10 @@ def replaced_by_window(cfg: TableConfig, w: Window, keys: KeyCollector | None, h
     expr: Any = None
     if w.mode == BACKFILL and w.cursor_column:
         c = w.cursor_column.lower()
+        upper = ex.LessThanOrEqual if w.high_inclusive else ex.LessThan  # inclusive when clamped to the watermark
         expr = ex.And(
             ex.GreaterThanOrEqual(c, _iceberg_literal(w.cursor_kind, w.low)),
-            ex.LessThan(c, _iceberg_literal(w.cursor_kind, w.high)),
+            upper(c, _iceberg_literal(w.cursor_kind, w.high)),
         )
     key_table = None
     if keys is not None:

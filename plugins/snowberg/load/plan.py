@@ -8,12 +8,16 @@ commit (the Variable is reconciled, never trusted).
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+import re
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from snowberg.config.table_config import NullCursorPolicy, TableConfig
-from snowberg.core.cursor import format_cursor_value, shift_cursor
-from snowberg.core.window import Window
+from snowberg.core.cursor import CursorKind
+from snowberg.core.window import Mode, Window
 from snowberg.iceberg import state
 from snowberg.iceberg.identity import check_identity
 from snowberg.mapping.columns import TypeMappingError
@@ -24,7 +28,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INCREMENTAL, BACKFILL, FULL_REFRESH = "incremental", "backfill", "full_refresh"
+_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+
+# A writer's clock may differ from Snowflake's by a little; by more than this
+# ahead of the configured zone, the cursor is read as written in another zone.
+CLOCK_TOLERANCE = timedelta(minutes=15)
+
+
+# The run modes under their old names, for modules that still import them from here.
+INCREMENTAL, BACKFILL, FULL_REFRESH = Mode.INCREMENTAL, Mode.BACKFILL, Mode.FULL_REFRESH
+
+
+class PlanError(ValueError):
+    """The run cannot be planned as asked. Raised before any SQL; the message says what to do instead."""
 
 
 def plan_run(
@@ -33,101 +49,88 @@ def plan_run(
     table: Table | None,
     *,
     run_id: str,
-    mode: str = INCREMENTAL,
-    start: str | None = None,
-    end: str | None = None,
+    mode: str = Mode.INCREMENTAL,
+    start: Any = None,
+    end: Any = None,
     dry_run: bool = False,
 ) -> Window:
-    """Fix the window of a run. Reads the table's state and Snowflake's clock."""
+    """Fix the window of a run. Reads the table's state and Snowflake's clock.
+
+    ``start``/``end`` bound a backfill: instants (aware datetimes or ISO text)
+    for time cursors, numbers for NUMBER cursors.
+    """
+    mode = Mode(mode)
     check_identity(cfg, table, mode=mode)
     st = state.read_state(table)
     base_wm = st.watermark if st else None
     base_snap = st.snapshot_id if st else None
     planned_at = datetime.now(UTC).isoformat()
     sq = SourceQuery(cfg)
+    if mode is Mode.BACKFILL:
+        check_backfill_request(cfg, st, start, end)
     if cfg.cursor is None:
-        if mode != FULL_REFRESH:
-            raise ValueError(f"table {cfg.name!r} has no cursor: only full refresh is possible")
+        if mode is Mode.INCREMENTAL:
+            # Without a cursor nothing tells new rows from old: every scheduled run replaces the table.
+            log.info("table %s has no cursor: this run is a full refresh (one replace commit)", cfg.name)
         return Window(
-            FULL_REFRESH,
-            None,
-            None,
-            0,
-            None,
-            False,
-            None,
-            False,
-            False,
-            base_wm,
-            base_snap,
-            None,
+            mode=Mode.FULL_REFRESH,
+            base_watermark=base_wm,
+            base_snapshot_id=base_snap,
             planned_at=planned_at,
             run_id=run_id,
             dry_run=dry_run,
         )
+    zone = ZoneInfo(cfg.cursor.timezone)
 
     cur = conn.cursor()
     try:
         ccol = describe_cursor(cur, sq)
         kind = cursor_kind(ccol)
-        scale = ccol.scale or 0 if kind == "number" else 0
+        scale = (ccol.scale or 0) if kind is CursorKind.NUMBER else 0
         if st and st.cursor_kind and st.cursor_kind != kind:
             raise TypeMappingError(
                 f"cursor column {cfg.cursor.column!r} is now {ccol.sql_type} ({kind}); the table's watermark "
                 f"was recorded as {st.cursor_kind}"
             )
         policy = cfg.cursor.null_policy
-        include_nulls = policy is NullCursorPolicy.INCLUDE and mode != BACKFILL
+        include_nulls = policy is NullCursorPolicy.INCLUDE and mode is not Mode.BACKFILL
 
-        if mode == BACKFILL:
-            if start is None or end is None:
-                raise ValueError("a backfill needs a start and an end")
-            # The window is the backfill's [start, end), not the clock.
-            w = Window(
-                BACKFILL,
-                cfg.cursor.column,
-                kind,
-                scale,
-                format_cursor_value(kind, start),
-                True,
-                format_cursor_value(kind, end),
-                False,
-                False,
-                base_wm,
-                base_snap,
-                new_watermark=base_wm,
-                planned_at=planned_at,
-                run_id=run_id,
-                dry_run=dry_run,
-            )
+        if mode is Mode.BACKFILL:
+            assert base_wm is not None  # check_backfill_request refused a table without one
+            w = _backfill_window(cfg, kind, scale, zone, start, end, base_wm)
+            w = replace(w, base_snapshot_id=base_snap, planned_at=planned_at, run_id=run_id, dry_run=dry_run)
             w = _count_backfill(cur, sq, w)
             log.info("planned backfill window for %s: %s", cfg.name, describe_window(w))
             return w
 
         low: str | None
-        if mode == FULL_REFRESH:
+        if mode is Mode.FULL_REFRESH:
             low, low_inc = None, False
         elif base_wm is not None:
             low, low_inc = base_wm, False
             if cfg.cursor.lookback.total_seconds() > 0:
-                low = shift_cursor(kind, base_wm, cfg.cursor.lookback)
+                low = kind.shift_value(base_wm, cfg.cursor.lookback)
         elif cfg.cursor.initial_value is not None:
-            low, low_inc = format_cursor_value(kind, cfg.cursor.initial_value), True
+            low, low_inc = kind.format_value(cfg.cursor.initial_value), True
         else:
             low, low_inc = None, False
         # NULL cursors are counted under every policy: raise needs the count,
         # exclude logs it, include loads them.
-        sql, params = sq.plan_sql(kind, scale, low, low_inc, cfg.cursor.commit_lag, count_nulls=True)
+        sql, params = sq.plan_sql(
+            kind, scale, low, low_inc, cfg.cursor.commit_lag, count_nulls=True, zone=cfg.cursor.timezone
+        )
         res = _run_plan(cur, sql, params)
     finally:
         cur.close()
 
+    if kind is CursorKind.TIMESTAMP_NTZ:
+        _check_writer_clock(cfg, res["clock"], res["newest"])
     high: str | None
     if res["high"] is None:
-        # NUMBER cursor on an empty source: nothing to read.
+        # An empty source (or NUMBER/NTZ capped at a newest value that does not exist): nothing to read.
         high = base_wm
     else:
-        high = format_cursor_value(kind, res["high"])
+        high = kind.format_value(res["high"])
     null_rows = int(res["null_rows"] or 0)
     if null_rows and policy is NullCursorPolicy.RAISE:
         raise ValueError(
@@ -139,26 +142,24 @@ def plan_run(
             "table %s: skipping %d rows with NULL %s (null_policy: exclude)", cfg.name, null_rows, cfg.cursor.column
         )
     rows = int(res["rows_in_window"] or 0) + (null_rows if include_nulls else 0)
-    if base_wm is not None and high is not None and mode == INCREMENTAL:
-        from snowberg.core.cursor import parse_cursor_value
-
-        if parse_cursor_value(kind, high) < parse_cursor_value(kind, base_wm):
+    if base_wm is not None and high is not None and mode is Mode.INCREMENTAL:
+        if kind.parse_value(high) < kind.parse_value(base_wm):
             # The clock minus the lag is behind the committed watermark (a lag
             # was raised, or clocks differ): never move the watermark back.
             log.warning("window high %s is below the watermark %s; nothing to read this run", high, base_wm)
             high, rows = base_wm, 0
     w = Window(
-        mode,
-        cfg.cursor.column,
-        kind,
-        scale,
-        low,
-        low_inc,
-        high,
-        True,
-        include_nulls,
-        base_wm,
-        base_snap,
+        mode=mode,
+        cursor_column=cfg.cursor.column,
+        cursor_kind=kind,
+        cursor_scale=scale,
+        low=low,
+        low_inclusive=low_inc,
+        high=high,
+        high_inclusive=True,
+        include_nulls=include_nulls,
+        base_watermark=base_wm,
+        base_snapshot_id=base_snap,
         new_watermark=high,
         rows_in_window=rows,
         null_rows=null_rows,
@@ -169,6 +170,142 @@ def plan_run(
     )
     log.info("planned %s window for %s: %s", mode, cfg.name, describe_window(w))
     return w
+
+
+def _check_writer_clock(cfg: TableConfig, clock: Any, newest: Any) -> None:
+    """Refuse a TIMESTAMP_NTZ source whose newest value lies ahead of the clock of ``cursor.timezone``.
+
+    Such values were written by a clock in a zone east of the configured one
+    (or in the future): with the clock as the window's bound they would load
+    hours late. A writer *behind* the configured clock looks the same as a
+    quiet source, so it cannot be refused; the window's bound is capped at the
+    newest value for that case (``CursorKind.capped_at_newest``) and nothing
+    is lost. Both are logged with the offset.
+    """
+    assert cfg.cursor is not None
+    if clock is None or newest is None:
+        return
+    gap = newest - clock
+    zone = cfg.cursor.timezone
+    col = cfg.cursor.column
+    if gap > CLOCK_TOLERANCE:
+        raise PlanError(
+            f"table {cfg.name!r}: the newest {col!r} value ({newest}) is {_hours(gap)} ahead of the clock in "
+            f"cursor.timezone {zone!r} ({clock:%Y-%m-%d %H:%M}): the values look written at "
+            f"{_utc_offset(zone, gap)}. Set cursor.timezone to the zone whose wall clock writes {col!r} "
+            "(an IANA name such as 'Asia/Tokyo'), or fix the future-dated rows."
+        )
+    if -gap > timedelta(hours=1):
+        log.info(
+            "table %s: the newest %s value is %s behind the clock in cursor.timezone %r; if the source is "
+            "written continuously, its writer's clock is about %s (the window stops at the newest value, so "
+            "no row is skipped, but set cursor.timezone to apply commit_lag on the writer's clock)",
+            cfg.name,
+            col,
+            _hours(-gap),
+            zone,
+            _utc_offset(zone, gap),
+        )
+
+
+def _hours(td: timedelta) -> str:
+    return f"{td.total_seconds() / 3600:.1f} h"
+
+
+def _utc_offset(zone: str, gap: timedelta) -> str:
+    """The UTC offset of a writer whose clock reads ``gap`` ahead of ``zone`` now (to the quarter hour)."""
+    base = datetime.now(ZoneInfo(zone)).utcoffset() or timedelta(0)
+    quarters = round((base + gap) / timedelta(minutes=15))
+    sign = "-" if quarters < 0 else "+"
+    h, m = divmod(abs(quarters) * 15, 60)
+    return f"UTC{sign}{h:02d}:{m:02d}"
+
+
+def check_backfill_request(cfg: TableConfig, st: state.TableState | None, start: Any, end: Any) -> None:
+    """What a backfill needs, checked from the table's state (Iceberg metadata) before any Snowflake SQL.
+
+    The plan operator calls it before it even connects to Snowflake; ``plan_run`` calls it again.
+    """
+    if cfg.cursor is None:
+        raise PlanError(f"table {cfg.name!r} has no cursor, so a window cannot be reloaded: use full_refresh")
+    if start is None or end is None:
+        raise PlanError(f"table {cfg.name!r}: a backfill needs a start and an end")
+    if st is None or not st.watermark:
+        raise PlanError(
+            f"table {cfg.name!r} has no watermark yet: a backfill reloads rows the table already holds. "
+            "Let an incremental run (or a full_refresh) load it first."
+        )
+    numeric = [_is_number(v) for v in (start, end)]
+    if st.cursor_kind == CursorKind.NUMBER and not all(numeric):
+        raise PlanError(
+            f"table {cfg.name!r}: cursor {cfg.cursor.column!r} is a NUMBER, and a date-time window (window "
+            "params or a run from the Backfill dialog) cannot bound it. Reload by cursor value instead: trigger "
+            "the DAG with params number_start and number_end (rows with number_start <= cursor < number_end)."
+        )
+    if st.cursor_kind and st.cursor_kind != CursorKind.NUMBER and any(numeric):
+        raise PlanError(
+            f"table {cfg.name!r}: cursor {cfg.cursor.column!r} is a {st.cursor_kind.upper()}; number_start/"
+            "number_end bound NUMBER cursors only. Use window_start and window_end."
+        )
+
+
+def _is_number(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int | float | Decimal):
+        return True
+    return isinstance(v, str) and _NUMBER.fullmatch(v.strip()) is not None
+
+
+def _backfill_window(
+    cfg: TableConfig, kind: CursorKind, scale: int, zone: ZoneInfo, start: Any, end: Any, wm: str
+) -> Window:
+    """``[start, end)`` as cursor values, clamped to the watermark.
+
+    Rows above the watermark belong to the incremental runs that have not
+    read them yet: a backfill that loaded them would have them appended again
+    by the next incremental run. So a window ending past the watermark is
+    clamped to end *at* the watermark (inclusive: those rows were loaded by
+    the run that committed it), and a window starting past it is refused.
+    """
+    assert cfg.cursor is not None
+    try:
+        low, high = kind.window_bound(start, zone, scale), kind.window_bound(end, zone, scale)
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"table {cfg.name!r}: backfill bounds {str(start)[:80]!r}, {str(end)[:80]!r}: {exc}") from None
+    if kind.parse_value(high) <= kind.parse_value(low):
+        raise PlanError(
+            f"table {cfg.name!r}: the backfill window [{low}, {high}) holds no {kind.value} cursor value "
+            f"(a DATE cursor reloads whole days: the window must contain a midnight in {cfg.cursor.timezone})"
+        )
+    high_inclusive = False
+    if kind.parse_value(low) > kind.parse_value(wm):
+        raise PlanError(
+            f"table {cfg.name!r}: the backfill window starts at {low}, after the watermark {wm}: those rows "
+            "have not been loaded yet, and the next incremental run loads them. Nothing to reload."
+        )
+    if kind.parse_value(high) > kind.parse_value(wm):
+        log.warning(
+            "table %s: backfill window end %s is past the watermark %s: clamped to end at the watermark "
+            "(rows after it belong to the next incremental run)",
+            cfg.name,
+            high,
+            wm,
+        )
+        high, high_inclusive = wm, True
+    return Window(
+        mode=Mode.BACKFILL,
+        cursor_column=cfg.cursor.column,
+        cursor_kind=kind,
+        cursor_scale=scale,
+        low=low,
+        low_inclusive=True,
+        high=high,
+        high_inclusive=high_inclusive,
+        base_watermark=wm,
+        new_watermark=wm,
+        extra={"clamped_to_watermark": True} if high_inclusive else {},
+    )
 
 
 def _str(v: Any) -> str | None:
@@ -186,9 +323,7 @@ def _count_backfill(cur: Any, sq: SourceQuery, w: Window) -> Window:
     where, params = sq.predicate(w)
     cur.execute(f"SELECT COUNT(*) FROM {sq.from_clause} WHERE {where}", params)
     (n,) = cur.fetchone()
-    d = w.to_dict()
-    d["rows_in_window"] = int(n)
-    return Window.from_dict(d)
+    return replace(w, rows_in_window=int(n))
 
 
 def describe_window(w: Window) -> str:

@@ -38,12 +38,11 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
-from decimal import ROUND_FLOOR, Decimal
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig
-from snowberg.core.cursor import format_cursor_value, parse_cursor_value
+from snowberg.core.cursor import CursorKind, format_cursor_value, parse_cursor_value
 from snowberg.core.window import Window
 from snowberg.iceberg.keys import DuplicateKeyError
 from snowberg.snowflake.source import SourceQuery
@@ -72,34 +71,14 @@ def max_rows_per_slice(cfg: TableConfig) -> int:
 # Boundaries
 
 
-_EPOCH = datetime(1970, 1, 1)
-_EPOCH_DATE = date(1970, 1, 1)
-
-
 def numeric_cursor_sql(kind: str, cursor_sql: str) -> str:
     """The cursor as a number APPROX_PERCENTILE can digest (UTC microseconds, days, or itself)."""
-    if kind in ("timestamp_ntz", "timestamp_tz"):
-        return f"DATE_PART(EPOCH_MICROSECOND, {cursor_sql})"
-    if kind == "date":
-        return f"DATEDIFF(day, '1970-01-01'::DATE, {cursor_sql})"
-    if kind == "number":
-        return cursor_sql
-    raise ValueError(f"unknown cursor kind {kind!r}")
+    return CursorKind(kind).numeric_sql(cursor_sql)
 
 
 def cursor_from_numeric(kind: str, scale: int, value: Any) -> str:
     """Inverse of ``numeric_cursor_sql``: a cursor value as text (floored to the cursor's resolution)."""
-    d = Decimal(str(value))
-    if kind == "number":
-        return format_cursor_value(kind, d.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_FLOOR))
-    whole = int(d.to_integral_value(rounding=ROUND_FLOOR))
-    if kind == "timestamp_ntz":
-        return format_cursor_value(kind, _EPOCH + timedelta(microseconds=whole))
-    if kind == "timestamp_tz":
-        return format_cursor_value(kind, _EPOCH.replace(tzinfo=UTC) + timedelta(microseconds=whole))
-    if kind == "date":
-        return format_cursor_value(kind, _EPOCH_DATE + timedelta(days=whole))
-    raise ValueError(f"unknown cursor kind {kind!r}")
+    return CursorKind(kind).from_numeric(value, scale)
 
 
 def _rows_only(w: Window) -> Window:
@@ -126,21 +105,8 @@ def range_bounds(w: Window, n_slices: int) -> list[str]:
     lo, hi = w.extra.get("min_cursor"), w.extra.get("max_cursor")
     if kind is None or lo is None or hi is None or n_slices < 2:
         return []
-    lo_v, hi_v = (
-        parse_cursor_value(kind, format_cursor_value(kind, lo)),
-        parse_cursor_value(kind, format_cursor_value(kind, hi)),
-    )
-    out = []
-    for k in range(1, n_slices):
-        f = Decimal(k) / Decimal(n_slices)
-        if kind == "number":
-            out.append(cursor_from_numeric(kind, w.cursor_scale, lo_v + (hi_v - lo_v) * f))
-        elif kind == "date":
-            out.append(format_cursor_value(kind, lo_v + timedelta(days=int((hi_v - lo_v).days * f))))
-        else:
-            span_us = (hi_v - lo_v) // timedelta(microseconds=1)
-            out.append(format_cursor_value(kind, lo_v + timedelta(microseconds=int(span_us * f))))
-    return out
+    lo_v, hi_v = kind.parse_value(kind.format_value(lo)), kind.parse_value(kind.format_value(hi))
+    return [kind.between(lo_v, hi_v, Decimal(k) / Decimal(n_slices), w.cursor_scale) for k in range(1, n_slices)]
 
 
 def clean_bounds(w: Window, candidates: Sequence[str | None]) -> list[str]:

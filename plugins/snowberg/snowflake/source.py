@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig
-from snowberg.core.cursor import SQL_TYPES
+from snowberg.core.cursor import CursorKind
 from snowberg.core.identifiers import TableName, quote_identifier
 from snowberg.core.window import Window
 from snowberg.mapping.columns import SnowflakeColumn
@@ -87,18 +87,13 @@ def snowflake_hook(conn_id: str, cfg: TableConfig | None = None) -> Any:
 # Cursor values
 
 
-def cursor_kind(col: SnowflakeColumn) -> str:
-    if col.type == "TIMESTAMP_NTZ":
-        return "timestamp_ntz"
-    if col.type in ("TIMESTAMP_LTZ", "TIMESTAMP_TZ"):
-        return "timestamp_tz"
-    if col.type == "DATE":
-        return "date"
-    if col.type == "NUMBER":
-        return "number"
-    raise ValueError(
-        f"cursor column {col.name!r} is {col.sql_type}; a watermark cursor must be TIMESTAMP_*, DATE or NUMBER"
-    )
+def cursor_kind(col: SnowflakeColumn) -> CursorKind:
+    kind = CursorKind.for_snowflake_type(col.type)
+    if kind is None:
+        raise ValueError(
+            f"cursor column {col.name!r} is {col.sql_type}; a watermark cursor must be TIMESTAMP_*, DATE or NUMBER"
+        )
+    return kind
 
 
 class SourceQuery:
@@ -115,20 +110,11 @@ class SourceQuery:
     def describe_cursor_sql(self) -> str:
         return f"SELECT {self.cursor_sql} FROM {self.from_clause} LIMIT 0"
 
-    def _typed(self, window_kind: str, scale: int, param: str) -> str:
-        return f"CAST(%({param})s AS {SQL_TYPES[window_kind].format(scale=scale)})"
+    def _typed(self, kind: CursorKind, scale: int, param: str) -> str:
+        return f"CAST(%({param})s AS {kind.sql_type(scale)})"
 
-    def high_expr(self, kind: str, lag: timedelta) -> str:
-        secs = int(lag.total_seconds())
-        if kind == "timestamp_ntz":
-            return f"DATEADD(second, {-secs}, CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ))"
-        if kind == "timestamp_tz":
-            return f"DATEADD(second, {-secs}, CURRENT_TIMESTAMP())"
-        if kind == "date":
-            days = -(-secs // 86400)
-            return f"DATEADD(day, {-days}, CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS DATE))"
-        if secs:
-            raise ValueError("commit_lag is a duration and does not apply to a NUMBER cursor; set it to 0")
+    def newest_expr(self) -> str:
+        """The newest cursor value in the whole source."""
         return f"(SELECT MAX({self.cursor_sql}) FROM {self.from_clause})"
 
     def predicate(self, w: Window) -> tuple[str, dict[str, Any]]:
@@ -156,15 +142,26 @@ class SourceQuery:
         return f"SELECT * FROM {self.from_clause} WHERE {where}", params
 
     def plan_sql(
-        self, kind: str, scale: int, low: str | None, low_inclusive: bool, lag: timedelta, count_nulls: bool
+        self,
+        kind: CursorKind,
+        scale: int,
+        low: str | None,
+        low_inclusive: bool,
+        lag: timedelta,
+        count_nulls: bool,
+        zone: str = "UTC",
     ) -> tuple[str, dict[str, Any]]:
         """One query: the window's upper bound from Snowflake's clock, and what lies in the window.
 
-        A run with nothing new costs exactly this query (plus a compile-only
-        ``LIMIT 0`` describe of the cursor column).
+        It also returns the unlagged clock and the newest cursor value in the
+        whole source, so the plan can tell a writer whose clock is not
+        ``cursor.timezone``. A run with nothing new costs exactly this query
+        (plus a compile-only ``LIMIT 0`` describe of the cursor column).
         """
         c = self.cursor_sql
         params: dict[str, Any] = {}
+        if kind.follows_writer_clock:
+            params["zone"] = zone
         cond = []
         if low is not None:
             cond.append(f"{c} {'>=' if low_inclusive else '>'} {self._typed(kind, scale, 'low')}")
@@ -172,13 +169,24 @@ class SourceQuery:
         inner_where = " AND ".join(cond) if cond else "TRUE"
         if count_nulls:
             inner_where = f"({inner_where}) OR {c} IS NULL"
+        lagged = kind.clock_sql(lag, "zone")
+        if lagged is None:
+            hi = "x.newest"  # NUMBER: no clock, the newest value is the bound
+        elif kind.capped_at_newest:
+            # CASE, not LEAST: Snowflake's LEAST is NULL when the source is empty, the
+            # emulator's skips NULLs; an empty source must give "nothing to read".
+            hi = "CASE WHEN x.newest IS NULL THEN NULL WHEN x.newest < x.lagged THEN x.newest ELSE x.lagged END"
+        else:
+            hi = "x.lagged"
+        clock = kind.clock_sql(timedelta(0), "zone") if kind is CursorKind.TIMESTAMP_NTZ else "NULL"
         sql = (
-            f"SELECT h.hi AS high, COUNT(s.c) AS rows_in_window, COUNT(s.one) - COUNT(s.c) AS null_rows, "
-            f"MIN(s.c) AS min_cursor, MAX(s.c) AS max_cursor "
-            f"FROM (SELECT {self.high_expr(kind, lag)} AS hi) h "
+            f"SELECT h.hi AS high, h.clock AS clock, h.newest AS newest, COUNT(s.c) AS rows_in_window, "
+            f"COUNT(s.one) - COUNT(s.c) AS null_rows, MIN(s.c) AS min_cursor, MAX(s.c) AS max_cursor "
+            f"FROM (SELECT {hi} AS hi, x.clock AS clock, x.newest AS newest FROM "
+            f"(SELECT {lagged or 'NULL'} AS lagged, {clock} AS clock, {self.newest_expr()} AS newest) x) h "
             f"LEFT JOIN (SELECT {c} AS c, 1 AS one FROM {self.from_clause} WHERE {inner_where}) s "
             f"ON (s.c <= h.hi OR s.c IS NULL) "
-            f"GROUP BY h.hi"
+            f"GROUP BY h.hi, h.clock, h.newest"
         )
         return sql, params
 

@@ -95,6 +95,12 @@ def test_watermark_time(kind: str | None, wm: str, expected: datetime | None) ->
     assert freshness.watermark_time(kind, wm) == expected
 
 
+def test_ntz_watermark_is_read_on_the_cursor_timezone_clock() -> None:
+    wm = "2026-01-01 06:00:00.000000"  # Los Angeles wall time (UTC-08:00 in January)
+    assert freshness.watermark_time("timestamp_ntz", wm, "America/Los_Angeles") == datetime(2026, 1, 1, 14, tzinfo=UTC)
+    assert freshness.watermark_time("date", "2026-01-02", "Asia/Tokyo") == datetime(2026, 1, 1, 15, tzinfo=UTC)
+
+
 def test_unreadable_watermark_is_reported(orders: Any, lake: Any) -> None:
     orders.append(
         lake.batch([7]), snapshot_properties={"snowberg.watermark": "garbage", "snowberg.cursor-kind": "timestamp_ntz"}

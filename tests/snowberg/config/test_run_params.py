@@ -51,3 +51,83 @@ def test_backfill_run_without_conf_uses_data_interval() -> None:
 def test_bad_params_are_rejected(params: dict, message: str) -> None:
     with pytest.raises(RunParamError, match=message):
         run(params)
+
+
+def test_number_bounds_make_a_backfill_of_a_cursor_range() -> None:
+    from decimal import Decimal
+
+    r = run({"number_start": "100", "number_end": "250.5"})
+    assert (r.mode, r.start, r.end) == ("backfill", Decimal("100"), Decimal("250.5"))
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"number_start": "1"}, "both number_start and number_end"),
+        ({"number_start": "5", "number_end": "5"}, "must be above number_start"),
+        ({"number_start": "1; DROP TABLE x", "number_end": "2"}, "is not a decimal number"),
+        ({"number_start": "1", "number_end": "2", "full_refresh": True}, "exclusive"),
+        (
+            {
+                "number_start": "1",
+                "number_end": "2",
+                "window_start": "2026-01-01T00:00:00Z",
+                "window_end": NOW.isoformat(),
+            },
+            "exclusive",
+        ),
+    ],
+)
+def test_bad_number_bounds_are_rejected(params: dict, message: str) -> None:
+    with pytest.raises(RunParamError, match=message):
+        run(params)
+
+
+SAMPLES = [
+    "2026-01-01T00:00:00Z",
+    "2026-01-01T00:00:00+02:00",
+    "2026-01-01T00:00:00.123456-07:00",
+    "2026-01-01T00:00:00",  # no zone
+    "2026-01-01 00:00:00+00:00",  # space instead of T
+    "2026-01-01",
+    "2026-01-01T25:00:00Z",
+    "yesterday",
+]
+
+
+@pytest.mark.parametrize("value", SAMPLES)
+def test_window_params_are_accepted_exactly_when_the_trigger_form_accepts_them(value: str) -> None:
+    """The form's JSON schema (``format: date-time``, checked by Airflow's Param) and snowberg agree."""
+    from airflow.sdk import Param
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from snowberg.config.run_params import PARAM_SCHEMAS
+
+    try:
+        Param(None, **PARAM_SCHEMAS["window_start"]).resolve(value)
+        form_accepts = True
+    except ParamValidationError:
+        form_accepts = False
+    try:
+        run({"window_start": value, "window_end": "2026-01-02T00:00:00Z"})
+        snowberg_accepts = True
+    except RunParamError:
+        snowberg_accepts = False
+    assert snowberg_accepts == form_accepts
+
+
+def test_window_param_without_a_zone_says_how_to_fix_it() -> None:
+    with pytest.raises(RunParamError, match=r"has no time zone: add Z or an offset"):
+        run({"window_start": "2026-01-01T00:00:00", "window_end": "2026-01-02T00:00:00Z"})
+
+
+def test_number_params_follow_the_form_schema() -> None:
+    from airflow.sdk import Param
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from snowberg.config.run_params import PARAM_SCHEMAS
+
+    p = Param(None, **PARAM_SCHEMAS["number_start"])
+    assert p.resolve("12345678901234567890123.25") == "12345678901234567890123.25"
+    with pytest.raises(ParamValidationError):
+        p.resolve("1e5")

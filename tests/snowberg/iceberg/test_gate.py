@@ -147,7 +147,7 @@ def test_every_commit_records_rows_planned_extracted_and_committed(src: Any, cat
     cfg = cfg_for(src)
     table, _ = reconcile_before_plan(cfg, catalog, variables)
     w = plan_run(cfg, src.conn, table, run_id="r1")
-    insert(src, range(101, 104), "2026-01-01 00:00:01")  # late rows into the planned window
+    insert(src, range(101, 104), "2026-01-01 00:00:00")  # late rows inside the planned window (at its high bound)
     r = load_window(cfg, src.conn, catalog, w)
     props = catalog.load_table("ns.t").current_snapshot().summary.additional_properties
     assert props[state.ROWS_PLANNED] == "100"

@@ -87,7 +87,18 @@ def window(
     nulls: bool = False,
     mode: str = "incremental",
 ) -> Window:
-    return Window(mode, "c", kind, 0, low, low_inc, high, high_inc, nulls, None, None, high, rows_in_window=100)
+    return Window(
+        mode=mode,
+        cursor_column="c",
+        cursor_kind=kind,
+        low=low,
+        low_inclusive=low_inc,
+        high=high,
+        high_inclusive=high_inc,
+        include_nulls=nulls,
+        new_watermark=high,
+        rows_in_window=100,
+    )
 
 
 def in_window(w: Window, v: Any) -> bool:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from snowberg.config.table_config import parse_config
-from snowberg.core.cursor import format_cursor_value, parse_cursor_value, shift_cursor
+from snowberg.core.cursor import CursorKind, format_cursor_value, parse_cursor_value, shift_cursor
 from snowberg.core.identifiers import IdentifierError, TableName, quote_identifier
-from snowberg.core.window import Window
+from snowberg.core.window import Mode, Window
 from snowberg.snowflake.source import SourceQuery
 
 
@@ -33,18 +33,12 @@ def test_identifiers_are_validated_and_quoted() -> None:
 def test_extract_sql_binds_values_and_quotes_names() -> None:
     sq = SourceQuery(_cfg())
     w = Window(
-        "incremental",
-        "updated_at",
-        "timestamp_ntz",
-        0,
-        "2026-01-01 00:00:00.000000",
-        False,
-        "2026-01-02 00:00:00.000000",
-        True,
-        False,
-        None,
-        None,
-        None,
+        mode=Mode.INCREMENTAL,
+        cursor_column="updated_at",
+        cursor_kind=CursorKind.TIMESTAMP_NTZ,
+        low="2026-01-01 00:00:00.000000",
+        high="2026-01-02 00:00:00.000000",
+        high_inclusive=True,
     )
     sql, params = sq.extract_sql(w)
     assert sql == (
@@ -56,7 +50,15 @@ def test_extract_sql_binds_values_and_quotes_names() -> None:
 
 def test_backfill_window_is_half_open_and_nulls_optional() -> None:
     sq = SourceQuery(_cfg())
-    w = Window("backfill", "updated_at", "timestamp_tz", 0, "a", True, "b", False, True, None, None, None)
+    w = Window(
+        mode=Mode.BACKFILL,
+        cursor_column="updated_at",
+        cursor_kind=CursorKind.TIMESTAMP_TZ,
+        low="a",
+        low_inclusive=True,
+        high="b",
+        include_nulls=True,
+    )
     sql, _ = sq.extract_sql(w)
     assert (
         '"UPDATED_AT" >= CAST(%(low)s AS TIMESTAMP_TZ(9)) AND "UPDATED_AT" < CAST(%(high)s AS TIMESTAMP_TZ(9))' in sql
@@ -69,13 +71,15 @@ def test_custom_query_is_a_subquery() -> None:
     assert sq.from_clause == "(SELECT a, updated_at FROM x) AS snowberg_src"
 
 
-def test_high_comes_from_snowflake_clock_minus_lag() -> None:
+def test_high_comes_from_snowflake_clock_in_the_cursor_zone_minus_lag() -> None:
     sq = SourceQuery(_cfg())
-    assert sq.high_expr("timestamp_ntz", timedelta(minutes=5)) == (
-        "DATEADD(second, -300, CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ))"
+    sql, params = sq.plan_sql(
+        CursorKind.TIMESTAMP_NTZ, 0, None, False, timedelta(minutes=5), count_nulls=False, zone="Asia/Tokyo"
     )
+    assert "DATEADD(second, -300, CAST(CONVERT_TIMEZONE(%(zone)s, CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ))" in sql
+    assert params == {"zone": "Asia/Tokyo"}
     with pytest.raises(ValueError, match="NUMBER cursor"):
-        sq.high_expr("number", timedelta(seconds=1))
+        sq.plan_sql(CursorKind.NUMBER, 0, None, False, timedelta(seconds=1), count_nulls=False)
 
 
 @pytest.mark.parametrize(

@@ -71,7 +71,7 @@ def test_run_params_are_validated() -> None:
         {
             "recover_stale_stream": True,
             "changes_start": "2026-05-01T00:00:00Z",
-            "changes_end": "2026-05-02T00:00:00",
+            "changes_end": "2026-05-02T00:00:00+00:00",
             "changes_target": "table",
         },
         now=now,
@@ -79,6 +79,7 @@ def test_run_params_are_validated() -> None:
     assert r.recover and r.changes_end - r.changes_start == timedelta(days=1) and r.changes_target == "table"
     for bad in (
         {"changes_start": "2026-05-01"},
+        {"changes_start": "2026-05-01T00:00:00Z", "changes_end": "2026-05-02T00:00:00"},  # no zone: the form refuses it
         {"changes_start": "2026-05-02", "changes_end": "2026-05-01"},
         {"changes_start": "2026-05-01", "changes_end": "2026-07-01"},
         {"recover_stale_stream": "yes"},

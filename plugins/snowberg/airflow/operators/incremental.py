@@ -63,15 +63,18 @@ class SnowbergPlanOperator(_SnowbergOperator):
     """Reconcile the watermark mirror and fix this run's window (returned as XCom).
 
     Run params (validated before any SQL): ``window_start``/``window_end``
-    (a backfill of that window), ``full_refresh``, ``dry_run``. A run created
-    by a backfill without params reloads its data interval.
+    (a backfill of that window), ``number_start``/``number_end`` (a backfill
+    of a NUMBER cursor's range), ``full_refresh``, ``dry_run``. A run created
+    by a backfill without params reloads its data interval (time cursors; a
+    NUMBER cursor fails before any SQL and says to use the number params).
     """
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.config.run_params import resolve_run
-        from snowberg.iceberg.state import AirflowVariables
+        from snowberg.core.window import Mode
+        from snowberg.iceberg.state import AirflowVariables, read_state
         from snowberg.iceberg.tables import open_catalog
-        from snowberg.load.plan import BACKFILL, plan_run
+        from snowberg.load.plan import check_backfill_request, plan_run
         from snowberg.load.publish import reconcile_before_plan
         from snowberg.load.slices import plan_slices
         from snowberg.snowflake.source import snowflake_hook
@@ -90,6 +93,9 @@ class SnowbergPlanOperator(_SnowbergOperator):
         catalog = open_catalog(self.catalog)
         table, action = reconcile_before_plan(cfg, catalog, AirflowVariables())
         self.log.info("watermark mirror %s: %s", cfg.variable_key, action)
+        if request.mode is Mode.BACKFILL:
+            # From the table's metadata alone: a request that cannot work fails before Snowflake is touched.
+            check_backfill_request(cfg, read_state(table), request.start, request.end)
         hook = snowflake_hook(self.snowflake_conn_id, cfg)
         conn = hook.get_conn()
         try:
@@ -99,8 +105,8 @@ class SnowbergPlanOperator(_SnowbergOperator):
                 table,
                 run_id=_attempt_id(context),
                 mode=request.mode,
-                start=request.start.isoformat() if request.mode == BACKFILL and request.start else None,
-                end=request.end.isoformat() if request.mode == BACKFILL and request.end else None,
+                start=request.start,
+                end=request.end,
                 dry_run=request.dry_run,
             )
             # A large window is cut by cursor value now, so retries read the same slices.

@@ -1,0 +1,328 @@
+"""Planning a run against the emulator: the cursor's clock, DATE days, backfill bounds, tables without a cursor.
+
+fakesnow ignores the session TIMEZONE, so an application writing a
+TIMESTAMP_NTZ cursor from another zone is simulated the way its rows look in
+Snowflake: the NTZ values are that zone's wall clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from snowberg.config.table_config import TableConfig, parse_config
+from snowberg.iceberg import state
+from snowberg.load.extract import load_window
+from snowberg.load.plan import plan_run
+from snowberg.load.publish import publish, reconcile_before_plan
+
+NTZ_DDL = "CREATE TABLE {t} (ID NUMBER(38,0), NOTE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ(9))"
+DATE_DDL = "CREATE TABLE {t} (ID NUMBER(38,0), NOTE VARCHAR(20), DAY DATE)"
+
+
+def config(sfdb: Any, cursor: dict[str, Any] | None, **over: Any) -> TableConfig:
+    entry: dict[str, Any] = {"name": "t", "source": {"table": sfdb.table("SRC")}, "target": "ns.t", **over}
+    if cursor is not None:
+        entry["cursor"] = cursor
+    return parse_config({"tables": [entry]}).tables[0]
+
+
+def run(cfg: TableConfig, sfdb: Any, catalog: Any, variables: Any, run_id: str, **plan: Any) -> Any:
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, sfdb.conn, table, run_id=run_id, **plan)
+    r = load_window(cfg, sfdb.conn, catalog, w)
+    publish(cfg, catalog, w, variables)
+    return r
+
+
+def lake(catalog: Any) -> list[dict[str, Any]]:
+    return sorted(catalog.load_table("ns.t").scan().to_arrow().to_pylist(), key=lambda r: (r["id"], r["note"]))
+
+
+def lake_ids(catalog: Any) -> list[int]:
+    return [int(r["id"]) for r in lake(catalog)]
+
+
+def insert_ntz(sfdb: Any, rows: list[tuple[int, str, datetime]]) -> None:
+    values = ", ".join(f"({i}, '{n}', '{ts:%Y-%m-%d %H:%M:%S.%f}'::TIMESTAMP_NTZ)" for i, n, ts in rows)
+    sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES {values}")
+
+
+def wall(zone: str) -> datetime:
+    """The wall clock of ``zone`` now, as a TIMESTAMP_NTZ written there holds it."""
+    return datetime.now(ZoneInfo(zone)).replace(tzinfo=None)
+
+
+def offset(zone: str) -> str:
+    minutes = int((datetime.now(ZoneInfo(zone)).utcoffset() or timedelta(0)).total_seconds() // 60)
+    return f"UTC{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+# ---------------------------------------------------------------------------
+# The clock of a TIMESTAMP_NTZ cursor
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/Los_Angeles", "Asia/Tokyo"])
+def test_ntz_writer_in_cursor_timezone_loses_no_row_and_loads_none_early(
+    sfdb: Any, catalog: Any, variables: Any, zone: str
+) -> None:
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    now = wall(zone)
+    insert_ntz(
+        sfdb, [(1, "old", now - timedelta(hours=3)), (2, "in lag", now - timedelta(minutes=10)), (3, "now", now)]
+    )
+    lagged = config(sfdb, {"column": "updated_at", "timezone": zone, "commit_lag": "1h"}, write_mode="append")
+    r1 = run(lagged, sfdb, catalog, variables, "r1")
+    assert (r1.status, lake_ids(catalog)) == ("committed", [1])  # rows inside the commit lag wait for a later run
+
+    prompt = config(sfdb, {"column": "updated_at", "timezone": zone}, write_mode="append")
+    insert_ntz(sfdb, [(4, "written later", wall(zone))])
+    run(prompt, sfdb, catalog, variables, "r2")
+    insert_ntz(sfdb, [(5, "later still", wall(zone))])
+    run(prompt, sfdb, catalog, variables, "r3")
+    assert lake_ids(catalog) == [1, 2, 3, 4, 5]  # every row, once
+
+
+def test_ntz_writer_behind_the_configured_clock_loses_no_row(
+    sfdb: Any, catalog: Any, variables: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An application on Snowflake's default session zone writes Los Angeles wall time; the config says UTC."""
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    la = "America/Los_Angeles"
+    newest = wall(la)
+    insert_ntz(sfdb, [(1, "a", newest - timedelta(minutes=5)), (2, "b", newest)])
+    cfg = config(sfdb, {"column": "updated_at"}, write_mode="append")
+    with caplog.at_level(logging.INFO, logger="snowberg.load.plan"):
+        run(cfg, sfdb, catalog, variables, "r1")
+    wm = state.read_state(catalog.load_table("ns.t")).watermark
+    insert_ntz(sfdb, [(3, "written after the run", wall(la))])
+    run(cfg, sfdb, catalog, variables, "r2")
+    assert lake_ids(catalog) == [1, 2, 3]
+    # The watermark stopped at the newest value the source held, not at UTC now; the log names the offset.
+    assert wm == f"{newest:%Y-%m-%d %H:%M:%S.%f}"
+    assert f"its writer's clock is about {offset(la)}" in caplog.text and "cursor.timezone 'UTC'" in caplog.text
+
+
+def test_ntz_writer_ahead_of_the_configured_clock_fails_naming_the_offset(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    insert_ntz(sfdb, [(1, "a", wall("Asia/Tokyo"))])
+    cfg = config(sfdb, {"column": "updated_at"}, write_mode="append")
+    with pytest.raises(ValueError, match=r"9\.0 h ahead of the clock in cursor\.timezone 'UTC'.*UTC\+09:00"):
+        run(cfg, sfdb, catalog, variables, "r1")
+    assert not catalog.table_exists("ns.t")
+
+
+def test_cursor_timezone_must_be_an_iana_zone(sfdb: Any) -> None:
+    with pytest.raises(ValueError, match=r"cursor.*timezone.*'PST8' is not an IANA time zone"):
+        config(sfdb, {"column": "updated_at", "timezone": "PST8"})
+
+
+# ---------------------------------------------------------------------------
+# DATE cursors
+
+
+def insert_days(sfdb: Any, rows: list[tuple[int, str, date]]) -> None:
+    values = ", ".join(f"({i}, '{n}', '{d.isoformat()}'::DATE)" for i, n, d in rows)
+    sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES {values}")
+
+
+def test_date_window_never_closes_on_a_day_still_open(
+    sfdb: Any, catalog: Any, variables: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sfdb.sql(DATE_DDL.format(t=sfdb.table("SRC")))
+    today = datetime.now(UTC).date()
+    yesterday = today - timedelta(days=1)
+    insert_days(sfdb, [(1, "a", yesterday - timedelta(days=1)), (2, "a", yesterday), (3, "a", today)])
+    cfg = config(sfdb, {"column": "day"}, primary_key=["id"])  # default commit_lag: 0
+    run(cfg, sfdb, catalog, variables, "r1")
+    assert lake_ids(catalog) == [1, 2]
+    assert state.read_state(catalog.load_table("ns.t")).watermark == yesterday.isoformat()
+
+    insert_days(sfdb, [(4, "late", today)])  # arrives after the run, dated today
+    assert run(cfg, sfdb, catalog, variables, "r2").status == "nothing_new"  # today is still open
+
+    # Tomorrow (Snowflake's clock a day on): today has closed, and both of its rows are read.
+    from snowberg.core.cursor import CursorKind
+
+    clock = CursorKind.clock_sql
+    monkeypatch.setattr(CursorKind, "clock_sql", lambda self, lag, zp: clock(self, lag - timedelta(days=1), zp))
+    run(cfg, sfdb, catalog, variables, "r3")
+    assert lake_ids(catalog) == [1, 2, 3, 4]
+
+
+def test_date_cursor_backfills_whole_days_from_a_data_interval(sfdb: Any, catalog: Any, variables: Any) -> None:
+    sfdb.sql(DATE_DDL.format(t=sfdb.table("SRC")))
+    insert_days(sfdb, [(i, "v1", date(2026, 9, 1) + timedelta(days=i % 5)) for i in range(1, 21)])
+    cfg = config(sfdb, {"column": "day"}, primary_key=["id"])
+    run(cfg, sfdb, catalog, variables, "r1")
+    wm = state.read_state(catalog.load_table("ns.t")).watermark
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET NOTE = 'v2'")
+    # The daily data interval [2026-09-03, 2026-09-04) of a Backfill-dialog run, as Airflow hands it over.
+    r = run(
+        cfg,
+        sfdb,
+        catalog,
+        variables,
+        "backfill__2026-09-03",
+        mode="backfill",
+        start=datetime(2026, 9, 3, tzinfo=UTC),
+        end=datetime(2026, 9, 4, tzinfo=UTC),
+    )
+    assert r.status == "committed"
+    reloaded = {int(x["id"]) for x in lake(catalog) if x["note"] == "v2"}
+    assert reloaded == {i for i in range(1, 21) if i % 5 == 2}  # exactly the rows dated 2026-09-03
+    assert lake_ids(catalog) == list(range(1, 21))
+    assert state.read_state(catalog.load_table("ns.t")).watermark == wm
+    # An hourly interval without a midnight holds no whole day.
+    with pytest.raises(ValueError, match="holds no date cursor value"):
+        plan_run(
+            cfg,
+            sfdb.conn,
+            catalog.load_table("ns.t"),
+            run_id="x",
+            mode="backfill",
+            start=datetime(2026, 9, 3, 5, tzinfo=UTC),
+            end=datetime(2026, 9, 3, 6, tzinfo=UTC),
+        )
+
+
+# ---------------------------------------------------------------------------
+# NUMBER cursors
+
+
+def number_source(sfdb: Any) -> TableConfig:
+    sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), NOTE VARCHAR(20), SEQ NUMBER(12,2))")
+    values = ", ".join(f"({i}, 'v1', {i}.50)" for i in range(1, 41))
+    sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES {values}")
+    return config(sfdb, {"column": "seq"}, primary_key=["id"])
+
+
+def test_number_cursor_backfills_from_numeric_bounds(sfdb: Any, catalog: Any, variables: Any) -> None:
+    cfg = number_source(sfdb)
+    run(cfg, sfdb, catalog, variables, "r1")
+    assert state.read_state(catalog.load_table("ns.t")).watermark == "40.50"
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET NOTE = 'v2'")
+    r = run(cfg, sfdb, catalog, variables, "b1", mode="backfill", start=Decimal("10"), end=Decimal("20.5"))
+    assert r.status == "committed" and r.rows == 10
+    assert {int(x["id"]) for x in lake(catalog) if x["note"] == "v2"} == set(range(10, 20))
+    assert lake_ids(catalog) == list(range(1, 41))
+    assert state.read_state(catalog.load_table("ns.t")).watermark == "40.50"
+
+
+def test_number_cursor_backfill_from_dates_fails_before_any_sql(sfdb: Any, catalog: Any, variables: Any) -> None:
+    cfg = number_source(sfdb)
+    run(cfg, sfdb, catalog, variables, "r1")
+
+    class NoSql:
+        def cursor(self) -> Any:
+            raise AssertionError("no SQL may run")
+
+    with pytest.raises(ValueError, match=r"'seq' is a NUMBER.*number_start and number_end"):
+        plan_run(
+            cfg,
+            NoSql(),
+            catalog.load_table("ns.t"),
+            run_id="backfill__2026-09-03",
+            mode="backfill",
+            start=datetime(2026, 9, 3, tzinfo=UTC),
+            end=datetime(2026, 9, 4, tzinfo=UTC),
+        )
+
+
+# ---------------------------------------------------------------------------
+# Backfill windows and the watermark
+
+
+@pytest.fixture
+def appended(sfdb: Any, catalog: Any, variables: Any) -> TableConfig:
+    """An append table loaded once: rows on 2026-09-01 .. 05 at noon, watermark at the newest."""
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    insert_ntz(sfdb, [(i, "v1", datetime(2026, 9, 1 + (i - 1) % 5, 12)) for i in range(1, 21)])
+    cfg = config(sfdb, {"column": "updated_at"}, write_mode="append")
+    run(cfg, sfdb, catalog, variables, "r1")
+    insert_ntz(sfdb, [(21, "new", wall("UTC"))])  # written after the load: not loaded yet
+    return cfg
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+
+
+def assert_every_row_once(sfdb: Any, catalog: Any) -> None:
+    ids = lake_ids(catalog)
+    assert not [k for k, n in Counter(ids).items() if n > 1], f"duplicates: {ids}"
+    assert sorted(ids) == sorted(int(r[0]) for r in sfdb.sql(f"SELECT ID FROM {sfdb.table('SRC')}"))
+
+
+def test_backfill_window_before_the_watermark_reloads_exactly_it(
+    sfdb: Any, catalog: Any, variables: Any, appended: TableConfig
+) -> None:
+    assert state.read_state(catalog.load_table("ns.t")).watermark == "2026-09-05 12:00:00.000000"  # the newest row
+    r = run(appended, sfdb, catalog, variables, "b1", mode="backfill", start=utc(2026, 9, 2), end=utc(2026, 9, 4))
+    assert (r.status, r.rows) == ("committed", 8)
+    run(appended, sfdb, catalog, variables, "r2")
+    assert_every_row_once(sfdb, catalog)
+
+
+def test_backfill_window_across_the_watermark_is_clamped_to_it(
+    sfdb: Any, catalog: Any, variables: Any, appended: TableConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    end = datetime.now(UTC)
+    with caplog.at_level(logging.WARNING, logger="snowberg.load.plan"):
+        r = run(appended, sfdb, catalog, variables, "b1", mode="backfill", start=utc(2026, 9, 4), end=end)
+    run(appended, sfdb, catalog, variables, "r2")
+    assert_every_row_once(sfdb, catalog)
+    assert (r.status, r.rows) == ("committed", 8)  # days 4 and 5, including the rows at the watermark
+    assert "clamped to end at the watermark" in caplog.text
+
+
+def test_backfill_window_past_the_watermark_is_refused(
+    sfdb: Any, catalog: Any, variables: Any, appended: TableConfig
+) -> None:
+    snaps = len(list(catalog.load_table("ns.t").snapshots()))
+    with pytest.raises(ValueError, match=r"starts at 2026-09-06 00:00:00.000000, after the watermark"):
+        run(appended, sfdb, catalog, variables, "b1", mode="backfill", start=utc(2026, 9, 6), end=utc(2026, 9, 7))
+    assert len(list(catalog.load_table("ns.t").snapshots())) == snaps
+    run(appended, sfdb, catalog, variables, "r2")
+    assert_every_row_once(sfdb, catalog)
+
+
+def test_backfill_before_any_load_is_refused(sfdb: Any, catalog: Any, variables: Any) -> None:
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    insert_ntz(sfdb, [(1, "a", datetime(2026, 9, 1))])
+    cfg = config(sfdb, {"column": "updated_at"}, write_mode="append")
+    with pytest.raises(ValueError, match="has no watermark yet"):
+        run(cfg, sfdb, catalog, variables, "b1", mode="backfill", start=utc(2026, 8, 1), end=utc(2026, 9, 2))
+
+
+# ---------------------------------------------------------------------------
+# Tables without a cursor
+
+
+def test_table_without_a_cursor_is_fully_refreshed_by_each_scheduled_run(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), NOTE VARCHAR(20))")
+    sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES (1, 'a'), (2, 'a'), (3, 'a')")
+    cfg = config(sfdb, None)
+    r1 = run(cfg, sfdb, catalog, variables, "scheduled__1")
+    assert r1.status == "committed" and [(x["id"], x["note"]) for x in lake(catalog)] == [(1, "a"), (2, "a"), (3, "a")]
+    sfdb.sql(f"DELETE FROM {sfdb.table('SRC')} WHERE ID = 1")
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET NOTE = 'b' WHERE ID = 2")
+    commits = len(catalog.load_table("ns.t").metadata.metadata_log)
+    r2 = run(cfg, sfdb, catalog, variables, "scheduled__2")
+    assert r2.status == "committed"
+    assert [(x["id"], x["note"]) for x in lake(catalog)] == [(2, "b"), (3, "a")]
+    t = catalog.load_table("ns.t")
+    assert len(t.metadata.metadata_log) == commits + 1  # one commit replaced the table
+    assert t.current_snapshot().summary.additional_properties["snowberg.mode"] == "full_refresh"
+    with pytest.raises(ValueError, match="has no cursor, so a window cannot be reloaded"):
+        plan_run(cfg, sfdb.conn, t, run_id="b", mode="backfill", start=utc(2026, 9, 1), end=utc(2026, 9, 2))
