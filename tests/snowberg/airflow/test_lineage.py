@@ -202,3 +202,19 @@ def test_lineage_that_cannot_be_built_never_fails_the_task(monkeypatch: pytest.M
     op = SnowbergLoadOperator(task_id="load", table_config=cfg.model_dump(mode="json"), window={})
     remember_result(op, {"status": "committed", "rows": 1})
     assert DefaultExtractor(op).extract_on_complete(None) is None
+
+
+def test_a_stream_load_reports_the_table_the_stream_tracks(loaded: Any, sfdb: Any) -> None:
+    from snowberg.airflow.lineage import remember_result
+    from snowberg.airflow.operators.streams import SnowbergStreamLoadOperator
+
+    cfg, result, tmp_path = loaded
+    raw = cfg.model_dump(mode="json")
+    raw["primary_key"] = ["id"]
+    stream = {"name": sfdb.table("SRC_STREAM"), "on_table": sfdb.table("SRC")}
+    op = SnowbergStreamLoadOperator(task_id="load", table_config=raw, stream=stream)
+    remember_result(op, {"status": "committed", "rows_appended": 7, "snapshot_id": result["snapshot_id"]})
+    lineage = op.get_openlineage_facets_on_complete(task_instance=None)
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("snowflake://myorg-myacct", sfdb.table("SRC"))]
+    assert lineage.outputs[0].name == f"{tmp_path}/wh/ol/orders"
+    assert lineage.outputs[0].outputFacets["outputStatistics"].rowCount == 7
