@@ -80,3 +80,32 @@ def test_without_a_login_the_page_and_the_api_answer_401_with_no_data() -> None:
     for path in ("/", "/api/tables"):
         r = client.get(path)
         assert r.status_code == 401 and "orders" not in r.text
+
+
+def test_a_user_sees_only_the_tables_whose_dag_the_auth_manager_lets_them_read(
+    tmp_path: Any, monkeypatch: Any, airflow_db: str
+) -> None:
+    import yaml
+
+    from snowberg.airflow import ui
+
+    entry = {"source": {"table": "DB.S.T"}, "catalog": "not_configured", "cursor": {"column": "u"}}
+    path = tmp_path / "tables.yaml"
+    path.write_text(
+        yaml.safe_dump({"tables": [{"name": "a", "target": "n.a", **entry}, {"name": "b", "target": "n.b", **entry}]})
+    )
+    monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(path))
+    allowed: set[str] = set()
+    asked: list[Any] = []
+
+    class AuthManager:
+        def get_authorized_dag_ids(self, *, user: Any, method: str, session: Any) -> set[str]:
+            asked.append((user, method))
+            return allowed
+
+    monkeypatch.setattr("airflow.api_fastapi.app.get_auth_manager", lambda: AuthManager())
+    user = object()
+    assert ui.authorized_tables(user) == [] and asked == [(user, "GET")]
+    allowed.add("snowberg_b")
+    [b] = ui.authorized_tables(user)
+    assert b.name == "b" and b.errors  # its catalog is not configured: said on the table, not raised
