@@ -8,7 +8,9 @@ Session layout (every process started here is stopped here, even on failure):
   each Airflow stack gets a fresh copy, dropped at the end;
 * at most one Airflow stack running at a time: ``local_stack``
   (LocalExecutor) for the API and browser tests, ``celery_stack``
-  (CeleryExecutor + a Celery worker on Redis) for the distributed test.
+  (CeleryExecutor + a Celery worker on Redis) for the distributed test, and
+  ``eco`` (test_ecosystem.py: its own tables, syncs, lineage, metrics and
+  plugins settings through ``Stacks.get(extra_env=...)``).
 
 Wall time and the peak summed RSS of every process the session started are
 written to ``test-artifacts/e2e/resources.json`` and printed at the end.

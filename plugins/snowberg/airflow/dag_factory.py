@@ -103,9 +103,10 @@ def check_schedule(schedule: Any) -> None:
         timetable.validate()
 
 
-def _default_args(cfg: TableConfig) -> dict[str, Any]:
+def _default_args(cfg: TableConfig, dag_id: str | None = None) -> dict[str, Any]:
+    """``dag_id``: the DAG the tasks are in (the checks and unload DAGs have their own), so alert links open it."""
     args: dict[str, Any] = {"owner": cfg.owner, "retries": cfg.retries, "retry_delay": cfg.retry_delay}
-    notifiers = build_notifiers(cfg.alerts, table=cfg.name, dag_id=cfg.dag_id)
+    notifiers = build_notifiers(cfg.alerts, table=cfg.name, dag_id=dag_id or cfg.dag_id)
     if notifiers:
         # Task-level callbacks: they receive the exception, so the alert can
         # say which check failed and what was observed.
@@ -154,7 +155,7 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
         doc_md=f"## snowberg checks: {cfg.name}\n\nFreshness (SLA {format_duration(cfg.freshness_sla) if cfg.freshness_sla else 'none'}) "
         f"and table health of Iceberg `{cfg.target}` from metadata only, on their own schedule, so a table that "
         "stops receiving data alerts even when no load runs. See docs/checks-and-alerts.md.",
-        default_args=_default_args(cfg),
+        default_args=_default_args(cfg, f"{cfg.dag_id}__checks"),
     ) as dag:
         checks = _checks(cfg)
         if cfg.external_volume:
@@ -244,7 +245,7 @@ def build_unload_dag(cfg: TableConfig) -> DAG:
         f"stage `{cfg.unload.stage}`; the files are checked against the mapped types and registered in "
         f"`{cfg.target}` with `add_files` in one commit. For big initial loads and full refreshes; see docs/performance.md.",
         params=params,
-        default_args=_default_args(cfg),
+        default_args=_default_args(cfg, f"{cfg.dag_id}__unload"),
     ) as dag:
         plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
         unload = SnowbergUnloadOperator(

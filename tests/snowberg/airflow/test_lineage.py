@@ -163,3 +163,58 @@ def test_storage_names_follow_the_naming_spec() -> None:
     assert catalog_namespace(Cat()) == "postgresql+psycopg2://db:5432/cat"
     Cat.properties = {}
     assert catalog_namespace(Cat()) == "iceberg://lake"
+
+
+def test_a_horizon_target_is_named_as_the_snowflake_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    from snowberg.airflow.lineage import horizon_database, horizon_output
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_HZ",
+        json.dumps(
+            {"conn_type": "snowflake", "password": "p", "extra": {"account": "myorg-myacct", "database": "ANALYTICS"}}
+        ),
+    )
+    monkeypatch.setenv("AIRFLOW_CONN_REST_CAT", json.dumps({"conn_type": "iceberg", "host": "http://cat"}))
+    assert horizon_output("hz", "SALES.ORDERS") == ("snowflake://myorg-myacct", "ANALYTICS.SALES.ORDERS")
+    assert horizon_database("rest_cat") is None and horizon_database("no_such_conn") is None
+
+
+def test_lineage_that_cannot_be_built_never_fails_the_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider's extractor logs and drops our exception (here: a catalog that is not configured)."""
+    from airflow.providers.openlineage.extractors.base import DefaultExtractor
+
+    from snowberg.airflow.lineage import remember_result
+    from snowberg.airflow.operators.incremental import SnowbergLoadOperator
+
+    cfg = parse_config(
+        {
+            "tables": [
+                {
+                    "name": "x",
+                    "source": {"table": "DB.S.X"},
+                    "target": "n.x",
+                    "catalog": "nowhere",
+                    "cursor": {"column": "u"},
+                }
+            ]
+        }
+    ).tables[0]
+    op = SnowbergLoadOperator(task_id="load", table_config=cfg.model_dump(mode="json"), window={})
+    remember_result(op, {"status": "committed", "rows": 1})
+    assert DefaultExtractor(op).extract_on_complete(None) is None
+
+
+def test_a_stream_load_reports_the_table_the_stream_tracks(loaded: Any, sfdb: Any) -> None:
+    from snowberg.airflow.lineage import remember_result
+    from snowberg.airflow.operators.streams import SnowbergStreamLoadOperator
+
+    cfg, result, tmp_path = loaded
+    raw = cfg.model_dump(mode="json")
+    raw["primary_key"] = ["id"]
+    stream = {"name": sfdb.table("SRC_STREAM"), "on_table": sfdb.table("SRC")}
+    op = SnowbergStreamLoadOperator(task_id="load", table_config=raw, stream=stream)
+    remember_result(op, {"status": "committed", "rows_appended": 7, "snapshot_id": result["snapshot_id"]})
+    lineage = op.get_openlineage_facets_on_complete(task_instance=None)
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("snowflake://myorg-myacct", sfdb.table("SRC"))]
+    assert lineage.outputs[0].name == f"{tmp_path}/wh/ol/orders"
+    assert lineage.outputs[0].outputFacets["outputStatistics"].rowCount == 7

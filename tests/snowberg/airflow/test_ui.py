@@ -1,0 +1,111 @@
+"""The snowberg UI page: its chart data from snapshot metadata, its HTML, and no data without a login.
+
+The page in a real api-server and browser: tests/e2e/test_ecosystem.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+
+def _commit(table: Any, rows: int, watermark: str, run_id: str) -> None:
+    from snowberg.iceberg import state
+
+    table.append(
+        pa.table({"id": pa.array(range(rows), pa.int64())}),
+        snapshot_properties={
+            state.WATERMARK: watermark,
+            state.CURSOR_KIND: "timestamp_ntz",
+            state.RUN_ID: run_id,
+            state.MODE: "incremental",
+            state.ROWS: str(rows),
+        },
+    )
+
+
+def test_history_lists_snowberg_commits_oldest_first_with_rows_and_lag(catalog: Any) -> None:
+    from snowberg.airflow.ui_data import history
+
+    catalog.create_namespace("n")
+    t = catalog.create_table(("n", "t"), schema=pa.schema([pa.field("id", pa.int64())]))
+    _commit(t, 3, "2026-01-01 00:00:00", "r1")
+    t.append(pa.table({"id": pa.array([9], pa.int64())}))  # another writer: no snowberg state
+    _commit(t, 5, "2026-01-02 00:00:00", "r2")
+    points = history(catalog.load_table(("n", "t")))
+    assert [(p.run_id, p.rows) for p in points] == [("r1", 3), ("r2", 5)]
+    snaps = [s for s in t.snapshots() if (s.summary.additional_properties or {}).get("snowberg.run-id")]
+    expected = snaps[0].timestamp_ms / 1000 - 1767225600  # 2026-01-01T00:00:00Z
+    assert points[0].lag_seconds == round(expected, 1)
+    assert len(history(catalog.load_table(("n", "t")), limit=1)) == 1
+
+
+def test_the_chart_draws_one_bar_per_run_and_the_page_escapes_what_it_shows() -> None:
+    from snowberg.airflow.ui import render_page, svg_chart
+    from snowberg.airflow.ui_data import RunPoint, TableStatus
+
+    pts = [
+        RunPoint(snapshot_id=1, run_id="r<1>", mode="incremental", committed_at="t", rows=10, lag_seconds=60.0),
+        RunPoint(snapshot_id=2, run_id="r2", mode="incremental", committed_at="t", rows=0, lag_seconds=None),
+    ]
+    svg = svg_chart(pts)
+    assert svg.count('<rect class="bar"') == 2 and 'data-rows="10"' in svg and "r&lt;1&gt;" in svg
+    assert svg.count("<circle") == 1  # no lag point where the cursor is not time-like
+    status = TableStatus(
+        name="orders",
+        dag_id="snowberg_orders",
+        checks_dag_id="snowberg_orders__checks",
+        source="DB.S.ORDERS",
+        target="shop.orders",
+        catalog="lake",
+        rows=1234,
+        snapshot_id=42,
+        history=pts,
+        errors=["NoSuchTableError: <b>gone</b>"],
+    )
+    page = render_page([status])
+    assert "<span data-field='rows'>1,234</span>" in page
+    assert "&lt;b&gt;gone&lt;/b&gt;" in page and "<b>gone</b>" not in page
+    assert "/dags/snowberg_orders__checks" in page
+    assert "http" not in page.replace("http://www.w3.org/2000/svg", "").split("<body>")[0]  # nothing fetched
+
+
+def test_without_a_login_the_page_and_the_api_answer_401_with_no_data() -> None:
+    from fastapi.testclient import TestClient
+
+    from snowberg.airflow.ui import create_app
+
+    client = TestClient(create_app())
+    for path in ("/", "/api/tables"):
+        r = client.get(path)
+        assert r.status_code == 401 and "orders" not in r.text
+
+
+def test_a_user_sees_only_the_tables_whose_dag_the_auth_manager_lets_them_read(
+    tmp_path: Any, monkeypatch: Any, airflow_db: str
+) -> None:
+    import yaml
+
+    from snowberg.airflow import ui
+
+    entry = {"source": {"table": "DB.S.T"}, "catalog": "not_configured", "cursor": {"column": "u"}}
+    path = tmp_path / "tables.yaml"
+    path.write_text(
+        yaml.safe_dump({"tables": [{"name": "a", "target": "n.a", **entry}, {"name": "b", "target": "n.b", **entry}]})
+    )
+    monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(path))
+    allowed: set[str] = set()
+    asked: list[Any] = []
+
+    class AuthManager:
+        def get_authorized_dag_ids(self, *, user: Any, method: str, session: Any) -> set[str]:
+            asked.append((user, method))
+            return allowed
+
+    monkeypatch.setattr("airflow.api_fastapi.app.get_auth_manager", lambda: AuthManager())
+    user = object()
+    assert ui.authorized_tables(user) == [] and asked == [(user, "GET")]
+    allowed.add("snowberg_b")
+    [b] = ui.authorized_tables(user)
+    assert b.name == "b" and b.errors  # its catalog is not configured: said on the table, not raised
