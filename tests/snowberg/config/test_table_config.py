@@ -177,3 +177,18 @@ def test_isolated_parse_keeps_good_entries_and_names_the_broken_one() -> None:
     assert [t.name for t in out.tables] == ["orders"]
     (b,) = out.broken
     assert b.name == "refunds" and b.index == 1 and "table 'refunds': field 'colour': unknown key" in b.error
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda t: t.update(name="n" * 10_000),
+        lambda t: t.update(target="shop." + "x" * 10_000 + "!"),
+        lambda t: t["cursor"].update(column="c" * 10_000 + "!"),
+        lambda t: t.update(primary_key=["k" * 10_000 + "!"]),
+        lambda t: t.update(partition_by=["day(" + "p" * 10_000 + "!)"]),
+    ],
+)
+def test_errors_cut_long_values(mutate: Any) -> None:
+    msg = _bad(mutate)
+    assert len(msg) < 1_000, msg[:200]
