@@ -28,7 +28,7 @@ from datetime import date, datetime
 from datetime import time as dtime
 from typing import TYPE_CHECKING, Any, cast
 
-from snowberg.config.table_config import TableConfig
+from snowberg.config.table_config import ColumnDropPolicy, TableConfig
 from snowberg.core import faults
 from snowberg.core.progress import Progress
 from snowberg.iceberg import state as core_state
@@ -327,6 +327,8 @@ def _changelog_config(cfg: TableConfig, stream: StreamSource) -> TableConfig | N
             "partition_by": [],
             "cursor": None,
             "write_mode": None,
+            # Two writers share the log (stream batches, CHANGES backfills), each with columns the other lacks.
+            "on_column_dropped": ColumnDropPolicy.KEEP_NULL,
         }
     )
 

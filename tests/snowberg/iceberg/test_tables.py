@@ -80,6 +80,9 @@ def test_keep_null_writes_null_into_a_dropped_column_and_reports_it(
     ((event, kw),) = events
     assert event == AlertEvent.SCHEMA_CHANGE and kw["table"] == "t" and kw["lake_table"] == "ns.t"
     assert kw["details"] == {"added": ["extra string"], "dropped": ["note (keep_null)"]}
+    _more(src, 3)
+    run(cfg_for(src, without_note, on_column_dropped="keep_null"), src, catalog, variables, "r3")
+    assert len(events) == 1  # a column kept as NULL is reported once, not on every run
 
 
 def test_a_primary_key_missing_from_the_source_is_named_before_any_write(
