@@ -453,12 +453,21 @@ class WebhookNotifier(SnowbergNotifier):
         if self.http_conn_id is not None:
             from airflow.providers.http.hooks.http import HttpHook
 
-            HttpHook(method="POST", http_conn_id=self.http_conn_id).run(
-                endpoint=self.endpoint,
-                json=payload,
-                headers=headers,
-                extra_options={"timeout": self.timeout, "check_response": True},
-            )
+            hook = HttpHook(method="POST", http_conn_id=self.http_conn_id)
+            hook.get_conn()  # resolves the connection's base URL, which may carry a token in its path
+            mask_url(hook.url_from_endpoint(self.endpoint))
+            try:
+                hook.run(
+                    endpoint=self.endpoint,
+                    json=payload,
+                    headers=headers,
+                    extra_options={"timeout": self.timeout, "check_response": True},
+                )
+            except Exception as exc:  # noqa: BLE001 - re-raised without the URL, see below
+                raise WebhookDeliveryError(
+                    f"webhook connection {self.http_conn_id!r} refused the alert: "
+                    f"{type(exc).__name__}: {redact_urls(str(exc))}"
+                ) from None
             return
         import requests
 

@@ -10,7 +10,7 @@ matter of settings.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import ColumnDropPolicy, PartitionField, TableConfig
@@ -123,8 +123,21 @@ def create_table(catalog: Catalog, cfg: TableConfig, columns: Sequence[MappedCol
     return catalog.create_table((n.namespace, n.table), schema=schema, partition_spec=spec, properties=props)
 
 
+KEPT_NULL = "snowberg.columns-kept-null"  # table property: dropped columns already reported (keep_null)
+
+
+def dropped_columns(table_schema: Schema, columns: Sequence[MappedColumn]) -> list[str]:
+    """Columns of the table that the source no longer sends."""
+    sent = {c.name for c in columns}
+    return [f.name for f in table_schema.fields if f.name not in sent]
+
+
 def plan_schema_changes(
-    table_schema: Schema, columns: Sequence[MappedColumn], *, cfg: TableConfig | None = None
+    table_schema: Schema,
+    columns: Sequence[MappedColumn],
+    *,
+    cfg: TableConfig | None = None,
+    kept_null: Collection[str] = (),
 ) -> tuple[list[MappedColumn], list[tuple[MappedColumn, Any]]]:
     """Columns to add, and columns to widen; raise when a change cannot be applied.
 
@@ -132,7 +145,9 @@ def plan_schema_changes(
     source no longer sends are handled by ``cfg.on_column_dropped``, and any
     change is reported as a ``schema_change`` alert event. Without it (a check
     that the source still fits an already-planned table) dropped columns are
-    not this call's concern.
+    not this call's concern. ``kept_null`` are dropped columns already
+    reported (``keep_null`` writes NULL into them on every run; one alert is
+    enough).
     """
     add: list[MappedColumn] = []
     widen: list[tuple[MappedColumn, Any]] = []
@@ -154,9 +169,8 @@ def plan_schema_changes(
             "or cast the column in a custom query."
         )
     if cfg is not None:
-        sent = {c.name for c in columns}
-        dropped = [f.name for f in table_schema.fields if f.name not in sent]
-        report_schema_changes(cfg, add, widen, dropped)
+        dropped = dropped_columns(table_schema, columns)
+        report_schema_changes(cfg, add, widen, [d for d in dropped if d not in kept_null])
         if dropped and cfg.on_column_dropped is ColumnDropPolicy.FAIL:
             raise SchemaEvolutionError(
                 f"table {cfg.name!r}: column(s) {clip(dropped, 200)} of Iceberg table {cfg.target} are no longer "
@@ -241,6 +255,11 @@ def begin_write(
     if table is None:
         table = create_table(catalog, cfg, columns)
     tx = table.transaction()
-    add, widen = plan_schema_changes(tx.table_metadata.schema(), columns, cfg=cfg)
+    schema = tx.table_metadata.schema()
+    kept = [c for c in tx.table_metadata.properties.get(KEPT_NULL, "").split(",") if c]
+    add, widen = plan_schema_changes(schema, columns, cfg=cfg, kept_null=kept)
+    now_kept = sorted(dropped_columns(schema, columns))
+    if now_kept != sorted(kept):
+        tx.set_properties({KEPT_NULL: ",".join(now_kept)})
     apply_schema_changes(tx, add, widen)
     return table, tx, arrow_schema(tx.table_metadata.schema()), bool(add or widen)

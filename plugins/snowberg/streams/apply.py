@@ -334,8 +334,7 @@ def changelog_config(cfg: TableConfig, stream: StreamSource) -> TableConfig | No
             "partition_by": [],
             "cursor": None,
             "write_mode": None,
-            # The changelog is an append-only log: a CHANGES backfill writes no stream
-            # metadata (batch id, sequence, consumed at), so those columns stay NULL there.
+            # Two writers share the log (stream batches, CHANGES backfills), each with columns the other lacks.
             "on_column_dropped": ColumnDropPolicy.KEEP_NULL,
         }
     )

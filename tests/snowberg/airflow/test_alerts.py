@@ -359,6 +359,23 @@ def test_webhook_http_connection(http_receiver: tuple[str, HttpSink], monkeypatc
     assert req["json"]["check"] == "freshness" and req["json"]["expected"] == "a write within 2h"
 
 
+def test_webhook_connection_errors_do_not_carry_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from snowberg.airflow.alerts import WebhookDeliveryError, WebhookNotifier
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    _conn(monkeypatch, "down_hook", conn_type="http", host=f"http://127.0.0.1:{port}/services/tok-91ab7")
+    n = WebhookNotifier(http_conn_id="down_hook", endpoint="/more-tok-3c5d", table="orders", dag_id="d")
+    with pytest.raises(WebhookDeliveryError) as exc:
+        n(_context(_stale_error()))
+    assert "refused the alert" in str(exc.value)
+    assert "tok-91ab7" not in str(exc.value) and "more-tok-3c5d" not in str(exc.value)
+
+
 def test_webhook_error_status_raises(http_receiver: tuple[str, HttpSink]) -> None:
     from snowberg.airflow.alerts import WebhookNotifier
 

@@ -151,3 +151,44 @@ def test_not_yaml_is_a_config_error(tmp_path: Path) -> None:
 def test_repo_config_is_valid() -> None:
     cfg = load_config(Path(__file__).resolve().parents[3] / "include" / "tables.yaml")
     assert {t.name for t in cfg.tables} >= {"demo_orders"}
+
+
+@pytest.mark.parametrize(
+    ("doc", "words"),
+    [
+        ({"defaults": ["x"], "tables": [GOOD["tables"][0]]}, "'defaults' must be a mapping"),
+        ({"tables": [GOOD["tables"][0]], "tabels": []}, "unknown top-level key"),
+        ({"tables": []}, "non-empty list"),
+    ],
+)
+def test_a_broken_file_fails_as_a_whole_even_when_isolating_entries(doc: dict[str, Any], words: str) -> None:
+    from snowberg.config.table_config import parse_config_isolated
+
+    with pytest.raises(ConfigError, match=words):
+        parse_config_isolated(doc)
+
+
+def test_isolated_parse_keeps_good_entries_and_names_the_broken_one() -> None:
+    from snowberg.config.table_config import parse_config_isolated
+
+    good = copy.deepcopy(GOOD["tables"][0])
+    bad = copy.deepcopy(good) | {"name": "refunds", "target": "shop.refunds", "colour": "blue"}
+    out = parse_config_isolated({"tables": [good, bad]}, source="tables.yaml")
+    assert [t.name for t in out.tables] == ["orders"]
+    (b,) = out.broken
+    assert b.name == "refunds" and b.index == 1 and "table 'refunds': field 'colour': unknown key" in b.error
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda t: t.update(name="n" * 10_000),
+        lambda t: t.update(target="shop." + "x" * 10_000 + "!"),
+        lambda t: t["cursor"].update(column="c" * 10_000 + "!"),
+        lambda t: t.update(primary_key=["k" * 10_000 + "!"]),
+        lambda t: t.update(partition_by=["day(" + "p" * 10_000 + "!)"]),
+    ],
+)
+def test_errors_cut_long_values(mutate: Any) -> None:
+    msg = _bad(mutate)
+    assert len(msg) < 1_000, msg[:200]

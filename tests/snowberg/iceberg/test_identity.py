@@ -105,3 +105,14 @@ def test_a_table_without_a_record_gets_one_from_its_next_commit(loaded: Any, cat
 def test_case_of_an_unquoted_source_name_is_not_a_change(loaded: Any, catalog: Any) -> None:
     lower = cfg_for(loaded, source={"table": loaded.table("SRC").lower()})
     check_identity(lower, catalog.load_table("ns.t"))
+
+
+def test_an_edited_custom_query_is_logged_not_refused(
+    loaded: Any, catalog: Any, variables: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    q1 = f"SELECT ID, CODE, UPDATED_AT, CHANGED_AT FROM {loaded.table('SRC')}"
+    q2 = f"SELECT ID, CODE, UPDATED_AT, CHANGED_AT FROM {loaded.table('SRC')} WHERE ID > 0"
+    run(cfg_for(loaded, source={"query": q1}), loaded.conn, catalog, variables, "q1", mode="full_refresh")
+    with caplog.at_level("WARNING", logger="snowberg.iceberg.identity"):
+        check_identity(cfg_for(loaded, source={"query": q2}), catalog.load_table("ns.t"))
+    assert "custom query changed" in caplog.text

@@ -46,8 +46,12 @@ def _more(sfdb: Any, i: int) -> None:
     sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES ({i}, 'b', {NOW})")
 
 
+def _all(sfdb: Any) -> str:
+    return f"SELECT ID, NOTE, UPDATED_AT FROM {sfdb.table('SRC')}"
+
+
 def test_a_dropped_source_column_fails_before_anything_is_written(src: Any, catalog: Any, variables: Any) -> None:
-    run(cfg_for(src), src, catalog, variables, "r1")
+    run(cfg_for(src, _all(src)), src, catalog, variables, "r1")
     snap = catalog.load_table("ns.t").current_snapshot().snapshot_id
     _more(src, 2)
     without_note = f"SELECT ID, UPDATED_AT FROM {src.table('SRC')}"
@@ -58,14 +62,27 @@ def test_a_dropped_source_column_fails_before_anything_is_written(src: Any, cata
     assert catalog.load_table("ns.t").current_snapshot().snapshot_id == snap
 
 
-def test_keep_null_writes_null_into_a_dropped_column(src: Any, catalog: Any, variables: Any) -> None:
-    run(cfg_for(src), src, catalog, variables, "r1")
+def test_keep_null_writes_null_into_a_dropped_column_and_reports_it(
+    src: Any, catalog: Any, variables: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import snowberg.airflow.alerts
+
+    events: list[tuple[Any, dict[str, Any]]] = []
+    monkeypatch.setattr(snowberg.airflow.alerts, "send_event", lambda event, **kw: events.append((event, kw)))
+    run(cfg_for(src, _all(src)), src, catalog, variables, "r1")
+    assert events == []  # creating the table is not a change
     _more(src, 2)
-    without_note = f"SELECT ID, UPDATED_AT FROM {src.table('SRC')}"
+    without_note = f"SELECT ID, UPDATED_AT, 'x' AS EXTRA FROM {src.table('SRC')}"
     r = run(cfg_for(src, without_note, on_column_dropped="keep_null"), src, catalog, variables, "r2")
     assert r.status == "committed"
     rows = sorted(catalog.load_table("ns.t").scan().to_arrow().to_pylist(), key=lambda x: x["id"])
-    assert [(x["id"], x["note"]) for x in rows] == [(1, "a"), (2, None)]
+    assert [(x["id"], x["note"], x["extra"]) for x in rows] == [(1, "a", None), (2, None, "x")]
+    ((event, kw),) = events
+    assert event == AlertEvent.SCHEMA_CHANGE and kw["table"] == "t" and kw["lake_table"] == "ns.t"
+    assert kw["details"] == {"added": ["extra string"], "dropped": ["note (keep_null)"]}
+    _more(src, 3)
+    run(cfg_for(src, without_note, on_column_dropped="keep_null"), src, catalog, variables, "r3")
+    assert len(events) == 1  # a column kept as NULL is reported once, not on every run
 
 
 def test_a_primary_key_missing_from_the_source_is_named_before_any_write(
@@ -126,3 +143,17 @@ def test_a_non_failing_event_reaches_the_notifiers_the_task_carries(sink: Any) -
 
 def test_outside_a_task_an_event_is_only_logged() -> None:
     assert send_event(AlertEvent.SCHEMA_CHANGE, table="t", details={"added": ["x"]}) == 0
+
+
+def test_a_channel_that_is_down_does_not_fail_the_run() -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+
+    class Task:
+        on_failure_callback = [WebhookNotifier(url=f"http://127.0.0.1:{port}/hook/tok", table="t", dag_id="d")]
+
+    assert send_event(AlertEvent.SCHEMA_CHANGE, table="t", details={"added": ["x"]}, context={"task": Task()}) == 0
