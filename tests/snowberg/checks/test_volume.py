@@ -287,3 +287,64 @@ def test_count_only_reads_lake_counts_from_manifests_of_a_day_partitioned_table(
         )
     )
     assert volume.metadata_day_counts(t, "updated_at", "timestamp_ntz", "2026-01-02 12:00:00", False) is None
+
+
+def test_keyed_append_tables_compare_each_keys_newest_version(sfdb: Any, catalog: Any) -> None:
+    import pyarrow as pa
+
+    table = _seed(sfdb, catalog, 300)
+    old = pa.table(
+        {
+            "id": pa.array([5, 6], pa.int64()),
+            "updated_at": pa.array([dt.datetime(2025, 12, 31)] * 2, pa.timestamp("us")),
+        }
+    )
+    table.append(old)  # older versions of ids 5 and 6 stay in an append table
+    cfg = _cfg(sfdb, write_mode="append")
+    report = _verify(cfg, table.refresh(), sfdb)
+    assert report.ok and report.lake_versions == 302 and report.lake_rows == 300
+    # the newest version of id 6 lost: the lake's newest is the old one, with another cursor
+    table.delete("id = 6 and updated_at > '2026-01-01T00:00:00'")
+    report = _verify(cfg, table.refresh(), sfdb, leaf_rows=50)
+    assert [(d.key, d.kind, d.source_cursor, d.lake_cursor) for d in report.differences] == [
+        ({"id": "6"}, hd.DiffKind.CURSOR_DIFFERS, "2026-01-01 00:06:00.000000", "2025-12-31 00:00:00.000000")
+    ]
+
+
+def test_text_keys_and_number_cursors(sfdb: Any, catalog: Any) -> None:
+    import pyarrow as pa
+
+    src = sfdb.table("SRC")
+    sfdb.sql(f"CREATE TABLE {src} (CODE VARCHAR, SEQ NUMBER(38,0))")
+    sfdb.sql(f"INSERT INTO {src} SELECT 'k-' || seq4(), seq4() FROM TABLE(GENERATOR(ROWCOUNT => 500))")
+    schema = pa.schema([pa.field("code", pa.string()), pa.field("seq", pa.int64())])
+    t = catalog.create_table("lake.codes", schema=schema)
+    t.append(
+        pa.table(
+            {"code": [f"k-{i}" for i in range(500) if i != 77], "seq": [i for i in range(500) if i != 77]},
+            schema=schema,
+        ),
+        snapshot_properties={
+            "snowberg.watermark": "450",
+            "snowberg.cursor-kind": "number",
+            "snowberg.mode": "incremental",
+        },
+    )
+    cfg = parse_config(
+        {
+            "tables": [
+                {
+                    "name": "codes",
+                    "source": {"table": src},
+                    "target": "lake.codes",
+                    "cursor": {"column": "seq"},
+                    "primary_key": ["code"],
+                }
+            ]
+        }
+    ).tables[0]
+    report = _verify(cfg, t, sfdb, leaf_rows=20)
+    assert (report.source_rows, report.lake_rows) == (451, 450)  # cursor <= 450 on both sides
+    assert [(d.key, d.kind, d.source_cursor) for d in report.differences] == [
+        ({"code": "k-77"}, hd.DiffKind.SOURCE_ONLY, "77")
+    ]
