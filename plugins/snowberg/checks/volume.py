@@ -341,7 +341,8 @@ def _keyed(
     # Snowflake aggregates while the lake is read: the wall time is the slower of the two, not their sum.
     with ThreadPoolExecutor(max_workers=1) as pool:
         s0 = pool.submit(source.sums, 0, None, None)
-        lake = _lake_side(cfg, table, spec, report, with_keys=True)
+        lake_side = _lake_side(cfg, table, spec, report, with_keys=True)
+        lake = _Prefetched(lake_side, lake_side.sums(0, None, None))  # also while Snowflake aggregates
         src = _Prefetched(source, s0.result())
     res = hd.hashdiff(src, lake, spec, source_queries=lambda: cur.queries)
     report.source_rows, report.lake_rows = res.source_rows, res.lake_rows
