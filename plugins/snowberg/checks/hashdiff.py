@@ -473,7 +473,7 @@ def naive_utc(data: pa.Table) -> pa.Table:
 class LakeSide:
     """The lake's key and cursor columns in DuckDB; every level is a local query.
 
-    DuckDB is used because its ``md5``/``strftime``/hex casts give the same
+    DuckDB is used because its ``md5``/``epoch_us``/hex casts give the same
     text and numbers as the Snowflake SQL, vectorised (hashing a million rows
     in Python would cost more than reading them).
     """

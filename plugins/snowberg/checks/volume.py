@@ -68,6 +68,7 @@ class VolumeReport:
     truncated: bool = False
     snowflake_queries: int = 0
     source_rows_fetched: int = 0  # rows downloaded from Snowflake for the row-level comparison
+    lake_counts_from_metadata: bool = False  # count-only: lake counts read from manifests, no data file opened
     seconds: float = 0.0
     propagated: int = 0  # rows removed by deletes: propagate
     note: str = ""
@@ -98,6 +99,7 @@ class VolumeReport:
             "truncated": self.truncated,
             "snowflake_queries": self.snowflake_queries,
             "source_rows_fetched": self.source_rows_fetched,
+            "lake_counts_from_metadata": self.lake_counts_from_metadata,
             "seconds": round(self.seconds, 3),
             "propagated": self.propagated,
             "note": self.note,
@@ -153,6 +155,44 @@ def read_lake_columns(
         if nulls:
             row_filter = ex.Or(row_filter, ex.IsNull(cursor))
     return table.scan(row_filter=row_filter, selected_fields=tuple(columns)).to_arrow()
+
+
+def metadata_day_counts(
+    table: Table, cursor: str, kind: str | None, watermark: str | None, include_nulls: bool
+) -> dict[str, int] | None:
+    """Rows per cursor day from the manifests alone, or None where that would not be exact.
+
+    Exact when the table is partitioned by ``day(cursor)``, the current
+    snapshot has no delete files, every data file carries that partition, and
+    every file's cursor upper bound is at or below the watermark (so no file
+    holds rows outside the compared scope).
+    """
+    from pyiceberg.transforms import DayTransform
+
+    if table.current_snapshot() is None:
+        return {}
+    field = table.schema().find_field(cursor)
+    day_fields = [
+        f for f in table.spec().fields if f.source_id == field.field_id and isinstance(f.transform, DayTransform)
+    ]
+    if not day_fields:
+        return None
+    part = day_fields[0].name
+    wm = parse_cursor_value(kind, watermark) if (kind and watermark) else None
+    files = table.inspect.files().select(["content", "partition", "record_count", "readable_metrics"]).to_pylist()
+    out: dict[str, int] = {}
+    for f in files:
+        if f["content"] != 0 or part not in (f["partition"] or {}):
+            return None
+        upper = ((f["readable_metrics"] or {}).get(cursor) or {}).get("upper_bound")
+        if wm is not None and (upper is None or upper > wm):
+            return None
+        day = f["partition"][part]
+        if day is None and not include_nulls:
+            continue
+        key = hd.day_text(day)
+        out[key] = out.get(key, 0) + int(f["record_count"])
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -301,7 +341,8 @@ def _keyed(
     # Snowflake aggregates while the lake is read: the wall time is the slower of the two, not their sum.
     with ThreadPoolExecutor(max_workers=1) as pool:
         s0 = pool.submit(source.sums, 0, None, None)
-        lake = _lake_side(cfg, table, spec, report, with_keys=True)
+        lake_side = _lake_side(cfg, table, spec, report, with_keys=True)
+        lake = _Prefetched(lake_side, lake_side.sums(0, None, None))  # also while Snowflake aggregates
         src = _Prefetched(source, s0.result())
     res = hd.hashdiff(src, lake, spec, source_queries=lambda: cur.queries)
     report.source_rows, report.lake_rows = res.source_rows, res.lake_rows
@@ -349,20 +390,26 @@ def _count_only(
     import duckdb
 
     names = [spec.cursor.lake] if spec.cursor else []
-    data = read_lake_columns(
-        table,
-        names or [table.schema().fields[0].name],
-        names[0] if names else None,
-        spec.cursor_kind,
-        spec.watermark,
-        spec.include_null_cursor,
+    lake = (
+        metadata_day_counts(table, names[0], spec.cursor_kind, spec.watermark, spec.include_null_cursor)
+        if names
+        else None
     )
-    con = duckdb.connect()
-    con.register("lake_raw", hd.naive_utc(data))
-    lday = hd.duck_day(spec.cursor) if spec.cursor else "CAST(NULL AS DATE)"
-    lake = {
-        hd.day_text(d): int(n) for d, n in con.execute(f"SELECT {lday}, COUNT(*) FROM lake_raw GROUP BY 1").fetchall()
-    }
+    report.lake_counts_from_metadata = lake is not None
+    if lake is None:
+        data = read_lake_columns(
+            table,
+            names or [table.schema().fields[0].name],
+            names[0] if names else None,
+            spec.cursor_kind,
+            spec.watermark,
+            spec.include_null_cursor,
+        )
+        con = duckdb.connect()
+        con.register("lake_raw", hd.naive_utc(data))
+        lday = hd.duck_day(spec.cursor) if spec.cursor else "CAST(NULL AS DATE)"
+        query = f"SELECT {lday}, COUNT(*) FROM lake_raw GROUP BY 1"
+        lake = {hd.day_text(d): int(n) for d, n in con.execute(query).fetchall()}
     report.source_rows, report.lake_rows = sum(src.values()), sum(lake.values())
     append = cfg.effective_write_mode is WriteMode.APPEND
     if append:
@@ -444,6 +491,7 @@ __all__ = [
     "ROWS_DELETED",
     "VolumeReport",
     "commit_hard_deletes",
+    "metadata_day_counts",
     "read_lake_columns",
     "render",
     "verify",

@@ -11,6 +11,8 @@ that the lake side turns the same canonical text into the same numbers.
 from __future__ import annotations
 
 import hashlib
+import os
+from typing import Any
 
 import pytest
 
@@ -131,3 +133,63 @@ def test_level_zero_sums_cheap_numbers_per_day_unless_strict() -> None:
     assert params == {"wm": "2026-01-03 00:00:00.000000"}
     strict, _ = hd.SnowflakeSql(_spec(strict=True), "T").sums_sql(0, None, None)
     assert "MD5(" in strict and "MD5(" not in text
+
+
+# ---------------------------------------------------------------------------
+# live lane: the Snowflake dialect on a real account
+
+LIVE = (
+    "SNOWBERG_LIVE_SNOWFLAKE_ACCOUNT",
+    "SNOWBERG_LIVE_SNOWFLAKE_USER",
+    "SNOWBERG_LIVE_SNOWFLAKE_PASSWORD",
+    "SNOWBERG_LIVE_SNOWFLAKE_WAREHOUSE",
+)
+
+
+@pytest.mark.live
+@pytest.mark.skipif(not all(os.environ.get(k) for k in LIVE), reason="needs SNOWBERG_LIVE_* credentials")
+def test_live_snowflake_and_the_lake_side_compute_the_same_sums() -> None:
+    """Real Snowflake: the level-0 sums and the MD5 bucket checksums equal DuckDB's on the same values."""
+    import datetime as dt
+    import uuid
+
+    import pyarrow as pa
+    import snowflake.connector
+
+    from snowberg.snowflake.source import session_parameters
+
+    kw: dict[str, Any] = {
+        k: os.environ[f"SNOWBERG_LIVE_SNOWFLAKE_{k.upper()}"] for k in ("account", "user", "password", "warehouse")
+    }
+    if os.environ.get("SNOWBERG_LIVE_SNOWFLAKE_ROLE"):
+        kw["role"] = os.environ["SNOWBERG_LIVE_SNOWFLAKE_ROLE"]
+    conn = snowflake.connector.connect(**kw, session_parameters=session_parameters(None))
+    db = f"SNOWBERG_TEST_HASHDIFF_{uuid.uuid4().hex[:8].upper()}"
+    cur = conn.cursor()
+    n = 5000
+    try:
+        cur.execute(f"CREATE DATABASE {db}")
+        cur.execute(f"CREATE SCHEMA {db}.S")
+        cur.execute(f"CREATE TABLE {db}.S.T (ORDER_ID NUMBER(38,0), UPDATED_AT TIMESTAMP_NTZ(9))")
+        cur.execute(
+            f"INSERT INTO {db}.S.T SELECT seq4() + 1, DATEADD(second, seq4() * 37, '2026-01-01'::TIMESTAMP_NTZ) "
+            f"FROM TABLE(GENERATOR(ROWCOUNT => {n}))"
+        )
+        ids = list(range(1, n + 1))
+        lake = hd.LakeSide(
+            pa.table(
+                {
+                    "order_id": pa.array(ids, pa.int64()),
+                    "updated_at": pa.array(
+                        [dt.datetime(2026, 1, 1) + dt.timedelta(seconds=(i - 1) * 37) for i in ids], pa.timestamp("us")
+                    ),
+                }
+            ),
+            _spec(watermark=None),
+        )
+        source = hd.SnowflakeSide(conn.cursor(), hd.SnowflakeSql(_spec(watermark=None), f"{db}.S.T"))
+        assert source.sums(0, None, None) == lake.sums(0, None, None)
+        assert source.sums(1, None, None) == lake.sums(1, None, None)
+    finally:
+        cur.execute(f"DROP DATABASE IF EXISTS {db}")
+        conn.close()

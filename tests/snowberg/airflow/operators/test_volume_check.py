@@ -1,0 +1,127 @@
+"""``VolumeCheckOperator.execute`` on the emulator and a SQLite catalog, connections from the environment."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from snowberg.config.table_config import parse_config
+
+WATERMARK = "2026-01-03 00:00:00.000000"
+
+
+@pytest.fixture
+def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    src = sfdb.table("SRC")
+    sfdb.sql(f"CREATE TABLE {src} (ID NUMBER(38,0), UPDATED_AT TIMESTAMP_NTZ(9))")
+    sfdb.sql(
+        f"INSERT INTO {src} SELECT seq4() + 1, DATEADD(minute, seq4() + 1, '2026-01-01'::TIMESTAMP_NTZ) "
+        "FROM TABLE(GENERATOR(ROWCOUNT => 100))"
+    )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SF_OPVOL",
+        json.dumps(
+            {
+                "conn_type": "snowflake",
+                "login": "fake",
+                "password": "snow",
+                "extra": {
+                    "account": "fakesnow",
+                    "host": "127.0.0.1",
+                    "port": sfdb.server.port,
+                    "protocol": "http",
+                    "database": sfdb.name,  # the emulator keeps its helper functions per database
+                },
+            }
+        ),
+    )
+    (tmp_path / "wh").mkdir()
+    for k, v in {"TYPE": "sql", "URI": f"sqlite:///{tmp_path}/c.db", "WAREHOUSE": f"file://{tmp_path}/wh"}.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__OPVOL__{k}", v)
+    return sfdb
+
+
+def _entry(sfdb: Any, **volume: Any) -> dict[str, Any]:
+    return {
+        "name": "orders",
+        "source": {"table": sfdb.table("SRC")},
+        "target": "lake.orders",
+        "cursor": {"column": "updated_at"},
+        "primary_key": ["id"],
+        "snowflake_conn_id": "sf_opvol",
+        "catalog": "opvol",
+        "volume": volume,
+    }
+
+
+def _load_in_runs(sizes: list[int]) -> None:
+    """The lake holds ids 1..sum(sizes), committed as incremental runs of these sizes (oldest first)."""
+    import pyarrow as pa
+
+    from snowberg.iceberg.tables import open_catalog
+
+    cat = open_catalog("opvol")
+    cat.create_namespace_if_not_exists("lake")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("updated_at", pa.timestamp("us"))])
+    t = cat.create_table("lake.orders", schema=schema)
+    start = 1
+    for i, n in enumerate(sizes):
+        ids = list(range(start, start + n))
+        start += n
+        t.append(
+            pa.table(
+                {"id": ids, "updated_at": [dt.datetime(2026, 1, 1) + dt.timedelta(minutes=x) for x in ids]},
+                schema=schema,
+            ),
+            snapshot_properties={
+                "snowberg.watermark": WATERMARK,
+                "snowberg.cursor-kind": "timestamp_ntz",
+                "snowberg.run-id": f"r{i}",
+                "snowberg.mode": "incremental",
+                "snowberg.rows": str(n),
+            },
+        )
+
+
+def _op(sfdb: Any, **volume: Any) -> Any:
+    from snowberg.airflow.operators.volume import VolumeCheckOperator
+
+    cfg = parse_config({"tables": [_entry(sfdb, **volume)]}).tables[0]
+    return VolumeCheckOperator(task_id="check_volume", table_config=cfg)
+
+
+def test_no_table_yet_is_nothing_to_verify(env: Any) -> None:
+    assert _op(env).execute({"run_id": "r"})["note"] == "no table yet"
+
+
+def test_equal_tables_pass_and_a_small_last_run_only_warns(env: Any) -> None:
+    _load_in_runs([19, 19, 19, 19, 19, 5])
+    out = _op(env).execute({"run_id": "r"})
+    assert out["ok"] and out["source_rows"] == out["lake_rows"] == 100
+    assert out["anomaly"]["anomalous"] and "loaded 5 rows" in out["anomaly"]["reason"]
+
+
+def test_an_anomaly_fails_the_task_when_configured(env: Any) -> None:
+    from snowberg.airflow.operators.checks import SnowbergCheckFailed
+
+    _load_in_runs([19, 19, 19, 19, 19, 5])
+    with pytest.raises(SnowbergCheckFailed) as err:
+        _op(env, anomaly={"on_anomaly": "fail"}).execute({"run_id": "r"})
+    assert err.value.check == "volume_anomaly" and err.value.observed == 5
+
+
+def test_a_mismatch_fails_with_counts_and_keys(env: Any) -> None:
+    from snowberg.airflow.operators.checks import SnowbergCheckFailed
+
+    _load_in_runs([50, 49])  # id 100 never reached the lake
+    with pytest.raises(SnowbergCheckFailed) as err:
+        _op(env).execute({"run_id": "r"})
+    assert err.value.check == "volume"
+    assert err.value.observed["source rows"] == 100 and err.value.observed["lake rows"] == 99
+    assert err.value.observed["differing keys"] == [
+        "{'id': '100'} source_only (source cursor 2026-01-01 01:40:00.000000, lake cursor None)"
+    ]
