@@ -106,7 +106,7 @@ def test_equal_tables_pass_and_a_small_last_run_only_warns(env: Any) -> None:
 
 
 def test_an_anomaly_fails_the_task_when_configured(env: Any) -> None:
-    from snowberg.airflow.operators.checks import SnowbergCheckFailed
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
 
     _load_in_runs([19, 19, 19, 19, 19, 5])
     with pytest.raises(SnowbergCheckFailed) as err:
@@ -115,7 +115,7 @@ def test_an_anomaly_fails_the_task_when_configured(env: Any) -> None:
 
 
 def test_a_mismatch_fails_with_counts_and_keys(env: Any) -> None:
-    from snowberg.airflow.operators.checks import SnowbergCheckFailed
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
 
     _load_in_runs([50, 49])  # id 100 never reached the lake
     with pytest.raises(SnowbergCheckFailed) as err:
