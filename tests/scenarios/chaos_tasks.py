@@ -3,11 +3,11 @@
 Each task step runs in its own process, like an Airflow worker runs a task:
 the child builds the real operator (``SnowbergPlanOperator``,
 ``SnowbergLoadOperator``, ``SnowbergPublishOperator``) and calls its
-``execute()`` with a task-like context. Connections come from
-``AIRFLOW_CONN_*`` environment variables and the catalog from pyiceberg's
-``PYICEBERG_CATALOG__*`` settings, as in a deployment; the only stand-in is the
-Variable store (Airflow's task SDK needs a supervisor to write Variables), which
-is a JSON file that survives the processes (``JsonFileVariables``).
+``execute()`` with a task-like context. Connections (Snowflake and
+the Iceberg catalog) come from ``AIRFLOW_CONN_*`` environment variables, as in
+a deployment; the only stand-in is the Variable store (Airflow's task SDK
+needs a supervisor to write Variables), which is a JSON file that survives the
+processes (``JsonFileVariables``).
 
 Children are forked from a ``multiprocessing`` fork server that has already
 imported pyiceberg, pyarrow, the Snowflake connector and the operators, so a
@@ -126,17 +126,29 @@ class StepSpec:
 
 
 def _install_variable_store(store: JsonFileVariables) -> None:
-    """Point the operators' Airflow Variable store at the JSON file store (the one stand-in)."""
-    import snowberg.iceberg.state as state_module
+    """Back Airflow's ``Variable`` with the JSON file store (the one stand-in).
 
-    class _Variables:
-        def get(self, key: str) -> str | None:
-            return store.get(key)
+    Outside a worker, the task SDK has no supervisor to write Variables to. The
+    patch is on Airflow's class, not on snowberg: snowberg's own code, whatever
+    module it reads and writes Variables from, runs unchanged.
+    """
+    from airflow.sdk import Variable
 
-        def set(self, key: str, value: str) -> None:
-            store.set(key, value)
+    missing = object()
 
-    state_module.AirflowVariables = _Variables  # type: ignore[misc,assignment]
+    def get(cls: Any, key: str, default: Any = missing, deserialize_json: bool = False) -> Any:
+        value = store.get(key)
+        if value is None:
+            if default is missing:
+                raise KeyError(f"Variable {key} does not exist")
+            return default
+        return json.loads(value) if deserialize_json else value
+
+    def set_(cls: Any, key: str, value: Any, description: str | None = None, serialize_json: bool = False) -> None:
+        store.set(key, json.dumps(value) if serialize_json else str(value))
+
+    Variable.get = classmethod(get)  # type: ignore[method-assign,assignment]
+    Variable.set = classmethod(set_)  # type: ignore[method-assign,assignment]
 
 
 def _install_trace(trace: Trace) -> None:
@@ -258,10 +270,29 @@ def start_step(spec: StepSpec) -> Any:
     return p
 
 
-def finish_step(spec: StepSpec, p: Any, started: float, deadline: float | None, timeout: float = 120) -> StepOutcome:
-    """Wait for the step; SIGKILL it at ``deadline`` (monotonic seconds) if it is still running then."""
+def finish_step(
+    spec: StepSpec,
+    p: Any,
+    started: float,
+    deadline: float | None,
+    timeout: float = 120,
+    trigger: tuple[str, float] | None = None,
+) -> StepOutcome:
+    """Wait for the step and SIGKILL it if it is still running at ``deadline`` (monotonic seconds), or
+    ``trigger[1]`` seconds after it traced the event ``trigger[0]`` (to aim a kill inside the commit)."""
     killed = False
-    if deadline is not None:
+    if trigger is not None:
+        event, delay = trigger
+        trace = Trace(spec.trace_path)
+        while p.is_alive():
+            if any(ev == event for _, ev in trace.events()):
+                p.join(delay)
+                if p.is_alive():
+                    os.kill(p.pid, signal.SIGKILL)  # the child this test started, by its id
+                    killed = True
+                break
+            p.join(0.001)
+    elif deadline is not None:
         p.join(max(0.0, deadline - time.monotonic()))
         if p.is_alive():
             os.kill(p.pid, signal.SIGKILL)  # the child this test started, by its id

@@ -6,13 +6,19 @@ a keyed table (``write_mode`` merge, TIMESTAMP_NTZ cursor) and an append table
 that move the cursor — for the keyed table, of existing keys), then runs each
 table's DAG run (plan → load → publish, each step a real operator in its own
 process, see ``chaos_tasks``) and SIGKILLs it at a moment drawn uniformly over
-the wall time a clean run took. Half of the killed runs are retried the way
-Airflow retries a task (the killed step again in a new process, with the same
-planned window), the others fail. Then two clean runs, then the checks:
+the wall time a clean run took; one run in four aims its kill inside the load's
+commit instead (a commit is a few percent of a run, so uniform kills alone
+rarely land there). Half of the killed runs are retried the way Airflow retries
+a task (the killed step again in a new process, with the same planned window),
+the others fail and leave their mess to the next run.
+
+After every iteration, what must hold even before any recovery: no key twice in
+the keyed table, no (id, seq) pair twice in the append table, no row the source
+never had, no Variable ahead of its table. After the last iteration, two clean
+runs, then:
 
 * keyed table: one row per key, with the source's current values;
-* append table: no duplicate (id, seq) pair, every current source row present,
-  and no row that never existed in the source;
+* append table: every current source row present (and the checks above);
 * the table's watermark covers every source row and never passes the last
   planned high bound (NUMBER cursor: it equals the source's largest value);
 * the Variable mirrors the table's state (same watermark, same snapshot).
@@ -44,7 +50,8 @@ pytestmark = pytest.mark.slow
 
 SEED = int(os.environ.get("SNOWBERG_CHAOS_SEED", "20261201"))
 ITERATIONS = int(os.environ.get("SNOWBERG_CHAOS_ITERATIONS", "20"))
-RECOVER_EVERY = 10  # two clean runs and the full comparison every this many iterations (and after the last)
+RECOVER_EVERY = ITERATIONS  # two clean runs and the full comparison every this many iterations (and after the last)
+AIM_AT_COMMIT = 0.25  # share of runs whose kill is aimed inside the commit rather than uniform over the run
 DB = "CHAOS"
 NOW = "CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ)"
 
@@ -196,8 +203,10 @@ class RunRecord:
     kill_ms: float | None = None
     kill_step: str | None = None
     kill_phase: str | None = None
+    kill_relative: str | None = None  # before/inside the commit, between commit and Variable, after the Variable
     retried: bool = False
     load_status: str | None = None
+    commit_ms: float | None = None  # how long the load's commit took (from its trace), when it finished one
 
 
 PHASES = {
@@ -222,6 +231,28 @@ def phase_at(trace: ct.Trace, kill_ns: int) -> str:
     return PHASES.get(passed[-1], passed[-1])
 
 
+def relative_to_commit(traces: list[ct.Trace], kill_ns: int) -> str:
+    """Where a kill fell relative to the run's commit and Variable write (from every step's trace so far)."""
+    passed = [ev for t in traces for ns, ev in t.events() if ns <= kill_ns]
+    if "after_commit" in passed:
+        # the plan step may write the Variable too (reconcile); the publish step's write is the mirror of this commit
+        return (
+            "after the Variable"
+            if "publish:start" in passed and "variable_set" in passed[passed.index("publish:start") :]
+            else "between commit and Variable"
+        )
+    if "before_commit" in passed:
+        return "inside the commit"
+    return "before the commit"
+
+
+def commit_ms(trace: ct.Trace) -> float | None:
+    ev = {e: ns for ns, e in trace.events()}
+    if "before_commit" in ev and "after_commit" in ev:
+        return (ev["after_commit"] - ev["before_commit"]) / 1e6
+    return None
+
+
 def step_failed(lab: Lab, rec: RunRecord, spec: ct.StepSpec, out: ct.StepOutcome) -> AssertionError:
     return AssertionError(
         f"{rec.table} run {rec.run_id}: step {spec.step} exited {out.exitcode} without being killed "
@@ -229,20 +260,37 @@ def step_failed(lab: Lab, rec: RunRecord, spec: ct.StepSpec, out: ct.StepOutcome
     )
 
 
-def dag_run(lab: Lab, table: str, run_id: str, kill_after: float | None = None, retry: bool = False) -> RunRecord:
-    """plan → load → publish, each step a process; optionally SIGKILL whatever runs ``kill_after`` s in."""
+def dag_run(
+    lab: Lab,
+    table: str,
+    run_id: str,
+    kill_after: float | None = None,
+    retry: bool = False,
+    kill_in_commit: float | None = None,
+) -> RunRecord:
+    """plan → load → publish, each step a process.
+
+    ``kill_after``: SIGKILL whatever runs that many seconds into the run. ``kill_in_commit``: SIGKILL the
+    load that many seconds after it started its commit (no kill if it has nothing to commit).
+    """
     rec = RunRecord(table=table, run_id=run_id, seconds=0.0)
     t0 = time.monotonic()
     deadline = None if kill_after is None else t0 + kill_after
     window: Any = None
+    traces: list[ct.Trace] = []
     for step in ct.STEPS:
         spec = lab.spec(step, table, run_id, window)
+        traces.append(ct.Trace(spec.trace_path))
         p = ct.start_step(spec)
-        out = ct.finish_step(spec, p, t0, deadline)
+        trigger = ("before_commit", kill_in_commit) if step == "load" and kill_in_commit is not None else None
+        out = ct.finish_step(spec, p, t0, deadline, trigger=trigger)
+        if step == "load":
+            rec.commit_ms = commit_ms(traces[-1])
         if out.killed:
             kill_ns = time.monotonic_ns()
             rec.kill_ms = (kill_ns / 1e9 - t0) * 1000
-            rec.kill_step, rec.kill_phase = step, phase_at(ct.Trace(spec.trace_path), kill_ns)
+            rec.kill_step, rec.kill_phase = step, phase_at(traces[-1], kill_ns)
+            rec.kill_relative = relative_to_commit(traces, kill_ns)
             if not retry:
                 break
             # Airflow's task retry: the same step again in a new process, with the same XCom input.
@@ -374,18 +422,28 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_row(lab: Lab) -> 
         last_high[table] = r.planned_high or last_high[table]
         return r
 
-    # Time clean runs first: the first load, then a run with new and updated rows (what each iteration does).
+    # Time clean runs first: the first load, then two runs with new and updated rows (what each iteration does).
+    # The span is the slower of the two; the clean runs of the recoveries widen it if the machine slows down.
+    t_setup = time.monotonic()
     mutate(lab, rng, 0)
-    span = {}
+    span: dict[str, float] = {"merge": 0.0, "append": 0.0}
+    commit_span: dict[str, float] = {"merge": 0.0, "append": 0.0}
     for table in ("merge", "append"):
         clean(table, "first")
-    mutate(lab, rng, 0)
-    for table in ("merge", "append"):
-        span[table] = clean(table, "timed").seconds
+    for n in (1, 2):
+        mutate(lab, rng, 0)
+        for table in ("merge", "append"):
+            r = clean(table, f"timed{n}")
+            span[table] = max(span[table], r.seconds)
+            commit_span[table] = max(commit_span[table], (r.commit_ms or 0) / 1000)
     check(lab, last_high, "after the timed clean runs")
-    log.append("clean run span: " + ", ".join(f"{t} {s * 1000:.0f} ms" for t, s in span.items()))
+    log.append(
+        f"setup {time.monotonic() - t_setup:.1f} s; clean run span: "
+        + ", ".join(f"{t} {span[t] * 1000:.0f} ms (commit {commit_span[t] * 1000:.0f} ms)" for t in span)
+    )
 
     landed: Counter[str] = Counter()
+    relative: Counter[str] = Counter()
     started = time.monotonic()
     try:
         for it in range(1, ITERATIONS + 1):
@@ -393,26 +451,43 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_row(lab: Lab) -> 
             for table in ("merge", "append"):
                 kill_after = rng.uniform(0, span[table])
                 retry = rng.random() < 0.5
-                r = dag_run(lab, table, f"chaos__{it}__{table}", kill_after=kill_after, retry=retry)
+                # A commit is a few percent of a run: one run in four aims its kill inside the commit instead.
+                in_commit = rng.uniform(0, commit_span[table]) if rng.random() < AIM_AT_COMMIT else None
+                r = dag_run(
+                    lab,
+                    table,
+                    f"chaos__{it}__{table}",
+                    kill_after=None if in_commit is not None else kill_after,
+                    retry=retry,
+                    kill_in_commit=in_commit,
+                )
                 if r.planned_high and not (r.kill_step == "plan" and not r.retried):
                     last_high[table] = r.planned_high
                 if r.kill_ms is not None:
-                    where = f"kill at {r.kill_ms:5.0f} ms in {r.kill_step}: {r.kill_phase}"
+                    aim = f"aimed {in_commit * 1000:.0f} ms into the commit, " if in_commit is not None else ""
+                    where = f"{aim}kill at {r.kill_ms:5.0f} ms in {r.kill_step}: {r.kill_phase} [{r.kill_relative}]"
                     where += ", task retried" if r.retried else ", run failed"
+                elif in_commit is not None:
+                    where = (
+                        f"no kill: aimed {in_commit * 1000:.0f} ms into a commit, the run had none or it was shorter"
+                    )
                 else:
                     where = f"no kill: run ended at {r.seconds * 1000:.0f} ms, before {kill_after * 1000:.0f} ms"
-                landed[f"{r.kill_step}: {r.kill_phase}" if r.kill_step else "after the run"] += 1
+                relative[r.kill_relative or "after the run (no kill)"] += 1
+                landed[f"{r.kill_step}: {r.kill_phase}" if r.kill_step else "(no kill)"] += 1
                 log.append(
                     f"iter {it:2d} {table:6s} [{what}] {where}" + (f" (load {r.load_status})" if r.load_status else "")
                 )
             check_safe(lab, f"iteration {it}")
             if it % RECOVER_EVERY == 0 or it == ITERATIONS:
                 for table in ("merge", "append"):
-                    clean(table, f"{it}a")
-                    clean(table, f"{it}b")
+                    a, b = clean(table, f"{it}a"), clean(table, f"{it}b")
+                    span[table] = max(span[table], a.seconds, b.seconds)
                 check(lab, last_high, f"two clean runs after iteration {it}")
                 log.append(f"iter {it:2d} two clean runs: the lake equals the source")
     finally:
         log.append(f"chaos phase took {time.monotonic() - started:.1f} s; kills landed:")
+        log += [f"  {n:3d} × {k}" for k, n in sorted(relative.items())]
+        log.append("by step and phase:")
         log += [f"  {n:3d} × {k}" for k, n in sorted(landed.items())]
         print("\n".join(log))
