@@ -194,9 +194,14 @@ def test_a_commit_whose_response_is_lost_is_found_by_the_retry_and_not_applied_t
         assert s.server.lost_commits == [head.snapshot_id]
     assert len(rows(s)) == 75
 
+    def commit_requests() -> int:
+        return 0 if s.server is None else len(s.server.calls("POST", "/tables/events"))
+
     # Airflow's retry: a new process, the same planned window.
+    sent = commit_requests()
     retry = ct.run(s.spec("load", "scheduled__2", window))
     assert retry.exitcode == 0, retry.error
+    assert commit_requests() == sent, "the retry sent another commit"
     assert retry.result["status"] == "already_committed" and retry.result["snapshot_id"] == head.snapshot_id
     assert [x.snapshot_id for x in s.table().metadata.snapshots][-1] == head.snapshot_id
     assert len(s.table().metadata.snapshots) == snaps_before + 1
