@@ -12,6 +12,13 @@ REST OpenAPI spec, under Horizon's base path ``/polaris/api/catalog``:
   exists, commit: ``CommitTableRequest`` → ``CommitTableResponse``, 409 when a
   requirement fails)
 
+Lost commit responses, for the exactly-once tests: ``lose_next_commit_responses``
+commits are applied and then answered with nothing (the connection is closed
+under the client, as when a proxy or the network drops it), or, with
+``lost_commit_status`` set, with that HTTP error (a gateway's 502/504 after the
+catalog applied the commit). Each such commit's snapshot id is kept in
+``lost_commits``.
+
 Every call except the token exchange needs ``Authorization: Bearer <token>``
 with a token this server issued. Tables live in a pyiceberg ``SqlCatalog`` on
 SQLite (the server's own storage). When the request carries
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -66,6 +74,9 @@ class HorizonLikeServer:
     tokens: dict[str, str] = field(default_factory=dict)  # token → role
     fail_next_commits: int = 0  # answer 409 to this many commits (after applying nothing)
     before_commit: Any = None  # callable run inside the commit handler, before applying (for races)
+    lose_next_commit_responses: int = 0  # apply this many commits, then lose the response (see module doc)
+    lost_commit_status: int | None = None  # None: close the connection; else answer this HTTP status
+    lost_commits: list[int | None] = field(default_factory=list)  # snapshot id after each lost commit
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -132,6 +143,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if data and self.command != "HEAD":
             self.wfile.write(data)
+
+    def _lose_response(self) -> None:
+        """The commit is applied; the client never learns it (a dropped connection or a gateway error)."""
+        status = self.srv.lost_commit_status
+        if status is not None:
+            return self._error(status, "ServerError", "injected: the upstream response was lost")
+        self.close_connection = True
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_RDWR)
+        return None
 
     def _error(self, status: int, typ: str, message: str) -> None:
         self._send(status, {"error": {"message": message, "type": typ, "code": status}})
@@ -258,16 +279,23 @@ class _Handler(BaseHTTPRequestHandler):
             if m == "POST":
                 from pyiceberg.catalog.rest import CreateTableRequest
 
-                req = CreateTableRequest.model_validate_json(rec.body)
+                # pyiceberg's client leaves out the nullable fields it does not set (location: the
+                # catalog picks it; partition spec and write order: unpartitioned, unsorted).
+                body = {"location": None, "partition-spec": None, "write-order": None, **rec.json}
+                req = CreateTableRequest.model_validate(body)
+                optional = {
+                    k: v
+                    for k, v in (
+                        ("location", req.location),
+                        ("partition_spec", req.partition_spec),
+                        ("sort_order", req.write_order),
+                    )
+                    if v is not None
+                }
                 try:
                     with lock:
                         table = cat.create_table(
-                            ns + (req.name,),
-                            schema=req.table_schema,
-                            location=req.location,
-                            partition_spec=req.partition_spec,
-                            sort_order=req.write_order,
-                            properties=req.properties,
+                            ns + (req.name,), schema=req.table_schema, properties=req.properties, **optional
                         )
                 except TableAlreadyExistsError as exc:
                     return self._error(409, "AlreadyExistsException", str(exc))
@@ -300,5 +328,12 @@ class _Handler(BaseHTTPRequestHandler):
                         return self._error(404, "NoSuchTableException", str(exc))
                     except CommitFailedException as exc:
                         return self._error(409, "CommitFailedException", str(exc))
+                    lose = self.srv.lose_next_commit_responses > 0
+                    if lose:
+                        self.srv.lose_next_commit_responses -= 1
+                        snap = resp.metadata.current_snapshot_id
+                        self.srv.lost_commits.append(snap)
+                if lose:
+                    return self._lose_response()
                 return self._send(200, json.loads(resp.model_dump_json()))
         return self._error(404, "NotFoundException", f"no route {m} {rec.path}")

@@ -1,0 +1,321 @@
+"""Run snowberg's plan / load / publish tasks in child processes that a test can SIGKILL.
+
+Each task step runs in its own process, like an Airflow worker runs a task:
+the child builds the real operator (``SnowbergPlanOperator``,
+``SnowbergLoadOperator``, ``SnowbergPublishOperator``) and calls its
+``execute()`` with a task-like context. Connections (Snowflake and
+the Iceberg catalog) come from ``AIRFLOW_CONN_*`` environment variables, as in
+a deployment; the only stand-in is the Variable store (Airflow's task SDK
+needs a supervisor to write Variables), which is a JSON file that survives the
+processes (``JsonFileVariables``).
+
+Children are forked from a ``multiprocessing`` fork server that has already
+imported pyiceberg, pyarrow, the Snowflake connector and the operators, so a
+step starts in milliseconds instead of the seconds a fresh interpreter needs
+to import them — which keeps a 20-iteration chaos run within a few minutes and
+makes the kill time a fraction of the task's real work, not of its imports.
+
+Every child appends what it passed (the failpoints of ``snowberg.core.faults``,
+each Variable write, the end of the step) with a timestamp to a trace file,
+written unbuffered, so the parent can tell where a SIGKILL landed.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+STEPS = ("plan", "load", "publish")
+PRELOAD = [
+    # "__main__" first: the fork server imports the main module once, so children do not re-run it each.
+    "__main__",
+    "chaos_tasks",
+    "pyarrow",
+    "pyarrow.parquet",
+    "pyiceberg.catalog.sql",
+    "pyiceberg.table",
+    "pyiceberg.io.pyarrow",
+    "snowflake.connector",
+    "airflow.sdk",
+    "airflow.providers.snowflake.hooks.snowflake",
+    "snowberg.airflow.operators.incremental",
+    "snowberg.load.plan",
+    "snowberg.load.extract",
+    "snowberg.load.publish",
+    "snowberg.load.slices",
+    "snowberg.iceberg.catalogs",
+    "snowberg.config.run_params",
+    "chaos_warmup",
+]
+
+
+class JsonFileVariables:
+    """A Variable store in a JSON file: what one process writes, the next reads.
+
+    Writes go to a temporary file that replaces the store in one rename, so a
+    process killed while writing leaves the old content, never half a file.
+    """
+
+    def __init__(self, path: str | Path, trace: Trace | None = None) -> None:
+        self.path = Path(path)
+        self.trace = trace
+
+    def all(self) -> dict[str, str]:
+        try:
+            return dict(json.loads(self.path.read_text()))
+        except FileNotFoundError:
+            return {}
+
+    def get(self, key: str) -> str | None:
+        return self.all().get(key)
+
+    def set(self, key: str, value: str) -> None:
+        data = self.all()
+        data[key] = value
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, sort_keys=True))
+        os.replace(tmp, self.path)
+        if self.trace is not None:
+            self.trace.mark("variable_set")
+
+
+class Trace:
+    """Append-only ``<monotonic ns> <event>`` lines, one ``write`` each (nothing buffered to lose)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def mark(self, event: str) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{time.monotonic_ns()} {event}\n".encode())
+        finally:
+            os.close(fd)
+
+    def events(self) -> list[tuple[int, str]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text().splitlines():
+            ns, _, ev = line.partition(" ")
+            out.append((int(ns), ev))
+        return out
+
+
+@dataclass(kw_only=True)
+class StepSpec:
+    """Everything a child needs to run one task step (picklable)."""
+
+    step: str
+    table_config: dict[str, Any]
+    run_id: str
+    window: dict[str, Any] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    variables_path: str
+    trace_path: str
+    result_path: str
+    # SQL catalog only: the catalog applies the commit, then the client sees a dropped database connection.
+    lose_commit_response: bool = False
+
+
+def _install_variable_store(store: JsonFileVariables) -> None:
+    """Back Airflow's ``Variable`` with the JSON file store (the one stand-in).
+
+    Outside a worker, the task SDK has no supervisor to write Variables to. The
+    patch is on Airflow's class, not on snowberg: snowberg's own code, whatever
+    module it reads and writes Variables from, runs unchanged.
+    """
+    from airflow.sdk import Variable
+
+    missing = object()
+
+    def get(cls: Any, key: str, default: Any = missing, deserialize_json: bool = False) -> Any:
+        value = store.get(key)
+        if value is None:
+            if default is missing:
+                raise KeyError(f"Variable {key} does not exist")
+            return default
+        return json.loads(value) if deserialize_json else value
+
+    def set_(cls: Any, key: str, value: Any, description: str | None = None, serialize_json: bool = False) -> None:
+        store.set(key, json.dumps(value) if serialize_json else str(value))
+
+    Variable.get = classmethod(get)  # type: ignore[method-assign,assignment]
+    Variable.set = classmethod(set_)  # type: ignore[method-assign,assignment]
+
+
+def _install_trace(trace: Trace) -> None:
+    """Record every failpoint the real code passes (they bracket extract, commit and publish)."""
+    from snowberg.core import faults
+
+    original = faults.crash_point
+
+    def traced(name: str) -> None:
+        trace.mark(name)
+        original(name)
+
+    faults.crash_point = traced  # type: ignore[assignment]
+
+
+def _lose_sql_commit_responses() -> None:
+    """Make pyiceberg's SQL catalog apply each commit and then fail as if the connection dropped.
+
+    That is what a client sees when the database committed the pointer swap
+    but the connection died before the acknowledgement arrived: the error
+    class SQLAlchemy raises for a broken connection, after the change is durable.
+    """
+    from pyiceberg.catalog.sql import SqlCatalog
+    from sqlalchemy.exc import OperationalError
+
+    applied = SqlCatalog.commit_table
+
+    def commit_then_lose(self: Any, *args: Any, **kwargs: Any) -> Any:
+        applied(self, *args, **kwargs)
+        raise OperationalError(
+            "COMMIT", {}, ConnectionResetError("server closed the connection unexpectedly"), connection_invalidated=True
+        )
+
+    SqlCatalog.commit_table = commit_then_lose  # type: ignore[method-assign]
+
+
+def run_step(spec: StepSpec) -> None:
+    """Child entry point: run one operator's ``execute()`` and write its return value."""
+    os.environ.update(spec.env)
+    trace = Trace(spec.trace_path)
+    trace.mark(f"{spec.step}:start")
+    _install_variable_store(JsonFileVariables(spec.variables_path, trace))
+    _install_trace(trace)
+    if spec.lose_commit_response:
+        _lose_sql_commit_responses()
+    from snowberg.airflow.operators.incremental import (
+        SnowbergLoadOperator,
+        SnowbergPlanOperator,
+        SnowbergPublishOperator,
+    )
+
+    common = {"task_id": spec.step, "table_config": spec.table_config}
+    op: Any
+    if spec.step == "plan":
+        op = SnowbergPlanOperator(**common)
+    elif spec.step == "load":
+        op = SnowbergLoadOperator(**common, window=spec.window)
+    elif spec.step == "publish":
+        op = SnowbergPublishOperator(**common, window=spec.window)
+    else:
+        raise ValueError(f"unknown step {spec.step!r}")
+    context = {
+        "run_id": spec.run_id,
+        "dag_run": SimpleNamespace(run_type="scheduled", clear_number=0, run_id=spec.run_id),
+        "params": {},
+        "data_interval_start": None,
+        "data_interval_end": None,
+    }
+    try:
+        result = op.execute(context)
+    except BaseException as exc:  # what the task's log would show; the process still fails
+        Path(spec.result_path + ".error").write_text(f"{type(exc).__module__}.{type(exc).__name__}: {exc}")
+        raise
+    tmp = spec.result_path + ".tmp"
+    Path(tmp).write_text(json.dumps(result, default=str))
+    os.replace(tmp, spec.result_path)
+    trace.mark(f"{spec.step}:end")
+
+
+_CTX: Any = None
+
+
+def context() -> Any:
+    """The fork-server context (started once per test session, with the heavy imports done)."""
+    global _CTX
+    if _CTX is None:
+        from multiprocessing import forkserver
+
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+        # The fork server imports the preload list with the interpreter's own sys.path (Python 3.11 does not
+        # pass the parent's): put this folder on its PYTHONPATH while it starts.
+        old = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), *([old] if old else [])])
+        try:
+            forkserver.ensure_running()
+        finally:
+            if old is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = old
+        _CTX = ctx
+    return _CTX
+
+
+@dataclass(kw_only=True)
+class StepOutcome:
+    step: str
+    exitcode: int | None
+    killed: bool
+    result: Any
+    seconds: float
+    error: str | None = None  # the exception the step failed with, if it raised
+
+
+def start_step(spec: StepSpec) -> Any:
+    p = context().Process(target=run_step, args=(spec,), name=f"snowberg-{spec.step}", daemon=True)
+    p.start()
+    return p
+
+
+def finish_step(
+    spec: StepSpec,
+    p: Any,
+    started: float,
+    deadline: float | None,
+    timeout: float = 120,
+    trigger: tuple[str, float] | None = None,
+) -> StepOutcome:
+    """Wait for the step and SIGKILL it if it is still running at ``deadline`` (monotonic seconds), or
+    ``trigger[1]`` seconds after it traced the event ``trigger[0]`` (to aim a kill inside the commit)."""
+    killed = False
+    if trigger is not None:
+        event, delay = trigger
+        trace = Trace(spec.trace_path)
+        while p.is_alive():
+            if any(ev == event for _, ev in trace.events()):
+                p.join(delay)
+                if p.is_alive():
+                    os.kill(p.pid, signal.SIGKILL)  # the child this test started, by its id
+                    killed = True
+                break
+            p.join(0.001)
+    elif deadline is not None:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            os.kill(p.pid, signal.SIGKILL)  # the child this test started, by its id
+            killed = True
+    p.join(timeout)
+    if p.is_alive():
+        os.kill(p.pid, signal.SIGKILL)
+        p.join()
+        raise TimeoutError(f"step {spec.step} did not finish in {timeout}s")
+    result = None
+    if not killed and p.exitcode == 0:
+        result = json.loads(Path(spec.result_path).read_text())
+    err = Path(spec.result_path + ".error")
+    return StepOutcome(
+        step=spec.step,
+        exitcode=p.exitcode,
+        killed=killed,
+        result=result,
+        seconds=time.monotonic() - started,
+        error=err.read_text() if err.exists() else None,
+    )
+
+
+def run(spec: StepSpec) -> StepOutcome:
+    """Run one step to its end (no kill)."""
+    return finish_step(spec, start_step(spec), time.monotonic(), None)
