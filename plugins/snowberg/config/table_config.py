@@ -21,6 +21,7 @@ from snowberg.checks.settings import AlertsConfig, HealthThresholds
 from snowberg.config.yaml_loader import read_yaml, validate_entries
 from snowberg.core.durations import parse_duration
 from snowberg.core.identifiers import IcebergName, TableName, validate_identifier
+from snowberg.iceberg.maintenance import MaintenanceSettings
 from snowberg.streams.settings import StreamSource, stream_table_problems
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
@@ -204,6 +205,8 @@ class TableConfig(_Strict):
     # Change capture from a Snowflake Stream instead of a cursor (docs/streams.md).
     stream: StreamSource | None = None
     checks_schedule: str | None = "@hourly"
+    # Expiry, compaction, orphan files (docs/maintenance.md).
+    maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
 
     @field_validator("external_volume")
     @classmethod
