@@ -64,3 +64,44 @@ def rows_of(table: Any, **scan: Any) -> list[dict[str, Any]]:
 def wait_ms() -> None:
     """Snapshot timestamps are milliseconds: keep commits in distinct milliseconds."""
     time.sleep(0.002)
+
+
+def table_cfg(sfdb: Any, **over: Any) -> Any:
+    from snowberg.config.table_config import parse_config
+
+    entry: dict[str, Any] = {
+        "name": "t",
+        "source": {"table": sfdb.table("SRC")},
+        "target": "ns.t",
+        "cursor": {"column": "updated_at"},
+        "primary_key": ["id"],
+        **over,
+    }
+    return parse_config({"tables": [entry]}).tables[0]
+
+
+def insert(sfdb: Any, ids: range, updated: str, note: str = "a") -> None:
+    ts = NOW if updated == "now" else f"'{updated}'::TIMESTAMP_NTZ"
+    rows = ", ".join(f"({i}, {i}.25, '{note}', {ts})" for i in ids)
+    sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES {rows}")
+
+
+def load(cfg: Any, sfdb: Any, catalog: Any, variables: Any, run_id: str) -> Any:
+    """One scheduled run through the library: reconcile, plan, load, publish."""
+    from snowberg.load.extract import load_window
+    from snowberg.load.plan import plan_run
+    from snowberg.load.publish import publish, reconcile_before_plan
+
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, sfdb.conn, table, run_id=run_id)
+    r = load_window(cfg, sfdb.conn, catalog, w)
+    publish(cfg, catalog, w, variables)
+    return r
+
+
+def source_rows(sfdb: Any) -> list[tuple[Any, ...]]:
+    return sorted((int(r[0]), str(r[1])) for r in sfdb.sql(f"SELECT ID, NOTE FROM {sfdb.table('SRC')}"))
+
+
+def lake_pairs(catalog: Any, name: str = "ns.t") -> list[tuple[Any, ...]]:
+    return sorted((int(r["id"]), str(r["note"])) for r in catalog.load_table(name).scan().to_arrow().to_pylist())

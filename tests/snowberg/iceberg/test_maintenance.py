@@ -225,3 +225,36 @@ def test_content_checksum_ignores_order_and_sees_a_duplicate() -> None:
     c = pa.table({"x": [1, 2, 3, 3], "y": ["a", "b", "c", "c"]})
     assert m.content_checksum(a.to_batches()) == m.content_checksum(b.to_batches())
     assert m.content_checksum(c.to_batches())[1] != m.content_checksum(a.to_batches())[1]
+
+
+def test_expiry_compaction_and_orphan_removal_never_break_the_next_load(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    import time
+
+    from maint_harness import DDL, NOW, insert, lake_pairs, load, source_rows, table_cfg
+
+    sfdb.sql(DDL.format(t=sfdb.table("SRC")))
+    insert(sfdb, range(1, 11), "2026-01-01 00:00:00")
+    cfg = table_cfg(sfdb)
+    load(cfg, sfdb, catalog, variables, "r0")
+    for i in range(1, 4):
+        sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET NOTE = 'v{i}', UPDATED_AT = {NOW} WHERE ID = {i}")
+        insert(sfdb, range(10 * i + 1, 10 * i + 3), "now", note=f"n{i}")
+        time.sleep(0.01)
+        assert load(cfg, sfdb, catalog, variables, f"r{i}").status == "committed"
+    t = catalog.load_table("ns.t")
+    st = state.read_state(t)
+    m.compact(t, target_size=1 << 26)
+    assert "adopted" in m.follow_variable(catalog.load_table("ns.t"), cfg.variable_key, variables)
+    m.expire_snapshots(catalog.load_table("ns.t"), older_than=timedelta(0), min_snapshots=1, now=FAR_FUTURE)
+    m.remove_orphan_files(catalog.load_table("ns.t"), older_than=timedelta(0), now=FAR_FUTURE)
+    t = catalog.load_table("ns.t")
+    assert len(list(t.snapshots())) == 1 and state.read_state(t).watermark == st.watermark
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET NOTE = 'after', UPDATED_AT = {NOW} WHERE ID = 5")
+    insert(sfdb, range(100, 103), "now", note="after")
+    time.sleep(0.01)
+    r = load(cfg, sfdb, catalog, variables, "r9")
+    assert r.status == "committed" and r.rows == 4
+    assert lake_pairs(catalog) == source_rows(sfdb)
+    assert json.loads(variables[cfg.variable_key])["watermark"] == r.watermark
