@@ -4,17 +4,26 @@ snowberg stack up      start the emulator + lake, seed demo data, write .snowber
 snowberg stack down    stop the emulator
 snowberg demo          quick start: stack up, then two DAG runs through Airflow
 snowberg docs          regenerate docs/type-mapping.md from the mapping table
+snowberg inspect T W   a metadata table of lake table T: snapshots|history|files|manifests|partitions|refs
+snowberg read T        rows of T, now or as of a snapshot/time, filtered, limited
+snowberg rollback T    move T (and its watermark, and the Variable) back to a snapshot, before a run, or to a tag
+snowberg tag T NAME    tag T's current (or a given) snapshot; tags survive snapshot expiry
+snowberg maintain T    expire snapshots, compact small files, remove orphan files (the maintenance DAG's steps)
+
+T is a table name from include/tables.yaml (its catalog from its config) or namespace.table with --catalog.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -182,6 +191,168 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
+class TableRefError(ValueError):
+    """A table argument names neither a configured table nor namespace.table."""
+
+
+def _tables_config(args: argparse.Namespace) -> Path:
+    return Path(
+        getattr(args, "config", None) or os.environ.get("SNOWBERG_TABLES_CONFIG") or REPO / "include" / "tables.yaml"
+    )
+
+
+def resolve_table(ref: str, catalog: str | None, config_path: Path) -> tuple[str, str, object | None]:
+    """(catalog, namespace.table, TableConfig or None) for a CLI table argument.
+
+    A name from the tables config brings its catalog and target; ``namespace.table``
+    is used as given, in ``--catalog`` (default ``lake``).
+    """
+    from snowberg.config.table_config import load_config
+    from snowberg.core.identifiers import IcebergName
+
+    if "." in ref:
+        IcebergName.parse(ref)
+        return catalog or "lake", ref, None
+    if config_path.exists():
+        for t in load_config(config_path).tables:
+            if t.name == ref:
+                return catalog or t.catalog, t.target, t
+    raise TableRefError(
+        f"table {ref[:80]!r} is not a table name in {config_path}; give a configured name or namespace.table"
+    )
+
+
+def _open_table(args: argparse.Namespace) -> tuple[object, str, object | None]:
+    from snowberg.iceberg.tables import open_catalog
+
+    cat_name, target, cfg = resolve_table(args.table, args.catalog, _tables_config(args))
+    ns, _, name = target.partition(".")
+    return open_catalog(cat_name).load_table((ns, name)), target, cfg
+
+
+_OUT: list[TextIO] = []
+
+
+def _emit(*parts: object) -> None:
+    """Command output to the real stdout; while a lake command runs, stdout is stderr.
+
+    Airflow (imported when a catalog is opened) logs to stdout, which would
+    corrupt ``--json`` output; logs therefore go to stderr and results here.
+    """
+    print(*parts, file=_OUT[-1] if _OUT else sys.stdout)
+
+
+class CliVariables:
+    """The Variable mirror from the command line: Airflow's metadata database (``airflow.models``)."""
+
+    def get(self, key: str) -> str | None:
+        from airflow.models import Variable
+
+        return Variable.get(key, default_var=None)  # type: ignore[no-any-return]
+
+    def set(self, key: str, value: str) -> None:
+        from airflow.models import Variable
+
+        Variable.set(key, value)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from snowberg.iceberg import inspect as ins
+
+    table, target, _ = _open_table(args)
+    rows = ins.metadata_rows(table, args.what)  # type: ignore[arg-type]
+    _emit(ins.to_json(rows) if args.json else f"{target} {args.what}\n" + ins.render_metadata(rows, args.what))
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    from snowberg.iceberg import inspect as ins
+
+    table, _, _ = _open_table(args)
+    data = ins.read(
+        table,  # type: ignore[arg-type]
+        snapshot_id=args.as_of_snapshot,
+        as_of_time=args.as_of_time,
+        where=args.where,
+        limit=args.limit,
+    )
+    rows = data.to_pylist()
+    _emit(ins.to_json(rows) if args.json else ins.render_rows(rows) + f"\n({len(rows)} rows)")
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from snowberg.iceberg import rollback as rb
+
+    table, target, cfg = _open_table(args)
+    key = cfg.variable_key if cfg is not None else None  # type: ignore[attr-defined]
+    variables = None if args.no_variable or key is None else CliVariables()
+    plan = rb.rollback(
+        table,  # type: ignore[arg-type]
+        target,
+        variables=variables,
+        variable_key=key,
+        to_snapshot=args.to_snapshot,
+        before_run=args.before_run,
+        to_tag=args.to_tag,
+        dry_run=args.dry_run,
+    )
+    _emit(json.dumps(plan.to_dict(), indent=2) if args.json else plan.describe())
+    if plan.committed and key is not None and variables is None:
+        import shlex
+
+        _emit("update the Variable yourself: airflow variables set", key, shlex.quote(plan.variable_value or ""))
+    return 0
+
+
+def cmd_tag(args: argparse.Namespace) -> int:
+    from snowberg.iceberg import rollback as rb
+
+    table, target, _ = _open_table(args)
+    sid = rb.tag_snapshot(table, args.name, args.snapshot)  # type: ignore[arg-type]
+    _emit(f"{target}: tag {args.name} → snapshot {sid}")
+    return 0
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    from snowberg.iceberg import maintenance as m
+
+    table, target, cfg = _open_table(args)
+    settings = cfg.maintenance if cfg is not None else m.MaintenanceSettings()  # type: ignore[attr-defined]
+    out: dict[str, object] = {}
+    if settings.compact:
+        out["compact"] = m.compact(
+            table,  # type: ignore[arg-type]
+            target_size=settings.target_file_size,
+            small_file_ratio=settings.small_file_ratio,
+            min_input_files=settings.min_input_files,
+            dry_run=args.dry_run,
+        ).to_dict()
+    table, _, _ = _open_table(args)
+    out["expire"] = m.expire_snapshots(
+        table,  # type: ignore[arg-type]
+        older_than=settings.snapshot_retention,
+        min_snapshots=settings.min_snapshots,
+        dry_run=args.dry_run,
+    ).to_dict()
+    if settings.remove_orphans:
+        table, _, _ = _open_table(args)
+        out["orphans"] = m.remove_orphan_files(
+            table,  # type: ignore[arg-type]
+            older_than=settings.orphan_age,
+            dry_run=args.dry_run,
+        ).to_dict()
+    _emit(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+def _table_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("table", help="a table name from the tables config, or namespace.table")
+    p.add_argument("--catalog", help="catalog (Airflow connection id or pyiceberg catalog name); default: lake")
+    p.add_argument("--config", help="tables config (default: $SNOWBERG_TABLES_CONFIG or include/tables.yaml)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="snowberg")
     p.add_argument("--stack-dir", help="where the local stack keeps its data (default ./.snowberg)")
@@ -200,8 +371,56 @@ def main(argv: list[str] | None = None) -> int:
     dc = sub.add_parser("docs", help="render docs/type-mapping.md")
     dc.add_argument("--check", action="store_true")
     dc.set_defaults(func=cmd_docs)
+    from snowberg.iceberg.inspect import MetadataTable
+
+    ins = sub.add_parser("inspect", help="show a metadata table of a lake table")
+    _table_args(ins)
+    ins.add_argument("what", choices=[m.value for m in MetadataTable])
+    ins.set_defaults(func=cmd_inspect)
+    rd = sub.add_parser("read", help="read rows, now or as of a snapshot or time")
+    _table_args(rd)
+    when = rd.add_mutually_exclusive_group()
+    when.add_argument("--as-of-snapshot", type=int)
+    when.add_argument("--as-of-time", help="ISO 8601 timestamp (UTC if no offset) or epoch milliseconds")
+    rd.add_argument("--where", help="row filter, e.g. \"order_id > 10 and order_channel = 'app'\"")
+    rd.add_argument("--limit", type=int, default=20)
+    rd.set_defaults(func=cmd_read)
+    rb = sub.add_parser("rollback", help="roll a table and its watermark back")
+    _table_args(rb)
+    to = rb.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-snapshot", type=int)
+    to.add_argument("--before-run", help="the Airflow run id whose commits to undo")
+    to.add_argument("--to-tag")
+    rb.add_argument("--dry-run", action="store_true", help="show what would change")
+    rb.add_argument("--no-variable", action="store_true", help="do not touch the Airflow Variable mirror")
+    rb.set_defaults(func=cmd_rollback)
+    tg = sub.add_parser("tag", help="tag a snapshot (tags survive expiry)")
+    _table_args(tg)
+    tg.add_argument("name")
+    tg.add_argument("--snapshot", type=int, help="default: the current snapshot")
+    tg.set_defaults(func=cmd_tag)
+    mt = sub.add_parser(
+        "maintain", help="compact, expire snapshots, remove orphan files (table's maintenance settings)"
+    )
+    _table_args(mt)
+    mt.add_argument("--dry-run", action="store_true", help="list what would be done")
+    mt.set_defaults(func=cmd_maintain)
     args = p.parse_args(argv)
-    return int(args.func(args))
+    from snowberg.iceberg.inspect import InspectError
+    from snowberg.iceberg.rollback import RollbackError
+
+    lake_command = args.cmd in ("inspect", "read", "rollback", "tag", "maintain")
+    _OUT.append(sys.stdout)
+    try:
+        if lake_command:
+            with contextlib.redirect_stdout(sys.stderr):
+                return int(args.func(args))
+        return int(args.func(args))
+    except (TableRefError, InspectError, RollbackError) as exc:
+        print(f"snowberg {args.cmd}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        _OUT.pop()
 
 
 if __name__ == "__main__":
