@@ -2,7 +2,7 @@
 
 snowberg stack up      start the emulator + lake, seed demo data, write .snowberg/stack.env
 snowberg stack down    stop the emulator
-snowberg demo          quick start: stack up, then two DAG runs through Airflow
+snowberg demo          quick start: stack up, two loads through Airflow, then the Asset-driven summary DAG
 snowberg docs          regenerate docs/type-mapping.md from the mapping table
 snowberg inspect T W   a metadata table of lake table T: snapshots|history|files|manifests|partitions|refs
 snowberg read T        rows of T, now or as of a snapshot/time, filtered, limited
@@ -127,6 +127,23 @@ def _report(env: dict[str, str], dag_id: str, target: str) -> dict[str, object]:
     }
 
 
+def _summary_report(env: dict[str, str]) -> dict[str, object]:
+    """The downstream summary as committed, read back from the lake."""
+    for k, v in env.items():
+        if k.startswith("PYICEBERG_"):
+            os.environ[k] = v
+    from pyiceberg.catalog import load_catalog
+
+    cat = load_catalog("lake")
+    rows = cat.load_table("shop.brand_margin").scan().to_arrow().to_pylist()
+    best = max(rows, key=lambda r: r["margin_pct"])
+    return {
+        "rows": len(rows),
+        "orders": sum(int(r["orders"]) for r in rows),
+        "best": f"{best['truck_brand']} / {best['item_category']} {best['margin_pct']:.1f} %",
+    }
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from snowberg.local import stack
     from snowberg.local.seed import touch_orders
@@ -141,35 +158,46 @@ def cmd_demo(args: argparse.Namespace) -> int:
     senv = stack.up(d, port=args.port)
     counts = _seed(senv, args.rows)
     print(
-        f"[1/5] local stack up: Snowflake emulator on :{senv['SNOWBERG_FAKESNOW_PORT']}, "
+        f"[1/7] local stack up: Snowflake emulator on :{senv['SNOWBERG_FAKESNOW_PORT']}, "
         f"{counts['orders']:,} demo orders seeded"
     )
     env = airflow_env(d, senv)
     _airflow(env, "db", "migrate")
-    print(f"[2/5] Airflow metadata database ready ({env['AIRFLOW_HOME']})")
+    print(f"[2/7] Airflow metadata database ready ({env['AIRFLOW_HOME']})")
     dag_id, target = "snowberg_demo_orders", "shop.orders"
     t = time.monotonic()
     _airflow(env, "dags", "test", dag_id)
     r1 = _report(env, dag_id, target)
     print(
-        f"[3/5] run 1 ({time.monotonic() - t:.1f} s): rows loaded {r1['rows_loaded']:,}, snapshot id "
+        f"[3/7] run 1 ({time.monotonic() - t:.1f} s): rows loaded {r1['rows_loaded']:,}, snapshot id "
         f"{r1['snapshot_id']}, watermark {r1['watermark']}, table rows {r1['table_rows']:,}"
     )
     conn = _connect(senv)
     changed = touch_orders(conn, args.changes)
     conn.close()  # type: ignore[attr-defined]
     time.sleep(1.5)  # the demo table's commit_lag is 1s
-    print(f"[4/5] changed {changed} source orders (UPDATED_AT = now)")
+    print(f"[4/7] changed {changed} source orders (UPDATED_AT = now)")
     t = time.monotonic()
     _airflow(env, "dags", "test", dag_id)
     r2 = _report(env, dag_id, target)
     print(
-        f"[5/5] run 2 ({time.monotonic() - t:.1f} s): rows loaded {r2['rows_loaded']:,}, snapshot id "
+        f"[5/7] run 2 ({time.monotonic() - t:.1f} s): rows loaded {r2['rows_loaded']:,}, snapshot id "
         f"{r2['snapshot_id']}, watermark {r2['watermark']}, table rows {r2['table_rows']:,}"
     )
     var = _airflow(env, "variables", "get", "snowberg__shop__orders__watermark").stdout.strip().splitlines()[-1]
     print(f"Variable snowberg__shop__orders__watermark = {var}")
-    ok = r2["rows_loaded"] == changed and r1["table_rows"] == r2["table_rows"]
+    t = time.monotonic()
+    _airflow(env, "dags", "test", "snowberg_demo_menu")
+    print(f"[6/7] menu dimension loaded ({time.monotonic() - t:.1f} s): shop.menu")
+    t = time.monotonic()
+    _airflow(env, "dags", "test", "snowberg_demo_brand_margin")
+    s = _summary_report(env)
+    print(
+        f"[7/7] downstream DAG snowberg_demo_brand_margin (scheduled on the Asset of shop.orders, "
+        f"{time.monotonic() - t:.1f} s): {s['rows']} (brand, category) rows in shop.brand_margin, "
+        f"checked against {s['orders']:,} orders; best margin: {s['best']}"
+    )
+    ok = r2["rows_loaded"] == changed and r1["table_rows"] == r2["table_rows"] and s["orders"] == r2["table_rows"]
     print(
         f"demo {'OK' if ok else 'FAILED'} in {time.monotonic() - t0:.0f} s; stop the emulator with: snowberg stack down"
     )

@@ -258,7 +258,7 @@ def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
     computed as for an overwrite, which pyiceberg supports), and delete files
     may be removed too (folded into the rewritten data).
     """
-    from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus
+    from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus
     from pyiceberg.table.snapshots import Operation, Summary
     from pyiceberg.table.update.snapshot import _OverwriteFiles
 
@@ -286,6 +286,50 @@ def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
             ]
             self._validate_required_deletes(entries)
             return entries
+
+        def _existing_manifests(self) -> list[Any]:
+            """Every live entry that stays, rewritten into one manifest per spec and content.
+
+            After a hundred runs the table holds a manifest per run; a reader pays
+            for each one when it plans a scan. Compaction rewrites them too, so the
+            compacted table plans like a freshly written one.
+            """
+            if self._parent_snapshot_id is None:
+                return []
+            parent = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
+            assert parent is not None
+            groups: dict[int, list[ManifestEntry]] = {}
+            out = []
+            for mf in parent.manifests(self._io):
+                live = mf.fetch_manifest_entry(self._io, discard_deleted=True)
+                kept = [e for e in live if e.data_file not in self._deleted_data_files]
+                if mf.content == ManifestContent.DELETES:
+                    # pyiceberg 0.12 cannot write delete manifests: keep untouched ones, drop emptied ones.
+                    if len(kept) == len(live):
+                        out.append(mf)
+                    elif kept:
+                        raise NotImplementedError(
+                            f"delete manifest {mf.manifest_path} would keep {len(kept)} of {len(live)} delete files; "
+                            "pyiceberg cannot rewrite it. Nothing was committed."
+                        )
+                    continue
+                groups.setdefault(mf.partition_spec_id, []).extend(kept)
+            for spec_id, entries in groups.items():
+                if not entries:
+                    continue
+                with self.new_manifest_writer(self.spec(spec_id)) as w:
+                    for e in entries:
+                        w.add_entry(
+                            ManifestEntry.from_args(
+                                status=ManifestEntryStatus.EXISTING,
+                                snapshot_id=e.snapshot_id,
+                                sequence_number=e.sequence_number,
+                                file_sequence_number=e.file_sequence_number,
+                                data_file=e.data_file,
+                            )
+                        )
+                out.append(w.to_manifest_file())
+            return out
 
     producer = _ReplaceFiles(operation=Operation.OVERWRITE, transaction=tx, io=io, snapshot_properties=props)
     return producer
