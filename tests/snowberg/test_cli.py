@@ -109,3 +109,14 @@ def test_maintain_uses_the_tables_settings(lake: Any, capsys: Any) -> None:
 def test_unknown_table_name_is_refused(lake: Any, capsys: Any) -> None:
     code, _, err = run(capsys, "inspect", "nope", "refs")
     assert code == 2 and "'nope' is not a table name" in err
+
+
+def test_rollback_sets_the_watermark_variable_in_airflow(lake: Any, capsys: Any, airflow_db: str) -> None:
+    from airflow.models import Variable
+
+    small_table(lake, 3)
+    Variable.set("snowberg__ns__t__watermark", json.dumps({"snapshot_id": 1, "watermark": "3"}))
+    code, out, _ = run(capsys, "rollback", "things", "--before-run", "run3")
+    assert code == 0 and "Variable snowberg__ns__t__watermark is set to" in out
+    mirror = json.loads(Variable.get("snowberg__ns__t__watermark"))
+    assert mirror["watermark"] == "2" and mirror["run_id"] == "run2"
