@@ -13,9 +13,8 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, Asset, task
 
-from snowberg.airflow.dag_factory import table_asset
 from snowberg.config.table_config import load_config
-from snowberg.local.summary import load_summary_config
+from snowberg.local.summary import asset_uri_and_name, load_summary_config
 
 INCLUDE = Path(__file__).resolve().parent.parent / "include"
 CFG = load_summary_config(os.environ.get("SNOWBERG_SUMMARY_CONFIG") or INCLUDE / "demo_summary.yaml")
@@ -25,7 +24,7 @@ ORDERS = next((t for t in TABLES.tables if t.name == CFG.orders_table), None)
 if ORDERS is not None:
     with DAG(
         dag_id=CFG.dag_id,
-        schedule=[table_asset(ORDERS)],
+        schedule=[Asset(*asset_uri_and_name(ORDERS.catalog, ORDERS.target))],
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         catchup=False,
         max_active_runs=1,
@@ -36,7 +35,7 @@ if ORDERS is not None:
         default_args={"owner": CFG.owner, "retries": 1},
     ):
 
-        @task(outlets=[Asset(uri=f"iceberg://{CFG.catalog}/{CFG.target.replace('.', '/')}")])
+        @task(outlets=[Asset(*asset_uri_and_name(CFG.catalog, CFG.target))])
         def brand_margin() -> dict[str, object]:
             from snowberg.iceberg.tables import open_catalog
             from snowberg.local.summary import build_summary

@@ -53,6 +53,17 @@ class SummaryConfig(BaseModel):
         return v
 
 
+def asset_uri_and_name(catalog: str, target: str) -> tuple[str, str]:
+    """The Asset URI and name of a lake table, as the table's load DAG emits it.
+
+    The same rule as ``snowberg.airflow.dag_factory.table_asset`` (a test holds
+    them equal); spelled out here so the downstream DAG file need not import the
+    whole DAG factory and its operators at parse time.
+    """
+    n = IcebergName.parse(target)
+    return f"iceberg://{catalog}/{n.namespace}/{n.table}", f"iceberg_{catalog}_{n.namespace}_{n.table}"
+
+
 def load_summary_config(path: str | Path) -> SummaryConfig:
     from snowberg.config.yaml_loader import read_yaml
 

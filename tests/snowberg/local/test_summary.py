@@ -78,3 +78,15 @@ def test_an_order_without_a_menu_item_fails_before_anything_is_written(catalog: 
     with pytest.raises(SummaryCheckFailed, match="1 orders have no menu item"):
         build_summary(catalog, SummaryConfig())
     assert not catalog.table_exists("shop.brand_margin")
+
+
+def test_the_downstream_dag_schedules_on_the_asset_the_orders_load_emits() -> None:
+    from snowberg.airflow.dag_factory import table_asset
+    from snowberg.config.table_config import parse_config
+    from snowberg.local.summary import asset_uri_and_name
+
+    cfg = parse_config(
+        {"tables": [{"name": "o", "source": {"table": "D.S.T"}, "target": "shop.orders", "cursor": {"column": "u"}}]}
+    ).tables[0]
+    a = table_asset(cfg)
+    assert asset_uri_and_name(cfg.catalog, cfg.target) == (a.uri, a.name)
