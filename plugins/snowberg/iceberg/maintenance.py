@@ -258,7 +258,7 @@ def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
     computed as for an overwrite, which pyiceberg supports), and delete files
     may be removed too (folded into the rewritten data).
     """
-    from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus
+    from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus
     from pyiceberg.table.snapshots import Operation, Summary
     from pyiceberg.table.update.snapshot import _OverwriteFiles
 
@@ -287,20 +287,23 @@ def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
             self._validate_required_deletes(entries)
             return entries
 
-        def _existing_manifests(self) -> list[Any]:
-            """Every live entry that stays, rewritten into one manifest per spec and content.
+        def _manifests(self) -> list[Any]:
+            """One data manifest per spec holding the new files, every entry that stays and the removed ones.
 
-            After a hundred runs the table holds a manifest per run; a reader pays
-            for each one when it plans a scan. Compaction rewrites them too, so the
-            compacted table plans like a freshly written one.
+            After a hundred runs the table holds a manifest per run, and a reader
+            opens each one when it plans a scan; compaction rewrites them too, so
+            the compacted table plans like a freshly written one. Removed files
+            stay recorded as DELETED entries (as the spec's rewrite does).
             """
-            if self._parent_snapshot_id is None:
-                return []
-            parent = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
-            assert parent is not None
-            groups: dict[int, list[ManifestEntry]] = {}
-            out = []
-            for mf in parent.manifests(self._io):
+            deleted = self._deleted_entries()
+            parent = (
+                self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
+                if self._parent_snapshot_id is not None
+                else None
+            )
+            by_spec: dict[int, list[tuple[str, ManifestEntry]]] = {}
+            out: list[Any] = []
+            for mf in parent.manifests(self._io) if parent is not None else []:
                 live = mf.fetch_manifest_entry(self._io, discard_deleted=True)
                 kept = [e for e in live if e.data_file not in self._deleted_data_files]
                 if mf.content == ManifestContent.DELETES:
@@ -313,12 +316,31 @@ def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
                             "pyiceberg cannot rewrite it. Nothing was committed."
                         )
                     continue
-                groups.setdefault(mf.partition_spec_id, []).extend(kept)
-            for spec_id, entries in groups.items():
-                if not entries:
+                by_spec.setdefault(mf.partition_spec_id, []).extend(("existing", e) for e in kept)
+            for e in deleted:
+                if e.data_file.content == DataFileContent.DATA:
+                    by_spec.setdefault(e.data_file.spec_id, []).append(("deleted", e))
+            default_spec = self._transaction.table_metadata.default_spec_id
+            by_spec.setdefault(default_spec, [])
+            for spec_id, entries in by_spec.items():
+                added = self._added_data_files if spec_id == default_spec else []
+                if not entries and not added:
                     continue
                 with self.new_manifest_writer(self.spec(spec_id)) as w:
-                    for e in entries:
+                    for f in added:
+                        w.add(
+                            ManifestEntry.from_args(
+                                status=ManifestEntryStatus.ADDED,
+                                snapshot_id=self._snapshot_id,
+                                sequence_number=None,
+                                file_sequence_number=None,
+                                data_file=f,
+                            )
+                        )
+                    for kind, e in entries:
+                        if kind == "deleted":
+                            w.add_entry(e)
+                            continue
                         w.add_entry(
                             ManifestEntry.from_args(
                                 status=ManifestEntryStatus.EXISTING,
