@@ -61,3 +61,15 @@ def test_backfill_of_whole_days_replaces_exactly_those_partitions(sfdb: Any, cat
     assert state.read_state(t).watermark == wm  # a backfill never moves the watermark
     notes = sorted((r["id"], r["note"]) for r in t.scan().to_arrow().to_pylist())
     assert notes == sorted((d * 10 + h, "v2" if d == 1 else "v1") for d in range(3) for h in range(5))
+
+    # The source deletes day 3 entirely: a backfill of that day empties the partition (a dynamic
+    # partition overwrite, which only replaces partitions present in the new rows, would keep it).
+    sfdb.sql(f"DELETE FROM {sfdb.table('SRC')} WHERE UPDATED_AT >= '2026-01-03'")
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(
+        cfg, sfdb.conn, table, run_id="b2", mode=BACKFILL, start="2026-01-03T00:00:00", end="2026-01-04T00:00:00"
+    )
+    load_window(cfg, sfdb.conn, catalog, w)
+    t = catalog.load_table("ns.t")
+    assert len(t.inspect.files()) == 2 and state.read_state(t).watermark == wm
+    assert sorted(r["id"] for r in t.scan().to_arrow().to_pylist()) == [d * 10 + h for d in range(2) for h in range(5)]
