@@ -258,7 +258,7 @@ def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
     computed as for an overwrite, which pyiceberg supports), and delete files
     may be removed too (folded into the rewritten data).
     """
-    from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestEntry, ManifestEntryStatus
+    from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus
     from pyiceberg.table.snapshots import Operation, Summary
     from pyiceberg.table.update.snapshot import _OverwriteFiles
 
@@ -288,12 +288,11 @@ def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
             return entries
 
         def _manifests(self) -> list[Any]:
-            """One data manifest per spec holding the new files, every entry that stays and the removed ones.
+            """One data manifest per spec holding the new files and every entry that stays.
 
             After a hundred runs the table holds a manifest per run, and a reader
             opens each one when it plans a scan; compaction rewrites them too, so
-            the compacted table plans like a freshly written one. Removed files
-            stay recorded as DELETED entries (as the spec's rewrite does).
+            the compacted table plans like a freshly written one.
             """
             deleted = self._deleted_entries()
             parent = (
@@ -317,9 +316,10 @@ def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
                         )
                     continue
                 by_spec.setdefault(mf.partition_spec_id, []).extend(("existing", e) for e in kept)
-            for e in deleted:
-                if e.data_file.content == DataFileContent.DATA:
-                    by_spec.setdefault(e.data_file.spec_id, []).append(("deleted", e))
+            # The removed files are not written back as DELETED entries: every later scan would
+            # decode them (loads carry manifests forward unchanged), which is the cost compaction
+            # removes. The snapshot summary counts them; change readers skip `replace` snapshots.
+            del deleted
             default_spec = self._transaction.table_metadata.default_spec_id
             by_spec.setdefault(default_spec, [])
             for spec_id, entries in by_spec.items():
@@ -337,10 +337,7 @@ def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
                                 data_file=f,
                             )
                         )
-                    for kind, e in entries:
-                        if kind == "deleted":
-                            w.add_entry(e)
-                            continue
+                    for _kind, e in entries:
                         w.add_entry(
                             ManifestEntry.from_args(
                                 status=ManifestEntryStatus.EXISTING,
