@@ -105,6 +105,7 @@ def build_sync_dag(cfg: SyncConfig) -> DAG:
                 target_table=t.table,
                 on_rewrite=cfg.on_rewrite,
                 create_if_missing=t.create_if_missing,
+                create_in_snowflake=cfg.snowflake_create,
                 batch_rows=t.batch_rows,
                 outlets=outlets,
             )

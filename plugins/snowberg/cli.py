@@ -2,19 +2,28 @@
 
 snowberg stack up      start the emulator + lake, seed demo data, write .snowberg/stack.env
 snowberg stack down    stop the emulator
-snowberg demo          quick start: stack up, then two DAG runs through Airflow
+snowberg demo          quick start: stack up, two loads through Airflow, then the Asset-driven summary DAG
 snowberg docs          regenerate docs/type-mapping.md from the mapping table
+snowberg inspect T W   a metadata table of lake table T: snapshots|history|files|manifests|partitions|refs
+snowberg read T        rows of T, now or as of a snapshot/time, filtered, limited
+snowberg rollback T    move T (and its watermark, and the Variable) back to a snapshot, before a run, or to a tag
+snowberg tag T NAME    tag T's current (or a given) snapshot; tags survive snapshot expiry
+snowberg maintain T    expire snapshots, compact small files, remove orphan files (the maintenance DAG's steps)
+
+T is a table name from include/tables.yaml (its catalog from its config) or namespace.table with --catalog.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -118,6 +127,58 @@ def _report(env: dict[str, str], dag_id: str, target: str) -> dict[str, object]:
     }
 
 
+def _load_menu(env: dict[str, str]) -> int:
+    """Load the small menu dimension in this process (plan → load → publish, as its DAG would).
+
+    A second ``airflow dags test`` would cost the quick start an Airflow start-up for
+    60 rows; the menu's own DAG adopts this commit's state on its first run (the
+    Variable mirror is rebuilt from the table).
+    """
+    for k, v in env.items():
+        if k.startswith("PYICEBERG_"):
+            os.environ[k] = v
+    from pyiceberg.catalog import load_catalog
+
+    from snowberg.config.table_config import load_config
+    from snowberg.load.extract import load_window
+    from snowberg.load.plan import plan_run
+    from snowberg.load.publish import publish, reconcile_before_plan
+
+    class _Mirror(dict[str, str]):
+        def set(self, key: str, value: str) -> None:
+            self[key] = value
+
+    cfg = next(t for t in load_config(REPO / "include" / "tables.yaml").tables if t.name == "demo_menu")
+    catalog = load_catalog(cfg.catalog)
+    conn = _connect(env)
+    try:
+        variables = _Mirror()
+        table, _ = reconcile_before_plan(cfg, catalog, variables)
+        w = plan_run(cfg, conn, table, run_id="demo_quickstart")
+        load_window(cfg, conn, catalog, w)
+        publish(cfg, catalog, w, variables)
+    finally:
+        conn.close()  # type: ignore[attr-defined]
+    return len(catalog.load_table(cfg.target).scan().to_arrow())
+
+
+def _summary_report(env: dict[str, str]) -> dict[str, object]:
+    """The downstream summary as committed, read back from the lake."""
+    for k, v in env.items():
+        if k.startswith("PYICEBERG_"):
+            os.environ[k] = v
+    from pyiceberg.catalog import load_catalog
+
+    cat = load_catalog("lake")
+    rows = cat.load_table("shop.brand_margin").scan().to_arrow().to_pylist()
+    best = max(rows, key=lambda r: r["margin_pct"])
+    return {
+        "rows": len(rows),
+        "orders": sum(int(r["orders"]) for r in rows),
+        "best": f"{best['truck_brand']} / {best['item_category']} {best['margin_pct']:.1f} %",
+    }
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from snowberg.local import stack
     from snowberg.local.seed import touch_orders
@@ -132,35 +193,46 @@ def cmd_demo(args: argparse.Namespace) -> int:
     senv = stack.up(d, port=args.port)
     counts = _seed(senv, args.rows)
     print(
-        f"[1/5] local stack up: Snowflake emulator on :{senv['SNOWBERG_FAKESNOW_PORT']}, "
+        f"[1/7] local stack up: Snowflake emulator on :{senv['SNOWBERG_FAKESNOW_PORT']}, "
         f"{counts['orders']:,} demo orders seeded"
     )
     env = airflow_env(d, senv)
     _airflow(env, "db", "migrate")
-    print(f"[2/5] Airflow metadata database ready ({env['AIRFLOW_HOME']})")
+    print(f"[2/7] Airflow metadata database ready ({env['AIRFLOW_HOME']})")
     dag_id, target = "snowberg_demo_orders", "shop.orders"
     t = time.monotonic()
     _airflow(env, "dags", "test", dag_id)
     r1 = _report(env, dag_id, target)
     print(
-        f"[3/5] run 1 ({time.monotonic() - t:.1f} s): rows loaded {r1['rows_loaded']:,}, snapshot id "
+        f"[3/7] run 1 ({time.monotonic() - t:.1f} s): rows loaded {r1['rows_loaded']:,}, snapshot id "
         f"{r1['snapshot_id']}, watermark {r1['watermark']}, table rows {r1['table_rows']:,}"
     )
     conn = _connect(senv)
     changed = touch_orders(conn, args.changes)
     conn.close()  # type: ignore[attr-defined]
     time.sleep(1.5)  # the demo table's commit_lag is 1s
-    print(f"[4/5] changed {changed} source orders (UPDATED_AT = now)")
+    print(f"[4/7] changed {changed} source orders (UPDATED_AT = now)")
     t = time.monotonic()
     _airflow(env, "dags", "test", dag_id)
     r2 = _report(env, dag_id, target)
     print(
-        f"[5/5] run 2 ({time.monotonic() - t:.1f} s): rows loaded {r2['rows_loaded']:,}, snapshot id "
+        f"[5/7] run 2 ({time.monotonic() - t:.1f} s): rows loaded {r2['rows_loaded']:,}, snapshot id "
         f"{r2['snapshot_id']}, watermark {r2['watermark']}, table rows {r2['table_rows']:,}"
     )
     var = _airflow(env, "variables", "get", "snowberg__shop__orders__watermark").stdout.strip().splitlines()[-1]
     print(f"Variable snowberg__shop__orders__watermark = {var}")
-    ok = r2["rows_loaded"] == changed and r1["table_rows"] == r2["table_rows"]
+    t = time.monotonic()
+    menu_rows = _load_menu(senv)
+    print(f"[6/7] menu dimension loaded with the library ({time.monotonic() - t:.1f} s): {menu_rows} rows in shop.menu")
+    t = time.monotonic()
+    _airflow(env, "dags", "test", "snowberg_demo_brand_margin")
+    s = _summary_report(env)
+    print(
+        f"[7/7] downstream DAG snowberg_demo_brand_margin (scheduled on the Asset of shop.orders, "
+        f"{time.monotonic() - t:.1f} s): {s['rows']} (brand, category) rows in shop.brand_margin, "
+        f"checked against {s['orders']:,} orders; best margin: {s['best']}"
+    )
+    ok = r2["rows_loaded"] == changed and r1["table_rows"] == r2["table_rows"] and s["orders"] == r2["table_rows"]
     print(
         f"demo {'OK' if ok else 'FAILED'} in {time.monotonic() - t0:.0f} s; stop the emulator with: snowberg stack down"
     )
@@ -182,6 +254,168 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
+class TableRefError(ValueError):
+    """A table argument names neither a configured table nor namespace.table."""
+
+
+def _tables_config(args: argparse.Namespace) -> Path:
+    return Path(
+        getattr(args, "config", None) or os.environ.get("SNOWBERG_TABLES_CONFIG") or REPO / "include" / "tables.yaml"
+    )
+
+
+def resolve_table(ref: str, catalog: str | None, config_path: Path) -> tuple[str, str, object | None]:
+    """(catalog, namespace.table, TableConfig or None) for a CLI table argument.
+
+    A name from the tables config brings its catalog and target; ``namespace.table``
+    is used as given, in ``--catalog`` (default ``lake``).
+    """
+    from snowberg.config.table_config import load_config
+    from snowberg.core.identifiers import IcebergName
+
+    if "." in ref:
+        IcebergName.parse(ref)
+        return catalog or "lake", ref, None
+    if config_path.exists():
+        for t in load_config(config_path).tables:
+            if t.name == ref:
+                return catalog or t.catalog, t.target, t
+    raise TableRefError(
+        f"table {ref[:80]!r} is not a table name in {config_path}; give a configured name or namespace.table"
+    )
+
+
+def _open_table(args: argparse.Namespace) -> tuple[object, str, object | None]:
+    from snowberg.iceberg.tables import open_catalog
+
+    cat_name, target, cfg = resolve_table(args.table, args.catalog, _tables_config(args))
+    ns, _, name = target.partition(".")
+    return open_catalog(cat_name).load_table((ns, name)), target, cfg
+
+
+_OUT: list[TextIO] = []
+
+
+def _emit(*parts: object) -> None:
+    """Command output to the real stdout; while a lake command runs, stdout is stderr.
+
+    Airflow (imported when a catalog is opened) logs to stdout, which would
+    corrupt ``--json`` output; logs therefore go to stderr and results here.
+    """
+    print(*parts, file=_OUT[-1] if _OUT else sys.stdout)
+
+
+class CliVariables:
+    """The Variable mirror from the command line: Airflow's metadata database (``airflow.models``)."""
+
+    def get(self, key: str) -> str | None:
+        from airflow.models import Variable
+
+        return Variable.get(key, default_var=None)  # type: ignore[no-any-return]
+
+    def set(self, key: str, value: str) -> None:
+        from airflow.models import Variable
+
+        Variable.set(key, value)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from snowberg.iceberg import inspect as ins
+
+    table, target, _ = _open_table(args)
+    rows = ins.metadata_rows(table, args.what)  # type: ignore[arg-type]
+    _emit(ins.to_json(rows) if args.json else f"{target} {args.what}\n" + ins.render_metadata(rows, args.what))
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    from snowberg.iceberg import inspect as ins
+
+    table, _, _ = _open_table(args)
+    data = ins.read(
+        table,  # type: ignore[arg-type]
+        snapshot_id=args.as_of_snapshot,
+        as_of_time=args.as_of_time,
+        where=args.where,
+        limit=args.limit,
+    )
+    rows = data.to_pylist()
+    _emit(ins.to_json(rows) if args.json else ins.render_rows(rows) + f"\n({len(rows)} rows)")
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from snowberg.iceberg import rollback as rb
+
+    table, target, cfg = _open_table(args)
+    key = cfg.variable_key if cfg is not None else None  # type: ignore[attr-defined]
+    variables = None if args.no_variable or key is None else CliVariables()
+    plan = rb.rollback(
+        table,  # type: ignore[arg-type]
+        target,
+        variables=variables,
+        variable_key=key,
+        to_snapshot=args.to_snapshot,
+        before_run=args.before_run,
+        to_tag=args.to_tag,
+        dry_run=args.dry_run,
+    )
+    _emit(json.dumps(plan.to_dict(), indent=2) if args.json else plan.describe())
+    if plan.committed and key is not None and variables is None:
+        import shlex
+
+        _emit("update the Variable yourself: airflow variables set", key, shlex.quote(plan.variable_value or ""))
+    return 0
+
+
+def cmd_tag(args: argparse.Namespace) -> int:
+    from snowberg.iceberg import rollback as rb
+
+    table, target, _ = _open_table(args)
+    sid = rb.tag_snapshot(table, args.name, args.snapshot)  # type: ignore[arg-type]
+    _emit(f"{target}: tag {args.name} → snapshot {sid}")
+    return 0
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    from snowberg.iceberg import maintenance as m
+
+    table, target, cfg = _open_table(args)
+    settings = cfg.maintenance if cfg is not None else m.MaintenanceSettings()  # type: ignore[attr-defined]
+    out: dict[str, object] = {}
+    if settings.compact:
+        out["compact"] = m.compact(
+            table,  # type: ignore[arg-type]
+            target_size=settings.target_file_size,
+            small_file_ratio=settings.small_file_ratio,
+            min_input_files=settings.min_input_files,
+            dry_run=args.dry_run,
+        ).to_dict()
+    table, _, _ = _open_table(args)
+    out["expire"] = m.expire_snapshots(
+        table,  # type: ignore[arg-type]
+        older_than=settings.snapshot_retention,
+        min_snapshots=settings.min_snapshots,
+        dry_run=args.dry_run,
+    ).to_dict()
+    if settings.remove_orphans:
+        table, _, _ = _open_table(args)
+        out["orphans"] = m.remove_orphan_files(
+            table,  # type: ignore[arg-type]
+            older_than=settings.orphan_age,
+            dry_run=args.dry_run,
+        ).to_dict()
+    _emit(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+def _table_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("table", help="a table name from the tables config, or namespace.table")
+    p.add_argument("--catalog", help="catalog (Airflow connection id or pyiceberg catalog name); default: lake")
+    p.add_argument("--config", help="tables config (default: $SNOWBERG_TABLES_CONFIG or include/tables.yaml)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="snowberg")
     p.add_argument("--stack-dir", help="where the local stack keeps its data (default ./.snowberg)")
@@ -200,8 +434,56 @@ def main(argv: list[str] | None = None) -> int:
     dc = sub.add_parser("docs", help="render docs/type-mapping.md")
     dc.add_argument("--check", action="store_true")
     dc.set_defaults(func=cmd_docs)
+    from snowberg.iceberg.inspect import MetadataTable
+
+    ins = sub.add_parser("inspect", help="show a metadata table of a lake table")
+    _table_args(ins)
+    ins.add_argument("what", choices=[m.value for m in MetadataTable])
+    ins.set_defaults(func=cmd_inspect)
+    rd = sub.add_parser("read", help="read rows, now or as of a snapshot or time")
+    _table_args(rd)
+    when = rd.add_mutually_exclusive_group()
+    when.add_argument("--as-of-snapshot", type=int)
+    when.add_argument("--as-of-time", help="ISO 8601 timestamp (UTC if no offset) or epoch milliseconds")
+    rd.add_argument("--where", help="row filter, e.g. \"order_id > 10 and order_channel = 'app'\"")
+    rd.add_argument("--limit", type=int, default=20)
+    rd.set_defaults(func=cmd_read)
+    rb = sub.add_parser("rollback", help="roll a table and its watermark back")
+    _table_args(rb)
+    to = rb.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-snapshot", type=int)
+    to.add_argument("--before-run", help="the Airflow run id whose commits to undo")
+    to.add_argument("--to-tag")
+    rb.add_argument("--dry-run", action="store_true", help="show what would change")
+    rb.add_argument("--no-variable", action="store_true", help="do not touch the Airflow Variable mirror")
+    rb.set_defaults(func=cmd_rollback)
+    tg = sub.add_parser("tag", help="tag a snapshot (tags survive expiry)")
+    _table_args(tg)
+    tg.add_argument("name")
+    tg.add_argument("--snapshot", type=int, help="default: the current snapshot")
+    tg.set_defaults(func=cmd_tag)
+    mt = sub.add_parser(
+        "maintain", help="compact, expire snapshots, remove orphan files (table's maintenance settings)"
+    )
+    _table_args(mt)
+    mt.add_argument("--dry-run", action="store_true", help="list what would be done")
+    mt.set_defaults(func=cmd_maintain)
     args = p.parse_args(argv)
-    return int(args.func(args))
+    from snowberg.iceberg.inspect import InspectError
+    from snowberg.iceberg.rollback import RollbackError
+
+    lake_command = args.cmd in ("inspect", "read", "rollback", "tag", "maintain")
+    _OUT.append(sys.stdout)
+    try:
+        if lake_command:
+            with contextlib.redirect_stdout(sys.stderr):
+                return int(args.func(args))
+        return int(args.func(args))
+    except (TableRefError, InspectError, RollbackError) as exc:
+        print(f"snowberg {args.cmd}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        _OUT.pop()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
 from snowberg.airflow.operators.health import TableHealthOperator
 from snowberg.airflow.operators.incremental import SnowbergLoadOperator, SnowbergPlanOperator, SnowbergPublishOperator
 from snowberg.airflow.operators.invalid_config import InvalidTableConfigOperator
+from snowberg.airflow.operators.maintenance import MaintenanceStep, SnowbergMaintenanceOperator, maintenance_params
 from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
 from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 from snowberg.airflow.operators.streams import build_stream_tasks
@@ -307,9 +308,51 @@ def table_dags(t: TableConfig) -> list[DAG]:
     built = [build_dag(t), build_checks_dag(t)]
     if t.unload is not None and t.stream is None:
         built.append(build_unload_dag(t))
+    if t.maintenance.enabled:
+        built.append(build_maintenance_dag(t))
     for d in built:
         d.validate()
     return built
+
+
+def build_maintenance_dag(cfg: TableConfig) -> DAG:
+    """Expire, compact, sweep orphans on the table's own schedule; rollback and tags as manual runs."""
+    raw = cfg.model_dump(mode="json")
+    s = cfg.maintenance
+    with DAG(
+        dag_id=f"{cfg.dag_id}__maintenance",
+        schedule=s.schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        tags=["snowberg", "maintenance", *cfg.tags],
+        doc_md=f"## snowberg maintenance: {cfg.name}\n\nOn Iceberg `{cfg.target}`: compact small files in one "
+        f"replace commit that keeps the watermark, expire snapshots older than "
+        f"{format_duration(s.snapshot_retention)} beyond the newest {s.min_snapshots} (never the state snapshot or a "
+        f"tagged one), remove unreferenced files older than {format_duration(s.orphan_age)}; then the health report. "
+        "Trigger with `rollback_to_snapshot`, `rollback_before_run` or `rollback_to_tag` to roll the table and its "
+        "watermark back, or `tag` to tag a snapshot; `dry_run` only reports. See docs/maintenance.md.",
+        params=maintenance_params(),
+        default_args=_default_args(cfg),
+    ) as dag:
+        steps = [
+            SnowbergMaintenanceOperator(
+                task_id=step.value, table_config=raw, step=step, trigger_rule="none_failed", max_active_tis_per_dag=1
+            )
+            for step in MaintenanceStep
+        ]
+        health = TableHealthOperator(
+            task_id="table_health",
+            table=cfg.target,
+            catalog=cfg.catalog,
+            thresholds=cfg.health,
+            table_name=cfg.name,
+            trigger_rule="none_failed",
+        )
+        for a, b in zip(steps, steps[1:], strict=False):
+            a >> b
+        steps[-1] >> health
+    return dag
 
 
 def build_dags(config_path: str | Path) -> dict[str, Any]:

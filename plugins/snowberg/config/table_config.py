@@ -20,6 +20,7 @@ from pydantic import BeforeValidator, Field, ValidationError, field_validator, m
 
 from snowberg.checks.settings import AlertsConfig, HealthThresholds
 from snowberg.checks.volume_settings import VolumeSettings
+from snowberg.config.maintenance_settings import MaintenanceSettings
 from snowberg.config.query import single_select
 from snowberg.config.yaml_loader import format_validation_error, merged_entries, read_yaml, validate_entries
 from snowberg.core.identifiers import IcebergName, TableName, clip, validate_identifier, validate_ref
@@ -245,6 +246,8 @@ class TableConfig(StrictModel):
     checks_schedule: str | None = "@hourly"
     # Source-vs-lake volume verification in the checks DAG (docs/volume-checks.md).
     volume: VolumeSettings = Field(default_factory=VolumeSettings)
+    # Expiry, compaction, orphan files (docs/maintenance.md).
+    maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
 
     @field_validator("external_volume")
     @classmethod

@@ -66,6 +66,30 @@ class IcebergSource(StrictModel):
         return v
 
 
+class CreateInSnowflake(StrictModel):
+    """Create a missing Snowflake-managed target with ``CREATE ICEBERG TABLE … CATALOG = 'SNOWFLAKE'``.
+
+    ``snowflake_conn_id`` and ``table`` (database.schema.table) default to the check's.
+    """
+
+    external_volume: str
+    base_location: str
+    snowflake_conn_id: str | None = None
+    table: str | None = None
+
+    @field_validator("external_volume")
+    @classmethod
+    def _volume(cls, v: str) -> str:
+        return validate_identifier(v, "external volume")
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, v: str | None) -> str | None:
+        if v is not None:
+            TableName.parse(v)
+        return v
+
+
 class IcebergTarget(StrictModel):
     """A Snowflake-managed Iceberg table reached through an Iceberg REST catalog (Horizon)."""
 
@@ -73,6 +97,7 @@ class IcebergTarget(StrictModel):
     catalog: str
     table: str  # namespace.table: the Snowflake schema and table inside the catalog's warehouse (database)
     create_if_missing: bool = False
+    create_in_snowflake: CreateInSnowflake | None = None
     batch_rows: int = Field(default=250_000, ge=1_000)
 
     @field_validator("catalog")
@@ -157,8 +182,35 @@ class SyncConfig(StrictModel):
             raise ValueError("name must be lower-case letters, digits or '_' (it becomes the DAG id)")
         return v
 
+    @property
+    def snowflake_create(self) -> dict[str, str] | None:
+        """What the sync operator needs to create a missing Snowflake-managed target (None: do not create)."""
+        t = self.target
+        if not isinstance(t, IcebergTarget) or t.create_in_snowflake is None:
+            return None
+        c = t.create_in_snowflake
+        conn = c.snowflake_conn_id or (self.check.snowflake_conn_id if self.check else None)
+        table = c.table or (self.check.table if self.check else None)
+        assert conn and table  # checked by _check_target
+        return {
+            "snowflake_conn_id": conn,
+            "table": table,
+            "external_volume": c.external_volume,
+            "base_location": c.base_location,
+        }
+
     @model_validator(mode="after")
     def _check_target(self) -> SyncConfig:
+        t = self.target
+        if isinstance(t, IcebergTarget) and t.create_in_snowflake is not None:
+            c = t.create_in_snowflake
+            if not (c.snowflake_conn_id or (self.check and self.check.snowflake_conn_id)) or not (
+                c.table or (self.check and self.check.table)
+            ):
+                raise ValueError(
+                    "target.create_in_snowflake needs snowflake_conn_id and table (database.schema.table), "
+                    "or a check with both"
+                )
         if isinstance(self.target, IcebergTarget) and self.check_enabled:
             if self.check is None or not self.check.snowflake_conn_id or not self.check.table:
                 raise ValueError(

@@ -12,6 +12,7 @@ column.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -139,3 +140,82 @@ def render_markdown() -> str:
     """The mapping as a Markdown table (for docs/lake-to-snowflake.md)."""
     rows = [f"| `{i}` | `{s}` | {n} |" for i, s, n in TYPE_TABLE]
     return "\n".join(["| Iceberg | Snowflake | Notes |", "|---|---|---|", *rows])
+
+
+# ---------------------------------------------------------------- Snowflake-managed Iceberg tables
+
+_BASE_LOCATION = re.compile(r"^[A-Za-z0-9_\-./=]{1,512}$")
+
+
+def iceberg_table_type(t: IcebergType, column: str = "?") -> str:
+    """The column type for a Snowflake-managed Iceberg table (``CREATE ICEBERG TABLE``).
+
+    Follows Snowflake's table of Iceberg data types: numeric columns of a
+    Snowflake-managed table may be declared with Iceberg's own type names,
+    which keeps them exact (``NUMBER(10,0)`` would not be an Iceberg ``int``);
+    an Iceberg table holds no VARIANT and no TIMESTAMP_TZ, so nested types
+    become structured types (``ARRAY(T)``, ``MAP(K, V)``, ``OBJECT(name T, …)``)
+    and ``timestamptz`` becomes ``TIMESTAMP_LTZ``. A type Snowflake cannot
+    create fails, naming the column.
+    """
+    from pyiceberg import types as it
+
+    numeric: dict[type, str] = {
+        it.IntegerType: "int",
+        it.LongType: "long",
+        it.FloatType: "float",
+        it.DoubleType: "double",
+    }
+    if type(t) in numeric:
+        return numeric[type(t)]
+    if isinstance(t, it.DecimalType):
+        return f"decimal({t.precision},{t.scale})"
+    if isinstance(t, it.TimestamptzType):
+        return "TIMESTAMP_LTZ(6)"
+    if type(t).__name__ == "TimestamptzNanoType":
+        return "TIMESTAMP_LTZ(9)"
+    if isinstance(t, it.UUIDType):
+        raise UnsupportedIcebergTypeError(
+            f"column {column!r}: Snowflake cannot create an Iceberg uuid column; cast it to string in the lake"
+        )
+    if isinstance(t, it.ListType):
+        return f"ARRAY({iceberg_table_type(t.element_type, column)})"
+    if isinstance(t, it.MapType):
+        return f"MAP({iceberg_table_type(t.key_type, column)}, {iceberg_table_type(t.value_type, column)})"
+    if isinstance(t, it.StructType):
+        fields = ", ".join(
+            f"{quote_identifier(f.name, 'field')} {iceberg_table_type(f.field_type, f'{column}.{f.name}')}"
+            for f in t.fields
+        )
+        return f"OBJECT({fields})"
+    return snowflake_type(t, column)
+
+
+def create_iceberg_table_sql(
+    table: TableName, schema: Schema, *, external_volume: str, base_location: str, catalog: str = "SNOWFLAKE"
+) -> str:
+    """``CREATE ICEBERG TABLE IF NOT EXISTS`` for a Snowflake-managed Iceberg target.
+
+    DDL takes no bind parameters, so every part is validated first: identifiers
+    are quoted, the external volume is an identifier, the base location a path
+    of safe characters. Columns come from the lake table's Iceberg schema.
+    """
+    from snowberg.core.identifiers import validate_identifier
+
+    validate_identifier(external_volume, "external volume")
+    validate_identifier(catalog, "catalog")
+    if not _BASE_LOCATION.match(base_location) or ".." in base_location.split("/"):
+        raise ValueError(
+            f"table {table}: base_location {base_location[:80]!r} must be a relative path of letters, digits, "
+            "'_', '-', '.', '/', '='"
+        )
+    cols = [
+        f"{c.quoted} {iceberg_table_type(f.field_type, f.name)}"
+        for c, f in zip(target_columns(schema), schema.fields, strict=True)
+    ]
+    return (
+        f"CREATE ICEBERG TABLE IF NOT EXISTS {table.quoted()} (\n    "
+        + ",\n    ".join(cols)
+        + f"\n)\n  CATALOG = '{catalog.upper()}'\n  EXTERNAL_VOLUME = '{external_volume}'\n"
+        + f"  BASE_LOCATION = '{base_location}'"
+    )

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -217,12 +217,24 @@ def _target_arrow_schema(schema: Schema) -> pa.Schema:
     return schema_to_pyarrow(schema, include_field_ids=False)
 
 
-def _load_target(catalog: Catalog, target: IcebergName, source: Table, create_if_missing: bool) -> Table:
+def _load_target(
+    catalog: Catalog,
+    target: IcebergName,
+    source: Table,
+    create_if_missing: bool,
+    create_in_snowflake: Callable[[Schema], None] | None = None,
+) -> Table:
     from pyiceberg.exceptions import NoSuchTableError
 
     try:
         return catalog.load_table((target.namespace, target.table))
     except NoSuchTableError:
+        if create_in_snowflake is not None:
+            # Snowflake must own a Snowflake-managed table: it is created by DDL in Snowflake
+            # (CREATE ICEBERG TABLE … CATALOG = 'SNOWFLAKE'), then reached through the catalog.
+            log.info("target table %s does not exist: creating it in Snowflake from the source schema", target)
+            create_in_snowflake(source.schema())
+            return catalog.load_table((target.namespace, target.table))
         if not create_if_missing:
             raise NoSuchTableError(
                 f"target table {target} does not exist in catalog {catalog.name!r}. For Snowflake Horizon, create it in "
@@ -248,6 +260,7 @@ def sync_iceberg(
     run_id: str,
     on_rewrite: OnRewrite = "fail",
     create_if_missing: bool = False,
+    create_in_snowflake: Callable[[Schema], None] | None = None,
     batch_rows: int = 250_000,
     max_attempts: int = 3,
 ) -> IcebergSyncResult:
@@ -260,7 +273,7 @@ def sync_iceberg(
     started = time.monotonic()
     last_error: Exception | None = None
     for attempt in range(1, max_attempts + 1):
-        table = _load_target(catalog, target, source, create_if_missing)
+        table = _load_target(catalog, target, source, create_if_missing, create_in_snowflake)
         st = read_target_state(table)
         if st is None and (live_rows(table) or 0) > 0 and on_rewrite != "full_reload":
             raise TargetStateError(

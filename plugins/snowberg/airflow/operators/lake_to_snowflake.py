@@ -70,6 +70,7 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
         target_table: str,
         on_rewrite: Literal["fail", "full_reload"] = "fail",
         create_if_missing: bool = False,
+        create_in_snowflake: dict[str, str] | None = None,
         batch_rows: int = 250_000,
         **kwargs: Any,
     ) -> None:
@@ -80,6 +81,7 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
         self.target_table = target_table
         self.on_rewrite = on_rewrite
         self.create_if_missing = create_if_missing
+        self.create_in_snowflake = create_in_snowflake
         self.batch_rows = batch_rows
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -97,9 +99,32 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
             run_id=context["run_id"],
             on_rewrite=self.on_rewrite,
             create_if_missing=self.create_if_missing,  # type: ignore[arg-type]
+            create_in_snowflake=self._creator(),
             batch_rows=self.batch_rows,
         )
         return observed_sync(self, self.target_table, result.to_dict())
+
+    def _creator(self) -> Any:
+        """Runs ``CREATE ICEBERG TABLE`` in Snowflake when the target is missing (``create_in_snowflake``)."""
+        if not self.create_in_snowflake:
+            return None
+        c = dict(self.create_in_snowflake)
+
+        def create(schema: Any) -> None:
+            from snowberg.core.identifiers import TableName
+            from snowberg.snowflake.source import snowflake_hook
+            from snowberg.sync.ddl import create_iceberg_table_sql
+
+            sql = create_iceberg_table_sql(
+                TableName.parse(c["table"]),
+                schema,
+                external_volume=c["external_volume"],
+                base_location=c["base_location"],
+            )
+            self.log.info("creating the Snowflake-managed target:\n%s", sql)
+            snowflake_hook(c["snowflake_conn_id"]).run(sql)
+
+        return create
 
 
 def _target_name(text: str) -> IcebergName:

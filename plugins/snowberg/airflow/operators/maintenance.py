@@ -1,0 +1,155 @@
+"""The maintenance DAG's steps: a manual rollback or tag, compaction, snapshot expiry, orphan files.
+
+Each step is one ``SnowbergMaintenanceOperator`` (``step=``); the library does
+the work (``snowberg.iceberg.maintenance`` / ``.rollback``), logs its progress
+and returns a summary (XCom). A manual run with a rollback or tag param does
+that and nothing else (the other steps skip); a scheduled run compacts,
+expires and sweeps, and the table-health task after it reports the effect.
+
+Run params (validated before anything is read or written):
+
+* ``rollback_to_snapshot`` / ``rollback_before_run`` / ``rollback_to_tag`` —
+  at most one; the table and its watermark return to that snapshot, and the
+  watermark Variable follows;
+* ``tag`` (+ ``tag_snapshot``, default the current snapshot) — tag a snapshot;
+* ``dry_run`` — log and return what would be done, change nothing (orphan
+  files are listed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any
+
+from airflow.sdk import BaseOperator, Param
+from airflow.sdk.exceptions import AirflowSkipException
+
+from snowberg.config.table_config import TableConfig
+
+
+class MaintenanceStep(StrEnum):
+    MANUAL = "manual"  # rollback or tag, from run params
+    COMPACT = "compact"
+    EXPIRE = "expire_snapshots"
+    ORPHANS = "remove_orphan_files"
+
+
+ROLLBACK_PARAMS = ("rollback_to_snapshot", "rollback_before_run", "rollback_to_tag")
+MANUAL_PARAMS = (*ROLLBACK_PARAMS, "tag")
+
+
+def maintenance_params() -> dict[str, Param]:
+    """The maintenance DAG's trigger form."""
+    return {
+        "dry_run": Param(False, type="boolean", description="Log what would be done; change nothing."),
+        "rollback_to_snapshot": Param(None, type=["null", "integer"], description="Roll back to this snapshot id."),
+        "rollback_before_run": Param(
+            None, type=["null", "string"], maxLength=250, description="Roll back to just before this run's commits."
+        ),
+        "rollback_to_tag": Param(None, type=["null", "string"], maxLength=100, description="Roll back to this tag."),
+        "tag": Param(
+            None,
+            type=["null", "string"],
+            pattern="^[A-Za-z0-9][A-Za-z0-9_.\\-]{0,99}$",
+            description="Tag a snapshot (tags survive expiry).",
+        ),
+        "tag_snapshot": Param(None, type=["null", "integer"], description="Snapshot to tag (default: current)."),
+    }
+
+
+def manual_request(params: dict[str, Any]) -> dict[str, Any]:
+    """The manual actions a run asks for; raises when more than one rollback target is given."""
+    asked = {k: params.get(k) for k in (*MANUAL_PARAMS, "tag_snapshot") if params.get(k) not in (None, "")}
+    if sum(1 for k in ROLLBACK_PARAMS if k in asked) > 1:
+        raise ValueError(f"give at most one of {', '.join(ROLLBACK_PARAMS)} (got {sorted(asked)})")
+    return asked
+
+
+class SnowbergMaintenanceOperator(BaseOperator):
+    """One maintenance step on one configured table (see the module doc)."""
+
+    template_fields: Sequence[str] = ("catalog",)
+    ui_color = "#e8f4e8"
+
+    def __init__(
+        self, *, table_config: dict[str, Any], step: MaintenanceStep | str, catalog: str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        # Validated in execute(): the DAG factory built this dict from a validated config, and
+        # validating it again for every step of every table would double the DAG parse time.
+        self.table_config = dict(table_config)
+        self.step = MaintenanceStep(step)
+        self.catalog = catalog or str(table_config.get("catalog") or "lake")
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.iceberg.tables import load_table_or_none, open_catalog
+
+        cfg = TableConfig.model_validate(self.table_config)
+        params = dict(context.get("params") or {})
+        asked = manual_request(params)
+        dry_run = bool(params.get("dry_run"))
+        manual = set(asked) & set(MANUAL_PARAMS)
+        if self.step is MaintenanceStep.MANUAL and not manual:
+            raise AirflowSkipException("no rollback or tag requested")
+        if self.step is not MaintenanceStep.MANUAL and manual:
+            raise AirflowSkipException(f"a manual run ({', '.join(sorted(manual))}): no scheduled maintenance")
+        table = load_table_or_none(open_catalog(self.catalog), cfg)
+        if table is None:
+            raise AirflowSkipException(f"{cfg.target} does not exist yet")
+        self.log.info("%s on %s%s", self.step.value, cfg.target, " (dry run)" if dry_run else "")
+        if self.step is MaintenanceStep.MANUAL:
+            return self._manual(cfg, table, asked, dry_run)
+        return self._scheduled(cfg, table, dry_run)
+
+    def _manual(self, cfg: TableConfig, table: Any, asked: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+        from snowberg.iceberg import rollback as rb
+        from snowberg.iceberg.state import AirflowVariables
+
+        out: dict[str, Any] = {}
+        if any(k in asked for k in ROLLBACK_PARAMS):
+            plan = rb.rollback(
+                table,
+                cfg.name,
+                variables=AirflowVariables(),
+                variable_key=cfg.variable_key,
+                to_snapshot=asked.get("rollback_to_snapshot"),
+                before_run=asked.get("rollback_before_run"),
+                to_tag=asked.get("rollback_to_tag"),
+                dry_run=dry_run,
+            )
+            out["rollback"] = plan.to_dict()
+        if "tag" in asked:
+            if dry_run:
+                out["tag"] = {"tag": asked["tag"], "dry_run": True}
+            else:
+                sid = rb.tag_snapshot(table, asked["tag"], asked.get("tag_snapshot"))
+                out["tag"] = {"tag": asked["tag"], "snapshot_id": sid}
+        return out
+
+    def _scheduled(self, cfg: TableConfig, table: Any, dry_run: bool) -> dict[str, Any]:
+        from snowberg.iceberg import maintenance as m
+        from snowberg.iceberg.state import AirflowVariables
+
+        s = cfg.maintenance
+        if self.step is MaintenanceStep.COMPACT:
+            if not s.compact:
+                raise AirflowSkipException("compaction is off for this table (maintenance.compact)")
+            r = m.compact(
+                table,
+                target_size=s.target_file_size,
+                small_file_ratio=s.small_file_ratio,
+                min_input_files=s.min_input_files,
+                dry_run=dry_run,
+            )
+            if r.status == "committed":
+                action = m.follow_variable(table.refresh(), cfg.variable_key, AirflowVariables())
+                self.log.info("Variable %s: %s", cfg.variable_key, action)
+            return r.to_dict()
+        if self.step is MaintenanceStep.EXPIRE:
+            return m.expire_snapshots(
+                table, older_than=s.snapshot_retention, min_snapshots=s.min_snapshots, dry_run=dry_run
+            ).to_dict()
+        if not s.remove_orphans:
+            raise AirflowSkipException("orphan removal is off for this table (maintenance.remove_orphans)")
+        return m.remove_orphan_files(table, older_than=s.orphan_age, dry_run=dry_run).to_dict()

@@ -1,0 +1,669 @@
+"""Table maintenance that never loses snowberg's state: expire snapshots, compact, remove orphan files.
+
+Tables loaded every hour grow a snapshot per run, small files from small
+incremental windows, half-empty files left by copy-on-write merges, and
+orphan files from killed runs. The three operations here undo that, each with
+one rule that keeps the exactly-once invariant:
+
+* **expire** never removes a snapshot a tag or branch keeps, nor any snapshot
+  on the main branch from the head down to the one that carries the
+  watermark (``state.read_state`` walks that chain: cutting it would lose the
+  state);
+* **compact** rewrites small data files (and folds delete files) in one
+  ``replace`` commit that copies the current state into its summary, asserts
+  the snapshot it was planned on and never rebases: a load committing at the
+  same moment makes exactly one of the two fail, and its retry succeeds. The
+  rows read and the rows written are compared (count and content checksum)
+  before the commit; a difference fails the task with nothing committed;
+* **orphans** only deletes files under the table location that no retained
+  metadata references and that are older than a safety age (a running load's
+  fresh files are never touched).
+
+``MaintenanceSettings`` is the ``maintenance:`` section of a table config; it
+imports nothing heavy, so DAG parsing stays cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from snowberg.core import faults
+from snowberg.iceberg import state
+from snowberg.iceberg.gate import NO_REBASE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+
+TARGET_FILE_SIZE = "write.target-file-size-bytes"
+DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024  # pyiceberg's and Iceberg's default
+MAINTENANCE = state.PREFIX + "maintenance"  # summary marker of a maintenance commit (value: the operation)
+
+
+class CompactionVerificationError(RuntimeError):
+    """The rewritten files do not hold exactly the rows they replace; nothing was committed."""
+
+
+# ---------------------------------------------------------------- expiry
+
+
+@dataclass(kw_only=True)
+class ExpireResult:
+    expired: list[int]
+    kept: int
+    protected: list[int]
+    metadata_bytes_before: int
+    metadata_bytes_after: int
+    dry_run: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def protected_snapshot_ids(table: Table) -> set[int]:
+    """Snapshots expiry must keep: every ref's head, tags, and main's chain down to the state snapshot.
+
+    ``state.read_state`` finds the watermark by walking parent links from
+    main's head; a missing link ends the walk, so every snapshot between the
+    head and the state snapshot is kept, not only the state snapshot itself.
+    """
+    keep = {ref.snapshot_id for ref in table.metadata.refs.values()}
+    st = state.read_state(table)
+    if st is not None:
+        for snap in state.ancestors(table):
+            keep.add(snap.snapshot_id)
+            if snap.snapshot_id == st.snapshot_id:
+                break
+    return keep
+
+
+def metadata_size(table: Table) -> int:
+    """Size in bytes of the table's current metadata file (what every reader parses first)."""
+    return int(len(table.io.new_input(table.metadata_location).open().read()))
+
+
+def expire_snapshots(
+    table: Table,
+    *,
+    older_than: timedelta,
+    min_snapshots: int,
+    now: datetime | None = None,
+    dry_run: bool = False,
+) -> ExpireResult:
+    """Expire snapshots older than ``older_than`` beyond the newest ``min_snapshots``, never a protected one.
+
+    The commit asserts main's head as it was when the protected set was
+    computed, so a load landing in between fails the expiry (the next run
+    retries) instead of invalidating what was protected.
+    """
+    from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotsUpdate
+
+    now = now or datetime.now(UTC)
+    cutoff_ms = int((now - older_than).timestamp() * 1000)
+    protected = protected_snapshot_ids(table)
+    newest_first = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms, reverse=True)
+    keep_recent = {s.snapshot_id for s in newest_first[:min_snapshots]}
+    expired = [
+        s.snapshot_id
+        for s in newest_first
+        if s.timestamp_ms < cutoff_ms and s.snapshot_id not in protected and s.snapshot_id not in keep_recent
+    ]
+    before = metadata_size(table)
+    log.info(
+        "expire: %d snapshots, %d older than %s, %d protected (refs, tags, chain to the state snapshot): expiring %d%s",
+        len(newest_first),
+        sum(1 for s in newest_first if s.timestamp_ms < cutoff_ms),
+        older_than,
+        len(protected),
+        len(expired),
+        " (dry run)" if dry_run else "",
+    )
+    after = before
+    if expired and not dry_run:
+        head = table.metadata.current_snapshot_id
+        tx = table.transaction()
+        # pyiceberg's ExpireSnapshots builder stages no requirement; we stage the same
+        # update with an assertion on main's head (Transaction._apply is how its own
+        # builders stage updates).
+        update: Any = RemoveSnapshotsUpdate
+        assertion: Any = AssertRefSnapshotId  # pydantic models: their field aliases confuse mypy
+        tx._apply((update(snapshot_ids=expired),), (assertion(snapshot_id=head, ref="main"),))
+        committed = tx.commit_transaction()
+        after = metadata_size(committed)
+        log.info("expire: removed %d snapshots; metadata file %s → %s bytes", len(expired), before, after)
+    return ExpireResult(
+        expired=expired,
+        kept=len(newest_first) - (0 if dry_run else len(expired)),
+        protected=sorted(protected),
+        metadata_bytes_before=before,
+        metadata_bytes_after=after,
+        dry_run=dry_run,
+    )
+
+
+# ---------------------------------------------------------------- compaction
+
+
+@dataclass(kw_only=True)
+class CompactionResult:
+    status: str  # committed | nothing_to_do | dry_run
+    files_before: int
+    files_after: int
+    rewritten_files: int
+    delete_files_removed: int
+    written_files: int
+    rows_rewritten: int
+    checksum: str | None
+    snapshot_id: int | None
+    base_snapshot_id: int | None
+    target_file_size: int
+    seconds: float
+    groups: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def content_checksum(batches: Iterable[pa.RecordBatch]) -> tuple[int, str]:
+    """(rows, checksum) of a set of rows, independent of row order and file layout.
+
+    The sum (mod 2**64) of a 64-bit BLAKE2 hash of each row's values: equal for
+    the same multiset of rows, however they are split into files or ordered.
+    A duplicated or lost row changes it. (Arrow has no row-hash kernel, hence
+    this small loop; it runs over the rewritten files only.)
+    """
+    total = 0
+    rows = 0
+    for b in batches:
+        for row in b.to_pylist():
+            h = hashlib.blake2b(repr(tuple(row.values())).encode(), digest_size=8).digest()
+            total = (total + int.from_bytes(h, "big")) % (1 << 64)
+            rows += 1
+    return rows, f"{total:016x}"
+
+
+def carried_state_props(table: Table, operation: str) -> dict[str, str]:
+    """The snowberg summary properties of the state snapshot, for a commit that must keep the state.
+
+    The new snapshot becomes the newest one on main carrying ``snowberg.watermark``,
+    so it must carry the same state; ``snowberg.rows`` is 0 (no row was loaded).
+    """
+    st = state.read_state(table)
+    props: dict[str, str] = {MAINTENANCE: operation}
+    if st is None:
+        return props
+    snap = table.snapshot_by_id(st.snapshot_id)
+    assert snap is not None and snap.summary is not None
+    props.update({k: v for k, v in snap.summary.additional_properties.items() if k.startswith(state.PREFIX)})
+    props[state.ROWS] = "0"
+    props[MAINTENANCE] = operation
+    return props
+
+
+def without_rebase(table: Table) -> None:
+    """Make this process's next commit of ``table`` fail on conflict instead of rebasing it onto the new head.
+
+    Tables snowberg creates already say so; this covers tables created
+    elsewhere. The override lives only in the loaded metadata (it is not a
+    table update).
+    """
+    props = {**table.metadata.properties, **NO_REBASE}
+    table.metadata = table.metadata.model_copy(update={"properties": props})
+
+
+def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
+    """A snapshot producer for a REPLACE commit: files swapped, rows unchanged.
+
+    pyiceberg 0.12 has no rewrite-data-files API. Its overwrite producer
+    (``_OverwriteFiles``, what ``Transaction.overwrite`` and ``delete`` use to
+    rewrite files) already writes the manifests we need: the removed files as
+    DELETED entries, the new ones as ADDED, untouched manifests kept. We
+    change two things: the operation is ``replace`` (its summary totals are
+    computed as for an overwrite, which pyiceberg supports), and delete files
+    may be removed too (folded into the rewritten data).
+    """
+    from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus
+    from pyiceberg.table.snapshots import Operation, Summary
+    from pyiceberg.table.update.snapshot import _OverwriteFiles
+
+    class _ReplaceFiles(_OverwriteFiles):
+        def _summary(self, snapshot_properties: Any = None) -> Summary:
+            s = super()._summary(snapshot_properties or {})
+            return Summary(operation=Operation.REPLACE, **s.additional_properties)
+
+        def _deleted_entries(self) -> list[ManifestEntry]:
+            if self._parent_snapshot_id is None:
+                return []
+            parent = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
+            assert parent is not None
+            entries = [
+                ManifestEntry.from_args(
+                    status=ManifestEntryStatus.DELETED,
+                    snapshot_id=self._snapshot_id,
+                    sequence_number=e.sequence_number,
+                    file_sequence_number=e.file_sequence_number,
+                    data_file=e.data_file,
+                )
+                for m in parent.manifests(self._io)
+                for e in m.fetch_manifest_entry(self._io, discard_deleted=True)
+                if e.data_file in self._deleted_data_files
+            ]
+            self._validate_required_deletes(entries)
+            return entries
+
+        def _manifests(self) -> list[Any]:
+            """One data manifest per spec holding the new files and every entry that stays.
+
+            After a hundred runs the table holds a manifest per run, and a reader
+            opens each one when it plans a scan; compaction rewrites them too, so
+            the compacted table plans like a freshly written one.
+            """
+            deleted = self._deleted_entries()
+            parent = (
+                self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
+                if self._parent_snapshot_id is not None
+                else None
+            )
+            by_spec: dict[int, list[tuple[str, ManifestEntry]]] = {}
+            out: list[Any] = []
+            for mf in parent.manifests(self._io) if parent is not None else []:
+                live = mf.fetch_manifest_entry(self._io, discard_deleted=True)
+                kept = [e for e in live if e.data_file not in self._deleted_data_files]
+                if mf.content == ManifestContent.DELETES:
+                    # pyiceberg 0.12 cannot write delete manifests: keep untouched ones, drop emptied ones.
+                    if len(kept) == len(live):
+                        out.append(mf)
+                    elif kept:
+                        raise NotImplementedError(
+                            f"delete manifest {mf.manifest_path} would keep {len(kept)} of {len(live)} delete files; "
+                            "pyiceberg cannot rewrite it. Nothing was committed."
+                        )
+                    continue
+                by_spec.setdefault(mf.partition_spec_id, []).extend(("existing", e) for e in kept)
+            # The removed files are not written back as DELETED entries: every later scan would
+            # decode them (loads carry manifests forward unchanged), which is the cost compaction
+            # removes. The snapshot summary counts them; change readers skip `replace` snapshots.
+            del deleted
+            default_spec = self._transaction.table_metadata.default_spec_id
+            by_spec.setdefault(default_spec, [])
+            for spec_id, entries in by_spec.items():
+                added = self._added_data_files if spec_id == default_spec else []
+                if not entries and not added:
+                    continue
+                with self.new_manifest_writer(self.spec(spec_id)) as w:
+                    for f in added:
+                        w.add(
+                            ManifestEntry.from_args(
+                                status=ManifestEntryStatus.ADDED,
+                                snapshot_id=self._snapshot_id,
+                                sequence_number=None,
+                                file_sequence_number=None,
+                                data_file=f,
+                            )
+                        )
+                    for _kind, e in entries:
+                        w.add_entry(
+                            ManifestEntry.from_args(
+                                status=ManifestEntryStatus.EXISTING,
+                                snapshot_id=e.snapshot_id,
+                                sequence_number=e.sequence_number,
+                                file_sequence_number=e.file_sequence_number,
+                                data_file=e.data_file,
+                            )
+                        )
+                out.append(w.to_manifest_file())
+            return out
+
+    producer = _ReplaceFiles(operation=Operation.OVERWRITE, transaction=tx, io=io, snapshot_properties=props)
+    return producer
+
+
+def _partition_label(spec: Any, partition: Any) -> str:
+    if spec is None or not spec.fields:
+        return "<unpartitioned>"
+    return ", ".join(f"{pf.name}={partition[i]}" for i, pf in enumerate(spec.fields))
+
+
+def target_file_size(table: Table, override: int | None = None) -> int:
+    if override:
+        return override
+    return int(table.properties.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
+
+
+def compact(
+    table: Table,
+    *,
+    target_size: int | None = None,
+    small_file_ratio: float = 0.75,
+    min_input_files: int = 2,
+    dry_run: bool = False,
+) -> CompactionResult:
+    """Rewrite small data files (per partition) into files near the target size, in one REPLACE commit.
+
+    A partition's files are rewritten when it has at least ``min_input_files``
+    files under ``small_file_ratio × target`` (or any file with delete files
+    attached, whose deletes are folded in). The rows read from the old files
+    (deletes applied) and the rows read back from the new files must have the
+    same count and content checksum, else nothing is committed.
+    """
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+    from pyiceberg.table import FileScanTask
+
+    started = time.monotonic()
+    without_rebase(table)
+    base = table.current_snapshot()
+    target = target_file_size(table, target_size)
+    if base is None:
+        return CompactionResult(
+            status="nothing_to_do",
+            files_before=0,
+            files_after=0,
+            rewritten_files=0,
+            delete_files_removed=0,
+            written_files=0,
+            rows_rewritten=0,
+            checksum=None,
+            snapshot_id=None,
+            base_snapshot_id=None,
+            target_file_size=target,
+            seconds=0.0,
+        )
+    threshold = int(target * small_file_ratio)
+    tasks = list(table.scan(snapshot_id=base.snapshot_id).plan_files())
+    files_before = len(tasks)
+    groups: dict[tuple[int, Any], list[Any]] = {}
+    for t in tasks:
+        part: Any = t.file.partition
+        key = (t.file.spec_id, tuple(part) if part is not None else ())
+        groups.setdefault(key, []).append(t)
+    picked: dict[tuple[int, Any], list[Any]] = {}
+    for key, ts in groups.items():
+        small = [t for t in ts if t.file.file_size_in_bytes < threshold or t.delete_files]
+        if len(small) >= min_input_files or any(t.delete_files for t in small):
+            picked[key] = small
+    # A delete file goes only when every data file it applies to is rewritten.
+    users: dict[str, list[Any]] = {}
+    for t in tasks:
+        for d in t.delete_files:
+            users.setdefault(d.file_path, []).append(t)
+    picked_paths = {t.file.file_path for ts in picked.values() for t in ts}
+    delete_files = {
+        d.file_path: d
+        for ts in picked.values()
+        for t in ts
+        for d in t.delete_files
+        if all(u.file.file_path in picked_paths for u in users[d.file_path])
+    }
+    n_in = sum(len(ts) for ts in picked.values())
+    specs = table.specs()
+    log.info(
+        "compact: %d data files in %d partitions; %d partitions hold %d files under %s bytes (target %s)%s",
+        files_before,
+        len(groups),
+        len(picked),
+        n_in,
+        f"{threshold:,}",
+        f"{target:,}",
+        " (dry run)" if dry_run else "",
+    )
+    group_info = [
+        {
+            "partition": _partition_label(specs.get(k[0]), ts[0].file.partition),
+            "files": len(ts),
+            "bytes": sum(t.file.file_size_in_bytes for t in ts),
+        }
+        for k, ts in picked.items()
+    ]
+    if not picked or dry_run:
+        return CompactionResult(
+            status="dry_run" if dry_run and picked else "nothing_to_do",
+            files_before=files_before,
+            files_after=files_before,
+            rewritten_files=n_in,
+            delete_files_removed=len(delete_files),
+            written_files=0,
+            rows_rewritten=0,
+            checksum=None,
+            snapshot_id=None,
+            base_snapshot_id=base.snapshot_id,
+            target_file_size=target,
+            seconds=time.monotonic() - started,
+            groups=group_info,
+        )
+
+    md = table.metadata
+    if TARGET_FILE_SIZE not in md.properties or target_size:
+        md = md.model_copy(update={"properties": {**md.properties, TARGET_FILE_SIZE: str(target)}})
+    schema = md.schema()
+    write_uuid = uuid.uuid4()
+    counter = itertools.count(0)
+    written: list[Any] = []
+    rows_total = 0
+    sum_in = sum_out = 0
+    try:
+        for i, (_key, ts) in enumerate(picked.items(), 1):
+            data = ArrowScan(md, table.io, schema, AlwaysTrue()).to_table(ts)
+            rows_in, ck_in = content_checksum(data.to_batches())
+            new_files = list(_dataframe_to_data_files(md, data, table.io, write_uuid=write_uuid, counter=counter))
+            for f in new_files:
+                f.spec_id = md.default_spec_id  # set by the manifest writer otherwise; the read-back needs it
+            written.extend(new_files)
+            back = ArrowScan(md, table.io, schema, AlwaysTrue()).to_table([FileScanTask(f) for f in new_files])
+            rows_out, ck_out = content_checksum(back.to_batches())
+            if (rows_in, ck_in) != (rows_out, ck_out):
+                raise CompactionVerificationError(
+                    f"partition {group_info[i - 1]['partition']}: read {rows_in} rows (checksum {ck_in}) from "
+                    f"{len(ts)} files, the rewritten files hold {rows_out} rows (checksum {ck_out}); nothing committed"
+                )
+            rows_total += rows_in
+            sum_in = (sum_in + int(ck_in, 16)) % (1 << 64)
+            sum_out = (sum_out + int(ck_out, 16)) % (1 << 64)
+            log.info(
+                "compact: partition %d/%d (%s): %d files → %d files, %s rows, checksum %s",
+                i,
+                len(picked),
+                group_info[i - 1]["partition"],
+                len(ts),
+                len(new_files),
+                f"{rows_in:,}",
+                ck_in,
+            )
+            faults.crash_point("compact_after_write")
+        tx = table.transaction()
+        producer = _replace_producer(tx, table.io, carried_state_props(table, "compact"))
+        for ts in picked.values():
+            for t in ts:
+                producer.delete_data_file(t.file)
+        for d in delete_files.values():
+            producer.delete_data_file(d)
+        for f in written:
+            producer.append_data_file(f)
+        producer.commit()
+        faults.crash_point("compact_before_commit")
+        committed = tx.commit_transaction()
+    except BaseException:
+        _delete_quietly(table, [f.file_path for f in written])
+        raise
+    snap = committed.current_snapshot()
+    assert snap is not None
+    files_after = files_before - n_in + len(written)
+    log.info(
+        "compact: committed replace snapshot %s on %s: %d files → %d (%d rewritten into %d, %d delete files folded); "
+        "%s rows, checksum %016x; state kept (watermark %s)",
+        snap.snapshot_id,
+        base.snapshot_id,
+        files_before,
+        files_after,
+        n_in,
+        len(written),
+        len(delete_files),
+        f"{rows_total:,}",
+        sum_out,
+        (state.read_state(committed) or state.TableState(None, None, 0, None, None, 0)).watermark,
+    )
+    return CompactionResult(
+        status="committed",
+        files_before=files_before,
+        files_after=files_after,
+        rewritten_files=n_in,
+        delete_files_removed=len(delete_files),
+        written_files=len(written),
+        rows_rewritten=rows_total,
+        checksum=f"{sum_out:016x}",
+        snapshot_id=snap.snapshot_id,
+        base_snapshot_id=base.snapshot_id,
+        target_file_size=target,
+        seconds=time.monotonic() - started,
+        groups=group_info,
+    )
+
+
+def _delete_quietly(table: Table, paths: list[str]) -> None:
+    """Remove files an aborted compaction wrote (what is left, orphan removal finds later)."""
+    for p in paths:
+        try:
+            table.io.delete(p)
+        except Exception as exc:  # noqa: BLE001 - best effort; the orphan sweep is the backstop
+            log.warning("compact: could not remove %s after the failed rewrite: %s", p, exc)
+
+
+def follow_variable(table: Table, variable_key: str, variables: state.VariableStore) -> str:
+    """Point the Variable mirror at the state snapshot after a maintenance commit.
+
+    A compaction makes its own snapshot the newest one carrying the (same)
+    state. Mirror it before expiry can remove the snapshot the Variable still
+    names — else the next load would find the Variable pointing at a snapshot
+    the table no longer has and refuse to run.
+    """
+    return state.reconcile(variable_key, state.read_state(table), variables, table)
+
+
+# ---------------------------------------------------------------- orphan files
+
+
+@dataclass(kw_only=True)
+class OrphanResult:
+    orphans: list[str]
+    too_young: int
+    referenced: int
+    scanned: int
+    deleted: int
+    dry_run: bool
+    older_than: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _strip(path: str) -> str:
+    """A path without its scheme and authority, so ``file:///a`` and ``/a`` compare equal."""
+    if "://" in path:
+        path = path.split("://", 1)[1]
+        if not path.startswith("/"):
+            path = path.split("/", 1)[1] if "/" in path else ""
+            return "/" + path
+    return path
+
+
+def referenced_files(table: Table) -> set[str]:
+    """Every file any retained metadata references: metadata files, manifest lists, manifests, data and deletes."""
+    md = table.metadata
+    out = {table.metadata_location}
+    out.update(e.metadata_file for e in md.metadata_log)
+    for stat in list(getattr(md, "statistics", []) or []) + list(getattr(md, "partition_statistics", []) or []):
+        out.add(stat.statistics_path)
+    seen_manifests: set[str] = set()
+    for snap in md.snapshots:
+        out.add(snap.manifest_list)
+        for m in snap.manifests(table.io):
+            out.add(m.manifest_path)
+            if m.manifest_path in seen_manifests:
+                continue
+            seen_manifests.add(m.manifest_path)
+            # A DELETED entry names a file live only in the parent; if the parent is retained,
+            # its own manifests reference the file.
+            for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
+                out.add(e.data_file.file_path)
+    return {_strip(p) for p in out}
+
+
+def _list_files(table: Table) -> Iterator[tuple[str, str, datetime | None]]:
+    """(full path, comparable path, modified time) of every file under the table location."""
+    from pyarrow import fs as pafs
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+
+    loc = table.location()
+    io = table.io
+    if not isinstance(io, PyArrowFileIO):
+        io = PyArrowFileIO(properties=dict(table.io.properties))
+    scheme, netloc, path = io.parse_location(loc)
+    filesystem = io.fs_by_scheme(scheme, netloc)
+    try:
+        infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    except FileNotFoundError:
+        return
+    prefix = f"{scheme}://{netloc}" if scheme != "file" else "file://"
+    for info in infos:
+        if info.type != pafs.FileType.File:
+            continue
+        full = f"{prefix}{info.path}" if scheme != "file" else f"file://{info.path}"
+        mtime = info.mtime.replace(tzinfo=UTC) if info.mtime is not None and info.mtime.tzinfo is None else info.mtime
+        yield full, _strip(full), mtime
+
+
+def remove_orphan_files(
+    table: Table, *, older_than: timedelta, now: datetime | None = None, dry_run: bool = False
+) -> OrphanResult:
+    """Delete (or, in a dry run, list) unreferenced files under the table location older than ``older_than``."""
+    now = now or datetime.now(UTC)
+    cutoff = now - older_than
+    refs = referenced_files(table)
+    orphans: list[str] = []
+    young = scanned = 0
+    for full, key, mtime in _list_files(table):
+        scanned += 1
+        if key in refs:
+            continue
+        if mtime is not None and mtime > cutoff:
+            young += 1
+            continue
+        orphans.append(full)
+    orphans.sort()
+    for p in orphans:
+        log.info("orphan%s: %s", " (dry run, kept)" if dry_run else "", p)
+    deleted = 0
+    if not dry_run:
+        for p in orphans:
+            table.io.delete(p)
+            deleted += 1
+    log.info(
+        "orphans: %d files under %s, %d referenced, %d unreferenced but younger than %s (kept), %d %s",
+        scanned,
+        table.location(),
+        len(refs),
+        young,
+        older_than,
+        len(orphans),
+        "listed (dry run)" if dry_run else "deleted",
+    )
+    return OrphanResult(
+        orphans=orphans,
+        too_young=young,
+        referenced=len(refs),
+        scanned=scanned,
+        deleted=deleted,
+        dry_run=dry_run,
+        older_than=str(older_than),
+    )

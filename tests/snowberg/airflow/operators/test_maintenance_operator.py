@@ -1,0 +1,154 @@
+"""The maintenance DAG through Airflow's own runner: compaction + expiry keep the Variable in step,
+a manual run rolls back (table, watermark, Variable) and the next load reloads the window once; tags."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from snowberg.config.table_config import parse_config
+from snowberg.iceberg import state
+
+NOW = "CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ)"
+
+
+@pytest.fixture
+def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str) -> Any:
+    sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), NOTE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ(9))")
+    sfdb.sql(
+        f"INSERT INTO {sfdb.table('SRC')} SELECT seq4() + 1, 'a', '2026-01-01'::TIMESTAMP_NTZ FROM TABLE(GENERATOR(ROWCOUNT => 50))"
+    )
+    conn = {
+        "conn_type": "snowflake",
+        "login": "fake",
+        "password": "snow",
+        "extra": {
+            "account": "fakesnow",
+            "host": "127.0.0.1",
+            "port": sfdb.server.port,
+            "protocol": "http",
+            "database": sfdb.name,
+            "session_parameters": {"TIMEZONE": "UTC"},
+        },
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_SF_MAINT", json.dumps(conn))
+    (tmp_path / "wh").mkdir()
+    monkeypatch.setenv("PYICEBERG_CATALOG__MAINT__TYPE", "sql")
+    monkeypatch.setenv("PYICEBERG_CATALOG__MAINT__URI", f"sqlite:///{tmp_path}/c.db")
+    monkeypatch.setenv("PYICEBERG_CATALOG__MAINT__WAREHOUSE", f"file://{tmp_path}/wh")
+    entry = {
+        "name": f"mt_{sfdb.name.lower()}",
+        "source": {"table": sfdb.table("SRC")},
+        "target": f"mt.{sfdb.name.lower()}",
+        "cursor": {"column": "updated_at"},
+        "primary_key": ["id"],
+        "snowflake_conn_id": "sf_maint",
+        "catalog": "maint",
+        "retries": 0,
+        "maintenance": {"snapshot_retention": "0s", "min_snapshots": 1},
+    }
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[4] / "dags" / "snowberg_tables.py", dags)
+    (tmp_path / "tables.yaml").write_text(yaml.safe_dump({"tables": [entry]}))
+    monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(tmp_path / "tables.yaml"))
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(dags))
+    return sfdb, parse_config({"tables": [entry]}).tables[0]
+
+
+def _dags(cfg: Any) -> tuple[Any, Any]:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    assert not bag.import_errors, bag.import_errors
+    return bag.dags[cfg.dag_id], bag.dags[f"{cfg.dag_id}__maintenance"]
+
+
+def _table(cfg: Any) -> Any:
+    from snowberg.iceberg.tables import load_table_or_none, open_catalog
+
+    return load_table_or_none(open_catalog("maint"), cfg)
+
+
+def _lake(cfg: Any) -> list[tuple[int, str]]:
+    return sorted((int(r["id"]), r["note"]) for r in _table(cfg).scan().to_arrow().to_pylist())
+
+
+def _source(sfdb: Any) -> list[tuple[int, str]]:
+    return sorted((int(i), n) for i, n in sfdb.sql(f"SELECT ID, NOTE FROM {sfdb.table('SRC')}"))
+
+
+def _change(sfdb: Any, ids: str, note: str) -> None:
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET NOTE = '{note}', UPDATED_AT = {NOW} WHERE ID IN ({ids})")
+    time.sleep(0.01)
+
+
+def test_maintenance_dag_compacts_expires_then_rolls_back_and_tags(env: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    from airflow.models import Variable
+
+    sfdb, cfg = env
+    load_dag, maint_dag = _dags(cfg)
+    assert [t.task_id for t in maint_dag.topological_sort()] == [
+        "manual",
+        "compact",
+        "expire_snapshots",
+        "remove_orphan_files",
+        "table_health",
+    ]
+    assert load_dag.test().state == "success"
+    _change(sfdb, "1, 2", "b")
+    run2 = load_dag.test()
+    _change(sfdb, "3", "c")
+    assert load_dag.test().state == "success"
+    files_before = len(_table(cfg).inspect.files())
+
+    dr = maint_dag.test()
+    assert dr.state == "success"
+    text = "".join(capfd.readouterr())
+    assert "compact: committed replace snapshot" in text and "expire: removed" in text and "orphans:" in text
+    t = _table(cfg)
+    assert len(t.inspect.files()) < files_before and len(list(t.snapshots())) == 1
+    st = state.read_state(t)
+    assert json.loads(Variable.get(cfg.variable_key))["snapshot_id"] == st.snapshot_id
+    assert _lake(cfg) == _source(sfdb)
+    _change(sfdb, "4", "d")
+    assert load_dag.test().state == "success"  # expiry and compaction never break the next load
+    assert _lake(cfg) == _source(sfdb)
+
+    # Manual run: roll back before the last load; the Variable follows; the next load reloads it once.
+    last = state.read_state(_table(cfg)).run_id
+    dry = maint_dag.test(run_conf={"rollback_before_run": last, "dry_run": True})
+    assert dry.state == "success" and state.read_state(_table(cfg)).run_id == last
+    # (dag.test() keeps an earlier run's conf in the DAG's params: say every value)
+    dr = maint_dag.test(run_conf={"rollback_before_run": last, "dry_run": False})
+    assert dr.state == "success"
+    st = state.read_state(_table(cfg))
+    assert st.run_id != last and json.loads(Variable.get(cfg.variable_key))["snapshot_id"] == st.snapshot_id
+    assert dict(_lake(cfg))[4] == "a"
+    assert load_dag.test().state == "success"
+    assert _lake(cfg) == _source(sfdb)
+
+    # Tag the current snapshot from a manual run; it survives the next expiry.
+    head = _table(cfg).current_snapshot().snapshot_id
+    assert maint_dag.test(run_conf={"tag": "after-fix", "rollback_before_run": None}).state == "success"
+    _change(sfdb, "5", "e")
+    assert load_dag.test().state == "success"
+    assert maint_dag.test(run_conf={"tag": None}).state == "success"
+    t = _table(cfg)
+    assert t.metadata.refs["after-fix"].snapshot_id == head and t.snapshot_by_id(head) is not None
+    assert run2.state == "success"
+
+
+def test_two_rollback_targets_fail_the_manual_run(env: Any) -> None:
+    sfdb, cfg = env
+    load_dag, maint_dag = _dags(cfg)
+    assert load_dag.test().state == "success"
+    dr = maint_dag.test(run_conf={"rollback_to_tag": "x", "rollback_before_run": "y"})
+    assert dr.state == "failed"

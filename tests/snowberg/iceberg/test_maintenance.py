@@ -1,0 +1,264 @@
+"""Maintenance on real SQLite-catalog tables: expiry, compaction, orphan files — and the state survives."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from maint_harness import rows_of, small_table, state_props
+
+from snowberg.iceberg import maintenance as m
+from snowberg.iceberg import state
+
+FAR_FUTURE = datetime.now(UTC) + timedelta(days=30)
+
+
+def test_expiry_keeps_min_count_tags_and_the_chain_to_the_state_snapshot(catalog: Any) -> None:
+    t = small_table(catalog, 12)
+    snaps = list(t.snapshots())
+    tagged = snaps[1].snapshot_id
+    t.manage_snapshots().create_tag(tagged, "audit").commit()
+    # Another engine appends twice after the last snowberg commit: those carry no state.
+    t = catalog.load_table("ns.t")
+    for _ in range(2):
+        t.append(pa.table({"id": pa.array([999], pa.int64()), "grp": pa.array([0], pa.int64()), "note": ["x"]}))
+    t = catalog.load_table("ns.t")
+    st_before = state.read_state(t)
+    r = m.expire_snapshots(t, older_than=timedelta(0), min_snapshots=1, now=FAR_FUTURE)
+    t = catalog.load_table("ns.t")
+    kept = {s.snapshot_id for s in t.snapshots()}
+    assert tagged in kept and t.metadata.refs["audit"].snapshot_id == tagged
+    assert st_before is not None and st_before.snapshot_id in kept
+    assert len(kept) == 4  # head, the other engine's first append, the state snapshot, the tag
+    assert state.read_state(t) == st_before
+    assert len(r.expired) == 14 - 4
+    assert r.metadata_bytes_after < r.metadata_bytes_before
+    assert len(rows_of(t)) == 12 * 10 + 2
+
+
+def test_expiry_respects_retention_and_min_count(catalog: Any) -> None:
+    t = small_table(catalog, 6)
+    assert m.expire_snapshots(t, older_than=timedelta(days=1), min_snapshots=1).expired == []
+    r = m.expire_snapshots(catalog.load_table("ns.t"), older_than=timedelta(0), min_snapshots=4, now=FAR_FUTURE)
+    assert len(r.expired) == 2
+    assert len(list(catalog.load_table("ns.t").snapshots())) == 4
+
+
+def test_expiry_dry_run_changes_nothing(catalog: Any) -> None:
+    t = small_table(catalog, 5)
+    r = m.expire_snapshots(t, older_than=timedelta(0), min_snapshots=1, now=FAR_FUTURE, dry_run=True)
+    assert len(r.expired) == 4 and len(list(catalog.load_table("ns.t").snapshots())) == 5
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_compaction_rewrites_small_files_in_one_replace_commit_keeping_rows_and_state(
+    catalog: Any, partitioned: bool
+) -> None:
+    t = small_table(catalog, 20, partitioned=partitioned)
+    before_rows = rows_of(t)
+    st = state.read_state(t)
+    files_before = len(t.inspect.files())
+    r = m.compact(t, target_size=64 * 1024 * 1024)
+    t = catalog.load_table("ns.t")
+    snap = t.current_snapshot()
+    assert r.status == "committed" and snap.snapshot_id == r.snapshot_id
+    assert snap.summary.operation.value == "replace"
+    assert snap.parent_snapshot_id == r.base_snapshot_id
+    assert rows_of(t) == before_rows
+    assert r.rows_rewritten == len(before_rows)
+    assert len(t.inspect.files()) == r.files_after == (3 if partitioned else 1) < files_before
+    # One manifest now, listing only live files: it plans like a freshly written table.
+    assert len(t.inspect.manifests()) == 1
+    assert sorted(t.inspect.entries().column("status").to_pylist()) == [1] * r.files_after
+    assert snap.summary.additional_properties["deleted-data-files"] == str(r.rewritten_files) == str(files_before)
+    new_state = state.read_state(t)
+    assert new_state is not None and st is not None
+    assert (new_state.watermark, new_state.cursor_kind, new_state.run_id) == (st.watermark, st.cursor_kind, st.run_id)
+    assert new_state.snapshot_id == snap.snapshot_id
+    assert snap.summary.additional_properties[m.MAINTENANCE] == "compact"
+    assert snap.summary.additional_properties[state.ROWS] == "0"
+    assert int(snap.summary.additional_properties["total-records"]) == len(before_rows)
+    # A second run finds nothing to do.
+    assert m.compact(t, target_size=64 * 1024 * 1024).status == "nothing_to_do"
+
+
+def test_compaction_leaves_files_near_the_target_alone(catalog: Any) -> None:
+    t = small_table(catalog, 4)
+    smallest = min(t.inspect.files()["file_size_in_bytes"].to_pylist())
+    r = m.compact(t, target_size=smallest, small_file_ratio=0.5)
+    assert r.status == "nothing_to_do" and catalog.load_table("ns.t").current_snapshot().summary.operation.value == (
+        "append"
+    )
+
+
+def test_compaction_dry_run_lists_groups_and_commits_nothing(catalog: Any) -> None:
+    t = small_table(catalog, 5, partitioned=True)
+    head = t.current_snapshot().snapshot_id
+    r = m.compact(t, target_size=1 << 26, dry_run=True)
+    assert r.status == "dry_run" and len(r.groups) == 3 and r.rewritten_files == 15
+    assert catalog.load_table("ns.t").current_snapshot().snapshot_id == head
+
+
+def test_compaction_that_would_change_rows_fails_without_committing(catalog: Any, monkeypatch: Any) -> None:
+    t = small_table(catalog, 5)
+    head = t.current_snapshot().snapshot_id
+    real = m.content_checksum
+    calls = iter(range(100))
+
+    def lossy(batches: Any) -> tuple[int, str]:
+        rows, ck = real(batches)
+        return (rows, ck) if next(calls) % 2 == 0 else (rows - 1, ck)  # the read-back "lost" a row
+
+    monkeypatch.setattr(m, "content_checksum", lossy)
+    with pytest.raises(m.CompactionVerificationError, match="nothing committed"):
+        m.compact(t, target_size=1 << 26)
+    t = catalog.load_table("ns.t")
+    assert t.current_snapshot().snapshot_id == head
+    # The files it wrote were removed again: nothing for the orphan sweep.
+    r = m.remove_orphan_files(t, older_than=timedelta(0), now=FAR_FUTURE, dry_run=True)
+    assert [p for p in r.orphans if "/data/" in p] == []
+
+
+def _load_like_snowberg(t: Any, i: int) -> Any:
+    """A load: opened on the head it read, commits with the state, no rebase."""
+    m.without_rebase(t)
+    tx = t.transaction()
+    data = pa.table({"id": pa.array([10_000 + i], pa.int64()), "grp": pa.array([1], pa.int64()), "note": ["late"]})
+    tx.append(data, snapshot_properties=state_props(100 + i, run_id=f"late{i}"))
+    return tx
+
+
+def test_a_load_committing_during_compaction_fails_the_compaction_and_its_retry_succeeds(catalog: Any) -> None:
+    from pyiceberg.exceptions import CommitFailedException
+
+    t = small_table(catalog, 6)
+    stale = catalog.load_table("ns.t")
+    _load_like_snowberg(catalog.load_table("ns.t"), 1).commit_transaction()
+    with pytest.raises(CommitFailedException):
+        m.compact(stale, target_size=1 << 26)
+    t = catalog.load_table("ns.t")
+    assert t.current_snapshot().summary.additional_properties[state.RUN_ID] == "late1"
+    r = m.compact(t, target_size=1 << 26)  # the retry plans on the new head
+    t = catalog.load_table("ns.t")
+    assert r.status == "committed" and len(rows_of(t)) == 61
+    assert state.read_state(t).watermark == "101"
+
+
+def test_compaction_committing_during_a_load_fails_the_load_and_its_retry_succeeds(catalog: Any) -> None:
+    from pyiceberg.exceptions import CommitFailedException
+
+    t = small_table(catalog, 6)
+    tx = _load_like_snowberg(catalog.load_table("ns.t"), 2)
+    m.compact(catalog.load_table("ns.t"), target_size=1 << 26)
+    with pytest.raises(CommitFailedException):
+        tx.commit_transaction()
+    _load_like_snowberg(catalog.load_table("ns.t"), 2).commit_transaction()
+    t = catalog.load_table("ns.t")
+    assert len(rows_of(t)) == 61 and state.read_state(t).watermark == "102"
+
+
+def test_orphan_files_dry_run_lists_then_removal_deletes_only_old_unreferenced_files(catalog: Any) -> None:
+    t = small_table(catalog, 3)
+    loc = Path(t.location().removeprefix("file://"))
+    stray = loc / "data" / "00000-killed-run.parquet"
+    stray.write_bytes(b"not referenced")
+    old = datetime.now(UTC) - timedelta(days=10)
+    os.utime(stray, (old.timestamp(), old.timestamp()))
+    fresh = loc / "data" / "00001-running-load.parquet"
+    fresh.write_bytes(b"a load is writing this")
+    r = m.remove_orphan_files(t, older_than=timedelta(days=3), dry_run=True)
+    assert r.orphans == [f"file://{stray}"] and r.too_young == 1 and stray.exists()
+    r = m.remove_orphan_files(t, older_than=timedelta(days=3))
+    assert r.deleted == 1 and not stray.exists() and fresh.exists()
+    assert len(rows_of(catalog.load_table("ns.t"))) == 30
+
+
+def test_files_of_expired_snapshots_become_orphans_and_go_without_breaking_reads(catalog: Any) -> None:
+    t = small_table(catalog, 8)
+    m.compact(t, target_size=1 << 26)
+    t = catalog.load_table("ns.t")
+    m.expire_snapshots(t, older_than=timedelta(0), min_snapshots=1, now=FAR_FUTURE)
+    t = catalog.load_table("ns.t")
+    r = m.remove_orphan_files(t, older_than=timedelta(0), now=FAR_FUTURE)
+    assert sum("/data/" in p for p in r.orphans) == 8  # the 8 small files the compaction replaced
+    assert len(rows_of(catalog.load_table("ns.t"))) == 80
+
+
+CHILD = r"""
+import json, sys
+from pyiceberg.catalog.sql import SqlCatalog
+from snowberg.iceberg import maintenance as m
+a = json.loads(sys.argv[1])
+t = SqlCatalog("lake", uri=a["uri"], warehouse=a["wh"]).load_table("ns.t")
+print(json.dumps(m.compact(t, target_size=1 << 26).to_dict()))
+"""
+
+
+@pytest.mark.parametrize("point", ["compact_after_write", "compact_before_commit"])
+def test_compaction_killed_midway_leaves_the_table_correct_and_its_files_are_swept_later(
+    catalog: Any, point: str
+) -> None:
+    t = small_table(catalog, 6, partitioned=True)
+    before = rows_of(t)
+    head = t.current_snapshot().snapshot_id
+    args = json.dumps({"uri": catalog.properties["uri"], "wh": catalog.properties["warehouse"]})
+    env = {**os.environ, "SNOWBERG_FAULT": point}
+    res = subprocess.run([sys.executable, "-c", CHILD, args], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 137, res.stderr[-2000:]
+    t = catalog.load_table("ns.t")
+    assert t.current_snapshot().snapshot_id == head and rows_of(t) == before
+    swept = m.remove_orphan_files(t, older_than=timedelta(0), now=FAR_FUTURE)
+    assert any("/data/" in p for p in swept.orphans)  # the killed run's rewritten files
+    env.pop("SNOWBERG_FAULT")
+    res = subprocess.run([sys.executable, "-c", CHILD, args], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    t = catalog.load_table("ns.t")
+    assert rows_of(t) == before and t.current_snapshot().summary.operation.value == "replace"
+
+
+def test_content_checksum_ignores_order_and_sees_a_duplicate() -> None:
+    a = pa.table({"x": [1, 2, 3], "y": ["a", "b", "c"]})
+    b = pa.table({"x": [3, 1, 2], "y": ["c", "a", "b"]})
+    c = pa.table({"x": [1, 2, 3, 3], "y": ["a", "b", "c", "c"]})
+    assert m.content_checksum(a.to_batches()) == m.content_checksum(b.to_batches())
+    assert m.content_checksum(c.to_batches())[1] != m.content_checksum(a.to_batches())[1]
+
+
+def test_expiry_compaction_and_orphan_removal_never_break_the_next_load(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    import time
+
+    from maint_harness import DDL, NOW, insert, lake_pairs, load, source_rows, table_cfg
+
+    sfdb.sql(DDL.format(t=sfdb.table("SRC")))
+    insert(sfdb, range(1, 11), "2026-01-01 00:00:00")
+    cfg = table_cfg(sfdb)
+    load(cfg, sfdb, catalog, variables, "r0")
+    for i in range(1, 4):
+        sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET NOTE = 'v{i}', UPDATED_AT = {NOW} WHERE ID = {i}")
+        insert(sfdb, range(10 * i + 1, 10 * i + 3), "now", note=f"n{i}")
+        time.sleep(0.01)
+        assert load(cfg, sfdb, catalog, variables, f"r{i}").status == "committed"
+    t = catalog.load_table("ns.t")
+    st = state.read_state(t)
+    m.compact(t, target_size=1 << 26)
+    assert "adopted" in m.follow_variable(catalog.load_table("ns.t"), cfg.variable_key, variables)
+    m.expire_snapshots(catalog.load_table("ns.t"), older_than=timedelta(0), min_snapshots=1, now=FAR_FUTURE)
+    m.remove_orphan_files(catalog.load_table("ns.t"), older_than=timedelta(0), now=FAR_FUTURE)
+    t = catalog.load_table("ns.t")
+    assert len(list(t.snapshots())) == 1 and state.read_state(t).watermark == st.watermark
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET NOTE = 'after', UPDATED_AT = {NOW} WHERE ID = 5")
+    insert(sfdb, range(100, 103), "now", note="after")
+    time.sleep(0.01)
+    r = load(cfg, sfdb, catalog, variables, "r9")
+    assert r.status == "committed" and r.rows == 4
+    assert lake_pairs(catalog) == source_rows(sfdb)
+    assert json.loads(variables[cfg.variable_key])["watermark"] == r.watermark

@@ -1,0 +1,122 @@
+"""The inspect / read / rollback / tag / maintain commands against a real SQLite-catalog table."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "iceberg"))
+from maint_harness import small_table  # noqa: E402
+
+from snowberg import cli  # noqa: E402
+
+
+@pytest.fixture
+def lake(tmp_path: Path, monkeypatch: Any, catalog: Any) -> Any:
+    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__TYPE", "sql")
+    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__URI", catalog.properties["uri"])
+    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__WAREHOUSE", catalog.properties["warehouse"])
+    cfg = tmp_path / "tables.yaml"
+    cfg.write_text(
+        "tables:\n  - name: things\n    source: {table: DB.S.T}\n    target: ns.t\n"
+        "    cursor: {column: updated_at}\n    maintenance: {min_snapshots: 1, snapshot_retention: 0s}\n"
+    )
+    monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(cfg))
+    return catalog
+
+
+def run(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_inspect_snapshots_as_a_table_and_as_json(lake: Any, capsys: Any) -> None:
+    small_table(lake, 3)
+    code, out, _ = run(capsys, "inspect", "things", "snapshots")
+    assert code == 0
+    header = out.splitlines()[1]
+    assert header.split() == ["committed_at", "snapshot_id", "parent_id", "operation", "run_id", "watermark", "rows"]
+    assert "run3" in out and out.count("append") == 3
+    code, out, _ = run(capsys, "inspect", "ns.t", "snapshots", "--catalog", "lake", "--json")
+    rows = json.loads(out)
+    assert [r["watermark"] for r in rows] == ["1", "2", "3"] and rows[0]["summary"]["snowberg.run-id"] == "run1"
+
+
+@pytest.mark.parametrize("what", ["history", "files", "manifests", "partitions", "refs"])
+def test_inspect_every_metadata_table(lake: Any, capsys: Any, what: str) -> None:
+    small_table(lake, 2, partitioned=True)
+    code, out, _ = run(capsys, "inspect", "things", what, "--json")
+    assert code == 0 and isinstance(json.loads(out), list) and json.loads(out)
+    code, out, _ = run(capsys, "inspect", "things", what)
+    assert code == 0 and len(out.splitlines()) >= 4
+
+
+def test_read_as_of_snapshot_time_with_filter_and_limit(lake: Any, capsys: Any) -> None:
+    t = small_table(lake, 2)
+    first = list(t.snapshots())[0]
+    time.sleep(0.01)
+    _, out, _ = run(capsys, "read", "things", "--json", "--limit", "100")
+    assert len(json.loads(out)) == 20
+    _, out, _ = run(capsys, "read", "things", "--json", "--as-of-snapshot", str(first.snapshot_id))
+    assert sorted(r["id"] for r in json.loads(out)) == list(range(10))
+    at = datetime.fromtimestamp(first.timestamp_ms / 1000, tz=UTC).isoformat()
+    _, out, _ = run(capsys, "read", "things", "--json", "--as-of-time", at, "--where", "id >= 5")
+    assert sorted(r["id"] for r in json.loads(out)) == list(range(5, 10))
+    _, out, _ = run(capsys, "read", "things", "--limit", "3")
+    assert out.strip().endswith("(3 rows)")
+    code, _, err = run(capsys, "read", "things", "--as-of-time", "2000-01-01")
+    assert code == 2 and "no snapshot at or before" in err
+    code, _, err = run(capsys, "read", "things", "--where", "id >>> 3")
+    assert code == 2 and "not a filter expression" in err
+
+
+def test_rollback_dry_run_then_rollback_and_tags(lake: Any, capsys: Any) -> None:
+    t = small_table(lake, 3)
+    first = list(t.snapshots())[0].snapshot_id
+    code, out, _ = run(capsys, "tag", "things", "first", "--snapshot", str(first))
+    assert code == 0 and f"snapshot {first}" in out
+    _, out, _ = run(capsys, "inspect", "things", "refs")
+    assert "first" in out and "TAG" in out
+    code, out, _ = run(capsys, "rollback", "things", "--before-run", "run3", "--dry-run")
+    assert code == 0 and "would roll back" in out and "'3' → '2'" in out
+    assert lake.load_table("ns.t").current_snapshot().snapshot_id == t.current_snapshot().snapshot_id
+    code, out, _ = run(capsys, "rollback", "things", "--to-tag", "first", "--no-variable")
+    assert code == 0 and "airflow variables set snowberg__ns__t__watermark" in out
+    assert lake.load_table("ns.t").current_snapshot().snapshot_id == first
+    code, _, err = run(capsys, "rollback", "things", "--to-tag", "nope", "--no-variable")
+    assert code == 2 and "no tag 'nope'" in err
+
+
+def test_maintain_uses_the_tables_settings(lake: Any, capsys: Any) -> None:
+    small_table(lake, 5)
+    code, out, _ = run(capsys, "maintain", "things", "--dry-run")
+    r = json.loads(out)
+    assert code == 0 and r["compact"]["status"] == "dry_run" and len(r["expire"]["expired"]) == 4
+    code, out, _ = run(capsys, "maintain", "things")
+    r = json.loads(out)
+    assert r["compact"]["status"] == "committed" and r["compact"]["files_after"] == 1
+    t = lake.load_table("ns.t")
+    assert len(list(t.snapshots())) == 1 and len(t.scan().to_arrow()) == 50
+
+
+def test_unknown_table_name_is_refused(lake: Any, capsys: Any) -> None:
+    code, _, err = run(capsys, "inspect", "nope", "refs")
+    assert code == 2 and "'nope' is not a table name" in err
+
+
+def test_rollback_sets_the_watermark_variable_in_airflow(lake: Any, capsys: Any, airflow_db: str) -> None:
+    from airflow.models import Variable
+
+    small_table(lake, 3)
+    Variable.set("snowberg__ns__t__watermark", json.dumps({"snapshot_id": 1, "watermark": "3"}))
+    code, out, _ = run(capsys, "rollback", "things", "--before-run", "run3")
+    assert code == 0 and "Variable snowberg__ns__t__watermark is set to" in out
+    mirror = json.loads(Variable.get("snowberg__ns__t__watermark"))
+    assert mirror["watermark"] == "2" and mirror["run_id"] == "run2"
