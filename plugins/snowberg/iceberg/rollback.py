@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.iceberg import state
 from snowberg.iceberg.maintenance import MAINTENANCE, without_rebase
+from snowberg.iceberg.tables import snapshot_live_rows
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -155,8 +156,7 @@ def _rows(table: Table, snapshot_id: int | None) -> int | None:
     snap = table.snapshot_by_id(snapshot_id)
     if snap is None:
         return None
-    total = _summary(snap).get("total-records")
-    return int(total) if total is not None else None
+    return snapshot_live_rows(snap)
 
 
 def plan_rollback(

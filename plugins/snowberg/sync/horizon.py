@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from snowberg.core.identifiers import IcebergName
+from snowberg.iceberg.tables import snapshot_live_rows
 from snowberg.sync.snapshots import ChangePlan, OnRewrite, SourceRewriteError, plan_changes, read_batches
 
 if TYPE_CHECKING:
@@ -106,15 +107,7 @@ def read_target_state(table: Table) -> TargetState | None:
 def live_rows(table: Table) -> int | None:
     """Rows in the current snapshot per its summary (None when equality deletes make it unknowable)."""
     snap = table.current_snapshot()
-    if snap is None:
-        return 0
-    props = snap.summary.additional_properties if snap.summary is not None else {}
-    if int(props.get("total-equality-deletes", "0") or 0):
-        return None
-    try:
-        return int(props.get("total-records", "0")) - int(props.get("total-position-deletes", "0") or 0)
-    except ValueError:
-        return None
+    return 0 if snap is None else snapshot_live_rows(snap)
 
 
 def column_mapping(source: Schema, target: Schema) -> dict[str, str]:
