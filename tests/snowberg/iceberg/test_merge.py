@@ -113,6 +113,10 @@ def test_merge_on_read_hides_replaced_rows_with_position_deletes_only_in_files_t
     assert summary["total-delete-files"] == "2"
     # no data file was rewritten: the 4 originals plus the run's one
     assert len(t.inspect.data_files()) == 5
+    # the run's delete snapshot carries the run's state and the deleted row count, like its append
+    delete_snap = t.snapshot_by_id(t.current_snapshot().parent_snapshot_id)
+    assert delete_snap.summary.operation.value == "delete"
+    assert delete_snap.summary["snowberg.run-id"] == "r" and delete_snap.summary["snowberg.rows-deleted"] == "3"
 
 
 def test_position_delete_files_follow_the_iceberg_spec(catalog: Any) -> None:
