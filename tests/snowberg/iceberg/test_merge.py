@@ -204,3 +204,12 @@ def test_first_load_writes_no_deletes(catalog: Any) -> None:
     t = merge(catalog, cfg(), rows([1, 2], 1))
     assert as_dict(t) == {1: 1, 2: 1}
     assert delete_entries(t) == []
+
+
+def test_switching_a_table_to_copy_on_write_keeps_earlier_position_deletes_applied(catalog: Any) -> None:
+    make_table(catalog)
+    merge(catalog, cfg(MergeStrategy.MERGE_ON_READ), rows([10, 1500], 1), run_id="a")
+    t = merge(catalog, cfg(MergeStrategy.COPY_ON_WRITE), rows(list(range(0, 4000, 9)), 2), run_id="b")
+    got = as_dict(t)
+    assert len(got) == 4000
+    assert got[10] == 1 and got[1500] == 1 and got[9] == 2 and got[11] == 0
