@@ -182,9 +182,12 @@ def main(argv: list[str] | None = None) -> int:
             conn = connect({"port": fs.port})
             for n in [int(x) for x in args.sizes.split(",")]:
                 runs = []
+                lake = root / f"lake-{n}"
+                cat = build_lake(lake, n)
+                base = cat.load_table("shop.events").current_snapshot().snapshot_id
                 for r in range(args.repeats):
-                    lake = root / f"lake-{n}-{r}"
-                    cat = build_lake(lake, n)
+                    # every repeat starts from the built snapshot: the same table, a new change
+                    cat.load_table("shop.events").manage_snapshots().set_current_snapshot(base).commit()
                     prepare_target(conn, cat, min(args.target_rows, n))
                     merge_change(cat, n, args.changed, rng)
                     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -192,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                     x["load"] = load
                     runs.append(x)
                     print(f"# {n:,} changes: {x}", flush=True)
-                    shutil.rmtree(lake, ignore_errors=True)
+                shutil.rmtree(lake, ignore_errors=True)
                 rows.append((f"{args.changed:,} changed of {n:,} (keyed changes)", n, runs))
             if args.reload_rows:
                 runs = []

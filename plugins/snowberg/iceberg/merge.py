@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 # Iceberg spec, "Position Delete Files": reserved field ids of the two columns.
 DELETE_FILE_PATH_ID = 2147483546
 DELETE_POS_ID = 2147483545
+# Shared snapshot summary property (the commit gate's state module will own the name).
 DELETED_ROWS = "snowberg.rows-deleted"
 
 
@@ -102,7 +103,7 @@ def write_position_deletes(tx: Transaction, key_table: pa.Table, props: dict[str
         len(delete_files),
     )
     if delete_files:
-        producer = AddPositionDeletes(tx, io, {**props, DELETED_ROWS: str(deleted)}, delete_files)
+        producer = position_delete_producer(tx, io, {**props, DELETED_ROWS: str(deleted)}, delete_files)
         producer.commit()
     return deleted
 
@@ -349,7 +350,7 @@ def _make_producer_class() -> type:
 _PRODUCER: type | None = None
 
 
-def AddPositionDeletes(tx: Any, io: Any, props: dict[str, str], delete_files: list[Any]) -> Any:  # noqa: N802
+def position_delete_producer(tx: Any, io: Any, props: dict[str, str], delete_files: list[Any]) -> Any:
     """The snapshot producer for position delete files (see ``_make_producer_class``)."""
     global _PRODUCER
     if _PRODUCER is None:

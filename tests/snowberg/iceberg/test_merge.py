@@ -116,6 +116,10 @@ def test_merge_on_read_hides_replaced_rows_with_position_deletes_only_in_files_t
     assert summary["total-delete-files"] == "2"
     # no data file was rewritten: the 4 originals plus the run's one
     assert len(t.inspect.data_files()) == 5
+    # the run's delete snapshot carries the run's state and the deleted row count, like its append
+    delete_snap = t.snapshot_by_id(t.current_snapshot().parent_snapshot_id)
+    assert delete_snap.summary.operation.value == "delete"
+    assert delete_snap.summary["snowberg.run-id"] == "r" and delete_snap.summary["snowberg.rows-deleted"] == "3"
 
 
 def test_position_delete_files_follow_the_iceberg_spec(catalog: Any) -> None:
@@ -205,3 +209,12 @@ def test_first_load_writes_no_deletes(catalog: Any) -> None:
     t = merge(catalog, cfg(), rows([1, 2], 1))
     assert as_dict(t) == {1: 1, 2: 1}
     assert delete_entries(t) == []
+
+
+def test_switching_a_table_to_copy_on_write_keeps_earlier_position_deletes_applied(catalog: Any) -> None:
+    make_table(catalog)
+    merge(catalog, cfg(MergeStrategy.MERGE_ON_READ), rows([10, 1500], 1), run_id="a")
+    t = merge(catalog, cfg(MergeStrategy.COPY_ON_WRITE), rows(list(range(0, 4000, 9)), 2), run_id="b")
+    got = as_dict(t)
+    assert len(got) == 4000
+    assert got[10] == 1 and got[1500] == 1 and got[9] == 2 and got[11] == 0
