@@ -10,6 +10,7 @@ if [ -f scripts/install-browser.sh ]; then bash scripts/install-browser.sh; fi
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff"; ruff check . && ruff format --check .
 echo "== mypy"; mypy
+echo "== imports"; python scripts/check_imports.py
 echo "== docs"; snowberg docs --check
 echo "== pytest"
 exec pytest -p no:cacheprovider "$@"

@@ -291,14 +291,12 @@ def _row_bytes(row: tuple[Any, ...]) -> int:
 # The load
 
 
-def prepare_target(
-    cur: Any, target: TableName, columns: Sequence[TargetColumn], lineage_column: str | None, logger: logging.Logger
-) -> bool:
+def prepare_target(cur: Any, target: TableName, columns: Sequence[TargetColumn], lineage_column: str | None) -> bool:
     """Create the target or add new source columns (DDL, before the transaction). True if it existed."""
     existing = existing_columns(cur, target)
     if existing is None:
         sql = create_table_sql(target, columns, lineage_column)
-        logger.info("creating %s:\n%s", target, sql)
+        log.info("creating %s:\n%s", target, sql)
         cur.execute(sql)
         return False
     wanted = [(c.name, c.quoted, c.sql_type) for c in columns]
@@ -306,7 +304,7 @@ def prepare_target(
         wanted.append((_stored(lineage_column), quote_identifier(lineage_column), "NUMBER(19,0)"))
     for stored, quoted, sql_type in wanted:
         if stored not in existing:
-            logger.info("schema: adding column %s %s to %s", quoted, sql_type, target)
+            log.info("schema: adding column %s %s to %s", quoted, sql_type, target)
             cur.execute(f"ALTER TABLE {target.quoted()} ADD COLUMN {quoted} {sql_type}")
     return True
 
@@ -323,14 +321,12 @@ def load_native(
     lineage_column: str | None = DEFAULT_LINEAGE_COLUMN,
     insert_batch_rows: int = 1000,
     key_columns: Sequence[str] | None = None,
-    logger: logging.Logger | None = None,
 ) -> NativeLoadResult:
     """Sync the source's new snapshots into ``target`` in one Snowflake transaction.
 
     ``key_columns`` (default: the source's Iceberg identifier fields) lets
     overwrite/delete snapshots be applied by key instead of refused/reloaded.
     """
-    lg = logger or log
     started = time.monotonic()
     state = state_table or default_state_table(target)
     if not 1 <= insert_batch_rows <= MAX_VALUES_ROWS:
@@ -346,7 +342,7 @@ def load_native(
             on_rewrite=on_rewrite,
             key_columns=identifier_columns(source) if key_columns is None else key_columns,
         )
-        lg.info("%s → %s: %s", source_label, target, plan.describe())
+        log.info("%s → %s: %s", source_label, target, plan.describe())
 
         def result(status: str, rows: int, by_snap: dict[str, int]) -> NativeLoadResult:
             return NativeLoadResult(
@@ -369,7 +365,7 @@ def load_native(
             return result("nothing_new", 0, {})
 
         columns = target_columns(source.schema())
-        existed = prepare_target(cur, target, columns, lineage_column, lg)
+        existed = prepare_target(cur, target, columns, lineage_column)
         if plan.mode == "initial" and existed:
             cur.execute(f"SELECT COUNT(*) FROM {target.quoted()}")
             (n,) = cur.fetchone()
@@ -398,11 +394,11 @@ def load_native(
         try:
             if plan.mode == "full_reload":
                 cur.execute(f"DELETE FROM {target.quoted()}")
-                lg.info("full reload: deleted %s existing rows of %s", f"{cur.rowcount:,}", target)
+                log.info("full reload: deleted %s existing rows of %s", f"{cur.rowcount:,}", target)
             if changes is not None:
                 keys = key_columns_of(columns, plan.key_columns, source_label)
                 n = apply_deletes(cur, target, keys, changes, insert_batch_rows)
-                lg.info(
+                log.info(
                     "changes: deleted %s rows of %s by key (%s keys removed at the source, %s rows rewritten)",
                     f"{n:,}",
                     target,
@@ -459,10 +455,10 @@ def load_native(
             try:
                 cur.execute("ROLLBACK")
             except Exception:  # the original error matters more
-                lg.exception("ROLLBACK failed")
+                log.exception("ROLLBACK failed")
             raise
         faults.crash_point("after_commit")
-        lg.info(
+        log.info(
             "%s: committed %s rows from source snapshots %s (state %s → snapshot %s)",
             target,
             f"{total:,}",

@@ -30,9 +30,8 @@ class VisibilityError(RuntimeError):
     """Snowflake does not show rows a sync committed."""
 
 
-def check_native(conn: Any, result: Mapping[str, Any], *, logger: logging.Logger | None = None) -> dict[str, Any]:
+def check_native(conn: Any, result: Mapping[str, Any]) -> dict[str, Any]:
     """Verify a ``NativeLoadResult`` (as a dict) against Snowflake."""
-    lg = logger or log
     target = TableName.parse(result["target"])
     state_table = TableName.parse(result["state_table"])
     st = state_for(conn, target, state_table)
@@ -62,7 +61,7 @@ def check_native(conn: Any, result: Mapping[str, Any], *, logger: logging.Logger
                 f"{target}: {n:,} rows in Snowflake, fewer than the {sum(expected.values()):,} just loaded"
             )
     summary = {"target": str(target), "snapshot": want, "rows_checked": sum(expected.values()), "status": "visible"}
-    lg.info("visible in Snowflake: %s", summary)
+    log.info("visible in Snowflake: %s", summary)
     return summary
 
 
@@ -84,20 +83,18 @@ def check_iceberg(
     current_rows: Callable[[], int | None] | None = None,
     timeout: float = 30.0,
     interval: float = 2.0,
-    logger: logging.Logger | None = None,
 ) -> dict[str, Any]:
     """Verify an ``IcebergSyncResult`` (as a dict): Snowflake's ``COUNT(*)`` matches the catalog's.
 
     ``current_rows`` re-reads the target's live row count from the catalog, so
     a commit by another writer after ours is not mistaken for a failure.
     """
-    lg = logger or log
     committed = result.get("target_total_rows")
     deadline = time.monotonic() + timeout
     while True:
         acceptable = {n for n in (committed, current_rows() if current_rows else None) if n is not None}
         if not acceptable:
-            lg.warning("%s: the target's row count is unknown (equality deletes); visibility not checked", table)
+            log.warning("%s: the target's row count is unknown (equality deletes); visibility not checked", table)
             return {"target": str(table), "status": "unknown"}
         seen = snowflake_count(conn, table)
         if seen in acceptable:
@@ -107,14 +104,14 @@ def check_iceberg(
                 "target_snapshot_id": result.get("target_snapshot_id"),
                 "status": "visible",
             }
-            lg.info("visible in Snowflake: %s", summary)
+            log.info("visible in Snowflake: %s", summary)
             return summary
         if time.monotonic() >= deadline:
             raise VisibilityError(
                 f"{table}: Snowflake returns {seen:,} rows, the catalog's committed snapshot "
                 f"{result.get('target_snapshot_id')} holds {sorted(acceptable)} — the commit is not visible in Snowflake"
             )
-        lg.info(
+        log.info(
             "%s: Snowflake shows %s rows, expecting %s; checking again in %ss",
             table,
             seen,

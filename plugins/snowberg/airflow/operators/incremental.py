@@ -36,7 +36,13 @@ def _attempt_id(context: Any) -> str:
     return str(context["run_id"]) if n == 0 else f"{context['run_id']}#clear{n}"
 
 
-class _SnowbergOperator(BaseOperator):
+class SnowbergTableOperator(BaseOperator):
+    """The base of the operators that load one configured table: the config, its Snowflake connection and catalog.
+
+    ``table_config`` is the table's entry as the DAG factory validated it
+    (JSON, so the operator serializes); it is validated again here, cheaply.
+    """
+
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog")
     ui_color = "#d6ecfa"
 
@@ -59,7 +65,7 @@ class _SnowbergOperator(BaseOperator):
         return _cfg(self.table_config)
 
 
-class SnowbergPlanOperator(_SnowbergOperator):
+class SnowbergPlanOperator(SnowbergTableOperator):
     """Reconcile the watermark mirror and fix this run's window (returned as XCom).
 
     Run params (validated before any SQL): ``window_start``/``window_end``
@@ -116,7 +122,7 @@ class SnowbergPlanOperator(_SnowbergOperator):
         return window.to_dict()
 
 
-class SnowbergLoadOperator(LoadLineage, _SnowbergOperator):
+class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
     """Extract the planned window and commit it to Iceberg in one commit (idempotent per run)."""
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window")
@@ -144,7 +150,7 @@ class SnowbergLoadOperator(LoadLineage, _SnowbergOperator):
         return observed_load(self, cfg.name, result.to_dict())
 
 
-class SnowbergPublishOperator(_SnowbergOperator):
+class SnowbergPublishOperator(SnowbergTableOperator):
     """Read the commit back, then mirror the watermark into the table's Airflow Variable."""
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window")

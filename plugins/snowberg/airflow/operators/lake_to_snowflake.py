@@ -198,7 +198,6 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
                 on_rewrite=self.on_rewrite,  # type: ignore[arg-type]
                 lineage_column=self.lineage_column,
                 insert_batch_rows=self.insert_batch_rows,
-                logger=self.log,  # type: ignore[arg-type]
             )
         finally:
             conn.close()
@@ -250,14 +249,13 @@ class SnowflakeVisibilityCheckOperator(BaseOperator):
         conn = snowflake_hook(self.snowflake_conn_id).get_conn()
         try:
             if self.kind == "native":
-                return visibility.check_native(conn, result, logger=self.log)  # type: ignore[arg-type]
+                return visibility.check_native(conn, result)
             return visibility.check_iceberg(
                 conn,
                 TableName.parse(self.table),
                 result,
                 current_rows=self._current_rows(),
                 timeout=self.timeout,
-                logger=self.log,  # type: ignore[arg-type]
             )
         finally:
             conn.close()

@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from snowberg.airflow.lineage import LoadLineage
-from snowberg.airflow.operators.incremental import _SnowbergOperator
+from snowberg.airflow.operators.incremental import SnowbergTableOperator
 
 
-class SnowbergSlicePlanOperator(_SnowbergOperator):
+class SnowbergSlicePlanOperator(SnowbergTableOperator):
     """Cut the planned window into slices; return one mapped-task argument per slice.
 
     An empty list (nothing new, a dry run, or the run already committed) makes
@@ -78,7 +78,7 @@ class SnowbergSlicePlanOperator(_SnowbergOperator):
             conn.close()
 
 
-class SnowbergSliceLoadOperator(_SnowbergOperator):
+class SnowbergSliceLoadOperator(SnowbergTableOperator):
     """Extract one slice and write its data files (not committed). Map it over ``plan_slices``' output."""
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "slice_task")
@@ -101,7 +101,7 @@ class SnowbergSliceLoadOperator(_SnowbergOperator):
             conn.close()
 
 
-class SnowbergSliceCommitOperator(LoadLineage, _SnowbergOperator):
+class SnowbergSliceCommitOperator(LoadLineage, SnowbergTableOperator):
     """Append every slice's data files in one Iceberg commit with the watermark (idempotent per run).
 
     Runs when no upstream failed (``none_failed``), so a window with nothing
@@ -163,7 +163,7 @@ def sliced_load(
     return commit
 
 
-class SnowbergUnloadOperator(LoadLineage, _SnowbergOperator):
+class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
     """Push-down: Snowflake unloads the planned window as Parquet into a stage in the lake; one commit registers it.
 
     For initial loads and full refreshes of very large tables (see
