@@ -37,7 +37,7 @@ from snowberg.checks import hashdiff as hd
 from snowberg.checks.volume_settings import DeletePolicy, VolumeSettings
 from snowberg.config.table_config import NullCursorPolicy, TableConfig, WriteMode
 from snowberg.core.cursor import parse_cursor_value
-from snowberg.iceberg import state
+from snowberg.iceberg import gate, state
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -451,9 +451,6 @@ def commit_hard_deletes(
     st = state.read_state(table)
     if st is None or st.watermark is None or cfg.cursor is None:
         raise ValueError(f"{cfg.name}: deletes: propagate needs a committed watermark and a cursor")
-    state_snap = table.snapshot_by_id(st.snapshot_id)
-    assert state_snap is not None and state_snap.summary is not None
-    props = {k: v for k, v in state_snap.summary.additional_properties.items() if k.startswith(state.PREFIX)}
     key_cols = [c.lower() for c in cfg.primary_key]
     field_types = {f.name: f.field_type for f in table.schema().fields}
 
@@ -477,11 +474,18 @@ def commit_hard_deletes(
     wm = _lake_literal(st.cursor_kind or "", st.watermark)
     expr = ex.And(kexpr, ex.LessThanOrEqual(cursor, wm))
     before = table.scan(row_filter=expr, selected_fields=(key_cols[0],)).to_arrow().num_rows
-    props.update({state.RUN_ID: run_id, state.MODE: PROPAGATE_MODE, state.ROWS: "0", ROWS_DELETED: str(before)})
-    tx = table.transaction()
-    tx.set_properties({"commit.retry.num-retries": "0"})
-    tx.delete(delete_filter=expr, snapshot_properties=props)
-    tx.commit_transaction()
+    if before == 0:
+        return 0
+    # Through the one commit gate: the state (watermark unchanged) in the summary and
+    # the table properties, no rebase on conflict, the base snapshot asserted.
+    gate.commit(
+        table,
+        table.transaction(),
+        state_props=state.current_state_props(table),
+        summary={state.RUN_ID: run_id, state.MODE: PROPAGATE_MODE, state.ROWS: "0", ROWS_DELETED: str(before)},
+        replaced=gate.Replacement(rows=expr),
+        crash_points=None,
+    )
     log.info("%s: removed %d row(s) deleted in the source (watermark %s kept)", cfg.name, before, st.watermark)
     return before
 

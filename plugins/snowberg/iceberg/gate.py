@@ -425,7 +425,8 @@ def commit(
         props = {**props, **rows_deleted(tx, base.snapshot_id)}
     if file_paths:
         tx.add_files(file_paths=list(file_paths), snapshot_properties=props, check_duplicate_files=True)
-    else:
+    elif data_files or replaced is None or base is None:
+        # A commit that only removes rows (propagated source deletes) adds no empty append snapshot.
         with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
             for f in data_files:
                 fa.append_data_file(f)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.core import faults
 from snowberg.iceberg import state
-from snowberg.iceberg.gate import NO_REBASE
+from snowberg.iceberg.gate import refuse_rebase
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -194,32 +194,12 @@ def content_checksum(batches: Iterable[pa.RecordBatch]) -> tuple[int, str]:
 
 
 def carried_state_props(table: Table, operation: str) -> dict[str, str]:
-    """The snowberg summary properties of the state snapshot, for a commit that must keep the state.
-
-    The new snapshot becomes the newest one on main carrying ``snowberg.watermark``,
-    so it must carry the same state; ``snowberg.rows`` is 0 (no row was loaded).
-    """
-    st = state.read_state(table)
-    props: dict[str, str] = {MAINTENANCE: operation}
-    if st is None:
-        return props
-    snap = table.snapshot_by_id(st.snapshot_id)
-    assert snap is not None and snap.summary is not None
-    props.update({k: v for k, v in snap.summary.additional_properties.items() if k.startswith(state.PREFIX)})
-    props[state.ROWS] = "0"
+    """The state a maintenance commit carries (``state.current_state_props``): no row loaded, the operation named."""
+    props = state.current_state_props(table)
+    if props:
+        props[state.ROWS] = "0"
     props[MAINTENANCE] = operation
     return props
-
-
-def without_rebase(table: Table) -> None:
-    """Make this process's next commit of ``table`` fail on conflict instead of rebasing it onto the new head.
-
-    Tables snowberg creates already say so; this covers tables created
-    elsewhere. The override lives only in the loaded metadata (it is not a
-    table update).
-    """
-    props = {**table.metadata.properties, **NO_REBASE}
-    table.metadata = table.metadata.model_copy(update={"properties": props})
 
 
 def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
@@ -362,7 +342,7 @@ def compact(
     from pyiceberg.table import FileScanTask
 
     started = time.monotonic()
-    without_rebase(table)
+    refuse_rebase(table)
     base = table.current_snapshot()
     target = target_file_size(table, target_size)
     if base is None:

@@ -26,7 +26,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from snowberg.iceberg import state
-from snowberg.iceberg.maintenance import MAINTENANCE, without_rebase
+from snowberg.iceberg.gate import refuse_rebase
+from snowberg.iceberg.maintenance import MAINTENANCE
 from snowberg.iceberg.tables import snapshot_live_rows
 
 if TYPE_CHECKING:
@@ -232,7 +233,7 @@ def rollback(
         return plan
     from pyiceberg.table.update.snapshot import ManageSnapshots
 
-    without_rebase(table)
+    refuse_rebase(table)
     tx = table.transaction()
     # Stages main → target with an assertion on main's current head (one commit with the properties below).
     ManageSnapshots(tx).set_current_snapshot(snapshot_id=plan.target_snapshot_id)

@@ -58,6 +58,23 @@ def property_state(table: Table) -> dict[str, str]:
     return {PREFIX + k[n:]: v for k, v in table.metadata.properties.items() if k.startswith(STATE_PROPERTY_PREFIX)}
 
 
+def current_state_props(table: Table) -> dict[str, str]:
+    """The snowberg summary properties of the table's current state, for a commit that must keep it.
+
+    A commit that changes no watermark (compaction, propagated source deletes)
+    becomes the newest snapshot on main, so it carries the same state. The
+    state comes from the snapshot that holds it or, when snapshot expiry took
+    that snapshot, from the table properties the same commit wrote.
+    """
+    st = read_state(table)
+    if st is None:
+        return {}
+    if st.from_properties:
+        return property_state(table)
+    snap = table.snapshot_by_id(st.snapshot_id)
+    return _props(snap) if snap is not None else property_state(table)
+
+
 class StateError(RuntimeError):
     """Table state and its mirror disagree in a way that needs a human."""
 

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pytest
 from maint_harness import rows_of, small_table, state_props
 
+from snowberg.iceberg import gate, state
 from snowberg.iceberg import maintenance as m
-from snowberg.iceberg import state
 
 FAR_FUTURE = datetime.now(UTC) + timedelta(days=30)
 
@@ -128,7 +128,7 @@ def test_compaction_that_would_change_rows_fails_without_committing(catalog: Any
 
 def _load_like_snowberg(t: Any, i: int) -> Any:
     """A load: opened on the head it read, commits with the state, no rebase."""
-    m.without_rebase(t)
+    gate.refuse_rebase(t)
     tx = t.transaction()
     data = pa.table({"id": pa.array([10_000 + i], pa.int64()), "grp": pa.array([1], pa.int64()), "note": ["late"]})
     tx.append(data, snapshot_properties=state_props(100 + i, run_id=f"late{i}"))
