@@ -141,7 +141,8 @@ def check_rows(spec: dict[str, Any], n: int, keys: list[int], changed_at: dt.dat
     got = sorted(new.column("id").to_pylist())
     if total != n + 1 or got != keys:
         raise AssertionError(
-            f"wrong rows after the merge: {total:,} rows (want {n + 1:,}), changed keys {len(got)} {got[:5]} want {len(keys)} {keys[:5]}"
+            f"wrong rows after the merge: {total:,} rows (want {n + 1:,}), "
+            f"changed keys {len(got)} {got[:5]} want {len(keys)} {keys[:5]}"
         )
 
 
@@ -233,13 +234,15 @@ def main(argv: list[str] | None = None) -> int:
 def render(results: list[dict[str, Any]]) -> list[str]:
     lines = [
         "",
-        "| table rows | strategy | changed rows | distribution | wall s (process) | in-process s | peak RSS MB | load avg at start |",
+        "| table rows | strategy | changed rows | distribution | wall s (process) | in-process s | peak RSS MB "
+        "| load avg at start |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for c in results:
         rs = c["runs"]
         lines.append(
-            f"| {c['size']:,} | {c['strategy']} | {c['changed']:,} | {c['dist']} | {med_range([r['wall'] for r in rs])} | "
+            f"| {c['size']:,} | {c['strategy']} | {c['changed']:,} | {c['dist']} | "
+            f"{med_range([r['wall'] for r in rs])} | "
             f"{med_range([r['seconds'] for r in rs])} | {med_range([r['rss_mb'] for r in rs], '{:,.0f}')} | "
             f"{rs[0]['load']} |"
         )

@@ -57,7 +57,7 @@ def tables_config(n: int) -> dict[str, Any]:
     return {"defaults": {"snowflake_conn_id": "snowflake_default", "catalog": "lake", "retries": 2}, "tables": tables}
 
 
-PROBE = r"""
+PROBE = """
 import json, sys, time
 t0 = time.perf_counter()
 import airflow.sdk  # the dag-processor has Airflow loaded before it parses a file
@@ -78,7 +78,8 @@ if sliced:
 t2 = time.perf_counter()
 bag = DagBag(dag_folder=sys.argv[1], safe_mode=False)
 t3 = time.perf_counter()
-heavy = sorted(m for m in ("pyarrow", "pyiceberg", "snowflake.connector", "pandas", "duckdb", "fakesnow") if m in sys.modules)
+heavy = sorted(m for m in ("pyarrow", "pyiceberg", "snowflake.connector", "pandas", "duckdb", "fakesnow") \
+if m in sys.modules)
 print("PARSE " + json.dumps({"airflow_import_s": t1 - t0, "parse_s": t3 - t2, "dags": len(bag.dags),
       "errors": {k: v[:500] for k, v in bag.import_errors.items()}, "heavy": heavy,
       "tasks": sum(len(d.tasks) for d in bag.dags.values()), "ids": sorted(bag.dags)}))

@@ -76,7 +76,8 @@ def warm_bytecode_cache() -> None:
         [
             sys.executable,
             "-c",
-            "import bench.worker, snowberg.load.plan, snowberg.load.extract, snowberg.load.slices, pyiceberg.catalog.sql, "
+            "import bench.worker, snowberg.load.plan, snowberg.load.extract, snowberg.load.slices, "
+            "pyiceberg.catalog.sql, "
             "pyarrow.parquet, snowflake.connector, pyiceberg.io.pyarrow",
         ],
         cwd=REPO,
@@ -121,14 +122,18 @@ def summarise(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def table_lines(summaries: list[dict[str, Any]]) -> list[str]:
-    head = "| phase | runs | rows | wall s (process) | in-process s | rows/s (process) | peak RSS MB | data files | commits | queries |"
+    head = (
+        "| phase | runs | rows | wall s (process) | in-process s | rows/s (process) | peak RSS MB "
+        "| data files | commits | queries |"
+    )
     sep = "|---|---|---|---|---|---|---|---|---|---|"
     out = [head, sep]
     for s in summaries:
         out.append(
             f"| {s['phase']} | {s['runs']} | {s['rows']:,} | {med_range(s['wall'])} | {med_range(s['inner'])} | "
             f"{med_range(s['rows_per_s'], '{:,.0f}')} | {med_range(s['rss_mb'], '{:,.0f}')} | "
-            f"{med_range([float(x) for x in s['data_files']], '{:.0f}')} | {med_range([float(x) for x in s['commits']], '{:.0f}')} | "
+            f"{med_range([float(x) for x in s['data_files']], '{:.0f}')} | "
+            f"{med_range([float(x) for x in s['commits']], '{:.0f}')} | "
             f"{med_range([float(x) for x in s['queries']], '{:.0f}')} |"
         )
     return out
@@ -345,10 +350,13 @@ def render(results: dict[str, Any], args: argparse.Namespace, mem_sizes: list[in
     lines += [
         "| target | measured (median [range]) | target | met |",
         "|---|---|---|---|",
-        f"| full load rows/s ÷ raw rows/s (process) | {med_range(full_ratio)} (in-process {med_range(full_inner)}) | ≥ 0.8 | {'yes' if med(full_ratio) >= 0.8 else 'NO'} |",
-        f"| incremental 1% wall ÷ raw full wall (whole process) | {med_range(incr_vs_full)} | ≤ 1.0 | {'yes' if med(incr_vs_full) <= 1.0 else 'NO'} |",
+        f"| full load rows/s ÷ raw rows/s (process) | {med_range(full_ratio)} (in-process {med_range(full_inner)}) "
+        f"| ≥ 0.8 | {'yes' if med(full_ratio) >= 0.8 else 'NO'} |",
+        f"| incremental 1% wall ÷ raw full wall (whole process) | {med_range(incr_vs_full)} | ≤ 1.0 "
+        f"| {'yes' if med(incr_vs_full) <= 1.0 else 'NO'} |",
         f"| incremental 1% wall ÷ raw 1% append wall (informational) | {med_range(incr_vs_incr)} | - | - |",
-        f"| nothing new: queries / data files / commits | {sorted({x['queries'] for x in none})} / {sorted({x['data_files'] for x in none})} / {sorted({x['commits'] for x in none})} | 1 / 0 / 0 | "
+        f"| nothing new: queries / data files / commits | {sorted({x['queries'] for x in none})} / "
+        f"{sorted({x['data_files'] for x in none})} / {sorted({x['commits'] for x in none})} | 1 / 0 / 0 | "
         f"{'yes' if all(x['queries'] == 1 and x['data_files'] == 0 and x['commits'] == 0 for x in none) else 'NO'} |",
     ]
     if "memory" in results:
@@ -383,8 +391,10 @@ def render(results: dict[str, Any], args: argparse.Namespace, mem_sizes: list[in
             f"| commit s | {med_range([x['commit'] for x in mp])} |",
             f"| rows/s overall | {med_range([x['rows'] / x['wall'] for x in mp], '{:,.0f}')} |",
             f"| peak RSS of a slice process MB | {med_range([x['slice_rss_mb'] for x in mp], '{:,.0f}')} |",
-            f"| data files / commits | {mp[0]['data_files']} / 1 per run (status {sorted({x['status'] for x in mp})}) |",
-            f"| vs single-task full load wall | {med_range([x['wall'] for x in mp])} vs {med_range(sums['sb_full']['wall'])} |",
+            f"| data files / commits | {mp[0]['data_files']} / 1 per run "
+            f"(status {sorted({x['status'] for x in mp})}) |",
+            f"| vs single-task full load wall | {med_range([x['wall'] for x in mp])} "
+            f"vs {med_range(sums['sb_full']['wall'])} |",
         ]
     lines.append(
         "\nemulator (fakesnow server) peak RSS MB by size: "

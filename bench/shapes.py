@@ -173,7 +173,8 @@ def render(out: dict[str, dict[str, list[dict[str, Any]]]], rows: int) -> list[s
         rss = " / ".join(f"{statistics.median(x['rss_mb'] for x in runs[k]):,.0f}" for k in ("raw", "append", "merge"))
         lines.append(
             f"| {shape} | {med_range([x['wall'] for x in raw])} | {med_range([x['wall'] for x in runs['append']])} | "
-            f"{med_range(ratio('append'))} | {med_range([x['wall'] for x in runs['merge']])} | {med_range(ratio('merge'))} | "
+            f"{med_range(ratio('append'))} | {med_range([x['wall'] for x in runs['merge']])} | "
+            f"{med_range(ratio('merge'))} | "
             f"{rss} | {raw[0]['load']} |"
         )
     return lines

@@ -219,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, _, rs in rows:
         print(
             f"| {label} | {rs[0]['mode']} | {rs[0]['rows']:,} | {med_range([x['wall'] for x in rs])} | "
-            f"{med_range([x['seconds'] for x in rs])} | {statistics.median(x['rss_mb'] for x in rs):,.0f} | {rs[0]['load']} |"
+            f"{med_range([x['seconds'] for x in rs])} | {statistics.median(x['rss_mb'] for x in rs):,.0f} | "
+            f"{rs[0]['load']} |"
         )
     return 0
 

@@ -64,7 +64,8 @@ def _doc(cfg: SyncConfig) -> str:
         f"* **Source**: Iceberg `{cfg.source.table}` in catalog `{cfg.source.catalog}`",
         f"* **Target**: {into}",
         f"* **Progress**: the last synced source snapshot id, recorded in {state}",
-        f"* **Overwrite/delete snapshots in the source**: {'full reload of the target' if cfg.on_rewrite == 'full_reload' else 'the run fails (on_rewrite: fail)'}",
+        "* **Overwrite/delete snapshots in the source**: "
+        f"{'full reload of the target' if cfg.on_rewrite == 'full_reload' else 'the run fails (on_rewrite: fail)'}",
         "* **Check**: "
         + (f"Snowflake is queried for the rows (`{cfg.check_table}`)" if cfg.check_enabled else "disabled"),
         "",

@@ -45,7 +45,8 @@ def cmd_stack(args: argparse.Namespace) -> int:
         counts = _seed(env, args.rows)
         print(f"local Snowflake (fakesnow) on 127.0.0.1:{env['SNOWBERG_FAKESNOW_PORT']}, data in {d / 'fakesnow'}")
         print(
-            f"Iceberg lake: SQL catalog {env['PYICEBERG_CATALOG__LAKE__URI']}, warehouse {env['PYICEBERG_CATALOG__LAKE__WAREHOUSE']}"
+            f"Iceberg lake: SQL catalog {env['PYICEBERG_CATALOG__LAKE__URI']}, "
+            f"warehouse {env['PYICEBERG_CATALOG__LAKE__WAREHOUSE']}"
         )
         print(f"demo data: {counts['orders']:,} orders, {counts['menu']} menu items")
         print(f"settings: source {d / 'stack.env'}")

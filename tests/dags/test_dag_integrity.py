@@ -91,7 +91,8 @@ def test_bad_entry_gets_a_dag_that_fails_with_its_error(tmp_path: Path, monkeypa
 
     bad = tmp_path / "tables.yaml"
     bad.write_text(
-        "tables:\n  - {name: broken, source: {table: D.S.T}, target: n.t, cursor: {column: u}, partition_by: ['week(u)']}\n"
+        "tables:\n  - {name: broken, source: {table: D.S.T}, target: n.t, cursor: {column: u}, "
+        "partition_by: ['week(u)']}\n"
     )
     monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(bad))
     bag = DagBag(dag_folder=str(DAGS / "snowberg_tables.py"))
@@ -106,7 +107,8 @@ def test_stream_tables_get_a_capture_dag(tmp_path: Path, monkeypatch: pytest.Mon
     cfg = tmp_path / "tables.yaml"
     cfg.write_text(
         "tables:\n"
-        "  - {name: cdc, source: {table: D.S.T}, target: n.cdc, primary_key: [id], stream: {name: D.S.T_STREAM, create: true}}\n"
+        "  - {name: cdc, source: {table: D.S.T}, target: n.cdc, primary_key: [id], "
+        "stream: {name: D.S.T_STREAM, create: true}}\n"
     )
     monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(cfg))
     bag = DagBag(dag_folder=str(DAGS / "snowberg_tables.py"))
@@ -125,7 +127,8 @@ def test_scale_out_and_unload_tables(tmp_path: Path, monkeypatch: pytest.MonkeyP
         "tables:\n"
         "  - {name: big, source: {table: D.S.T}, target: n.big, cursor: {column: u}, scale_out: true,\n"
         "     max_parallel_slices: 4, unload: {stage: D.S.LAKE_STAGE, stage_url: 's3://lake/unload/'}}\n"
-        "  - {name: bad, source: {table: D.S.T}, target: n.bad, cursor: {column: u}, unload: {stage: 'x;y', stage_url: s}}\n"
+        "  - {name: bad, source: {table: D.S.T}, target: n.bad, cursor: {column: u}, "
+        "unload: {stage: 'x;y', stage_url: s}}\n"
     )
     monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(cfg))
     bag = DagBag(dag_folder=str(DAGS / "snowberg_tables.py"))

@@ -1,4 +1,5 @@
-"""Parse time of the DAG file for 200 configured tables (a test with a generous bound; the benchmark is bench/parse_time.py).
+"""Parse time of the DAG file for 200 configured tables (a test with a
+generous bound; the benchmark is bench/parse_time.py).
 
 What it proves: a fresh process that has Airflow loaded (as the dag-processor
 has) parses ``dags/snowberg_tables.py`` for a 200-table config into 400 DAGs

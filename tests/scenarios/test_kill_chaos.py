@@ -456,7 +456,8 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_row(lab: Lab) -> 
                 # A commit is a few percent of a run: one run in three aims its kill at the commit instead, over twice
                 # its length, so about half land inside it and half just after it, while the load still runs (its
                 # retry must then find the commit and append nothing).
-                # Those runs are always retried: a retry after a commit that landed is the case that must append nothing.
+                # Those runs are always retried: a retry after a commit that landed is the
+                # case that must append nothing.
                 in_commit = rng.uniform(0, 2 * commit_span[table]) if rng.random() < AIM_AT_COMMIT else None
                 retry = retry or in_commit is not None
                 r = dag_run(
@@ -474,7 +475,10 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_row(lab: Lab) -> 
                     where = f"{aim}kill at {r.kill_ms:5.0f} ms in {r.kill_step}: {r.kill_phase} [{r.kill_relative}]"
                     where += ", task retried" if r.retried else ", run failed"
                 elif in_commit is not None:
-                    where = f"no kill: aimed {in_commit * 1000:.0f} ms after a commit start, the run had none or ended first"
+                    where = (
+                        f"no kill: aimed {in_commit * 1000:.0f} ms after a commit start, "
+                        "the run had none or ended first"
+                    )
                 else:
                     where = f"no kill: run ended at {r.seconds * 1000:.0f} ms, before {kill_after * 1000:.0f} ms"
                     span[table] = (span[table] + r.seconds) / 2

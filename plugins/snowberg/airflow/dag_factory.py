@@ -153,7 +153,8 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
         catchup=False,
         max_active_runs=1,
         tags=["snowberg", "checks", *cfg.tags],
-        doc_md=f"## snowberg checks: {cfg.name}\n\nFreshness (SLA {format_duration(cfg.freshness_sla) if cfg.freshness_sla else 'none'}) "
+        doc_md=f"## snowberg checks: {cfg.name}\n\n"
+        f"Freshness (SLA {format_duration(cfg.freshness_sla) if cfg.freshness_sla else 'none'}) "
         f"and table health of Iceberg `{cfg.target}` from metadata only, on their own schedule, so a table that "
         "stops receiving data alerts even when no load runs. See docs/checks-and-alerts.md.",
         default_args=_default_args(cfg, f"{cfg.dag_id}__checks"),
@@ -244,7 +245,8 @@ def build_unload_dag(cfg: TableConfig) -> DAG:
         tags=["snowberg", "push-down-unload", *cfg.tags],
         doc_md=f"## snowberg push-down unload: {cfg.name}\n\nSnowflake unloads the planned window as Parquet to "
         f"stage `{cfg.unload.stage}`; the files are checked against the mapped types and registered in "
-        f"`{cfg.target}` with `add_files` in one commit. For big initial loads and full refreshes; see docs/performance.md.",
+        f"`{cfg.target}` with `add_files` in one commit. "
+        "For big initial loads and full refreshes; see docs/performance.md.",
         params=params,
         default_args=_default_args(cfg, f"{cfg.dag_id}__unload"),
     ) as dag:

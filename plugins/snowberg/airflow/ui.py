@@ -155,7 +155,8 @@ def render_table(t: TableStatus) -> str:
         ("Variable mirror", f"<span data-field='mirror'>{_e(mirror)}</span>"),
         (
             "freshness",
-            f"{fresh}, last write {_e(_lag((t.hours_since_last_write or 0) * 3600) if t.hours_since_last_write is not None else None)} ago"
+            f"{fresh}, last write "
+            f"{_e(_lag((t.hours_since_last_write or 0) * 3600) if t.hours_since_last_write is not None else None)} ago"
             + "".join(f"<div class='bad'>{_e(r)}</div>" for r in t.freshness_reasons),
         ),
         ("checks", _check_cell(t)),

@@ -302,7 +302,10 @@ def _cause(step: Step, v: VolumeVerification, desc: VolumeDescription | None) ->
     if "nosuchbucket" in low or "bucket does not exist" in low:
         return f"the bucket in STORAGE_BASE_URL ({where}) does not exist, or is misspelled."
     if "permanentredirect" in low or "wrong region" in low or "authorizationheadermalformed" in low:
-        return f"the bucket is not in the region Snowflake expects ({v.region}): storage locations must be in the account's region."
+        return (
+            f"the bucket is not in the region Snowflake expects ({v.region}): "
+            "storage locations must be in the account's region."
+        )
     if "authorizationpermissionmismatch" in low or ("azure" in (v.provider or "").lower() and _DENIED.search(msg)):
         app = v.principal.get("AZURE_MULTI_TENANT_APP_NAME", "Snowflake's multi-tenant app")
         consent = v.principal.get("AZURE_CONSENT_URL")
@@ -375,7 +378,8 @@ def diagnose(v: VolumeVerification, desc: VolumeDescription | None = None, *, re
                 if read_only
                 else "the volume is probably read-only (ALLOW_WRITES = FALSE)"
             )
-            + f". Writers need it: ALTER EXTERNAL VOLUME {quote_identifier(v.volume) if _valid(v.volume) else v.volume} "
+            + ". Writers need it: ALTER EXTERNAL VOLUME "
+            f"{quote_identifier(v.volume) if _valid(v.volume) else v.volume} "
             "SET ALLOW_WRITES = TRUE"
         )
     if not v.success and not problems:

@@ -159,7 +159,8 @@ def evaluate(
         )
         if sla is not None and age > sla:
             reasons.append(
-                f"last write {_iso(snap.timestamp_ms)} is {_hours(age):.2f} h old, over the SLA of {format_duration(sla)}"
+                f"last write {_iso(snap.timestamp_ms)} is {_hours(age):.2f} h old, "
+                f"over the SLA of {format_duration(sla)}"
             )
 
     st = state.read_state(table)

@@ -512,7 +512,8 @@ class LakeSide:
             f"CREATE VIEW lake AS SELECT d, md5(kt) AS kb, "
             f"CAST('0x' || substr(h, 1, {SLICE_DIGITS}) AS BIGINT) AS h1, "
             f"CAST('0x' || substr(h, {SLICE_DIGITS + 1}, {SLICE_DIGITS}) AS BIGINT) AS h2, nk, wc, wk, {key_cols}, c "
-            f"FROM (SELECT {day} AS d, {key_text} AS kt, md5({row_text}) AS h, CASE WHEN {nulls} THEN 1 ELSE 0 END AS nk, "
+            f"FROM (SELECT {day} AS d, {key_text} AS kt, md5({row_text}) AS h, "
+            f"CASE WHEN {nulls} THEN 1 ELSE 0 END AS nk, "
             f"{wc} AS wc, {wk} AS wk, "
             f"{keys_sel}, {cur_text} AS c FROM {source})"
         )

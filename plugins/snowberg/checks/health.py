@@ -258,8 +258,10 @@ def _with_breaches(r: HealthReport, th: HealthThresholds) -> HealthReport:
                 "stats_coverage",
                 r.stats_coverage,
                 th.min_stats_coverage,
-                f"column statistics cover {r.stats_coverage:.0%} of (file, column) pairs, below {th.min_stats_coverage:.0%} "
-                f"(lowest: {', '.join(f'{c.column} {c.coverage:.0%}' for c in worst)}); check write.metadata.metrics.* properties",
+                f"column statistics cover {r.stats_coverage:.0%} of (file, column) pairs, "
+                f"below {th.min_stats_coverage:.0%} "
+                f"(lowest: {', '.join(f'{c.column} {c.coverage:.0%}' for c in worst)}); "
+                "check write.metadata.metrics.* properties",
             )
         )
     if th.max_small_file_ratio is not None and r.data_files and r.small_file_ratio > th.max_small_file_ratio:
@@ -279,7 +281,8 @@ def _with_breaches(r: HealthReport, th: HealthThresholds) -> HealthReport:
                 r.partition_skew,
                 th.max_partition_skew,
                 f"files per partition range {r.min_files_per_partition}..{r.max_files_per_partition} "
-                f"(skew {r.partition_skew:g} > {th.max_partition_skew:g}); busiest: {r.top_partitions[0][0] if r.top_partitions else '-'}",
+                f"(skew {r.partition_skew:g} > {th.max_partition_skew:g}); "
+                f"busiest: {r.top_partitions[0][0] if r.top_partitions else '-'}",
             )
         )
     if th.max_snapshots is not None and r.snapshots > th.max_snapshots:
@@ -308,7 +311,8 @@ def _with_breaches(r: HealthReport, th: HealthThresholds) -> HealthReport:
                     "oldest_snapshot_age_hours",
                     r.oldest_snapshot_age_hours,
                     round(limit_h, 4),
-                    f"oldest retained snapshot is {r.oldest_snapshot_age_hours:.1f} h old (> {format_duration(th.max_snapshot_age)}): "
+                    f"oldest retained snapshot is {r.oldest_snapshot_age_hours:.1f} h old "
+                    f"(> {format_duration(th.max_snapshot_age)}): "
                     "is snapshot expiry running?",
                 )
             )

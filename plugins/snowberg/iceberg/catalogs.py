@@ -48,7 +48,8 @@ verbatim (``uri``, ``warehouse``, ``credential``, ``token``, ``scope``,
 every table; default: the connection id).
 
 Every secret (password, credential, token, secret keys, session tokens; for
-``iceberg`` connections the password and the secret-looking extras) is registered with Airflow's secrets masker before the catalog is built, so it
+``iceberg`` connections the password and the secret-looking extras) is
+registered with Airflow's secrets masker before the catalog is built, so it
 is masked in every task log line, including pyiceberg's and the provider's.
 """
 

@@ -327,7 +327,8 @@ def remove_replaced(tx: Any, replaced: Replacement, props: Mapping[str, str]) ->
 
 
 def rows_deleted(tx: Any, base_snapshot_id: int) -> dict[str, str]:
-    """``snowberg.rows-deleted``: the rows the staged removals took out (from their own summaries), for the volume checks.
+    """``snowberg.rows-deleted``: the rows the staged removals took out (from
+    their own summaries), for the volume checks.
 
     Copy-on-write rewrites whole files (a delete snapshot removes their
     records and re-adds the survivors); merge-on-read adds position deletes.

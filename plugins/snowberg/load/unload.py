@@ -301,7 +301,10 @@ def schema_problems(table_schema: Schema, file_schema: pa.Schema) -> list[str]:
         if not _arrow_ok(have[name], want[name]):
             hint = ""
             if str(have[name]).startswith("decimal") and str(want[name]) == "int64":
-                hint = " (Snowflake unloads NUMBER(p,0) as DECIMAL; the table maps it to long: use the extract path for this table)"
+                hint = (
+                    " (Snowflake unloads NUMBER(p,0) as DECIMAL; the table maps it to long: "
+                    "use the extract path for this table)"
+                )
             elif str(have[name]).startswith(("timestamp[ns", "time64[ns")):
                 hint = " (nanoseconds: set timestamp_nanos: truncate to unload microseconds)"
             problems.append(f"column {name!r}: the file has {have[name]}, the table needs {want[name]}{hint}")

@@ -266,7 +266,8 @@ def map_columns(columns: Sequence[SnowflakeColumn], options: MappingOptions | No
         name = iceberg_name(col.name)
         if name in seen:
             raise TypeMappingError(
-                f"columns {seen[name]!r} and {col.name!r} both map to Iceberg column {name!r}; rename one in a custom query"
+                f"columns {seen[name]!r} and {col.name!r} both map to Iceberg column {name!r}; "
+                "rename one in a custom query"
             )
         seen[name] = col.name
         out.append(MappedColumn(col, name, rule.target(col), rule))

@@ -257,7 +257,10 @@ def parse_syncs(data: Any, *, source: str = "<syncs>") -> SyncsFile:
     for s in cfg.syncs:
         if s.name in seen:
             raise SyncConfigError(f"{source}: sync {s.name!r}: duplicate name")
-        key = f"{s.target.kind}:{getattr(s.target, 'catalog', getattr(s.target, 'snowflake_conn_id', ''))}:{s.target.table.upper()}"
+        key = (
+            f"{s.target.kind}:{getattr(s.target, 'catalog', getattr(s.target, 'snowflake_conn_id', ''))}:"
+            f"{s.target.table.upper()}"
+        )
         if key in targets:
             raise SyncConfigError(f"{source}: sync {s.name!r}: another sync already writes {s.target.table}")
         seen.add(s.name)

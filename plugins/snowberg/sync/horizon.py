@@ -230,7 +230,8 @@ def _load_target(
             return catalog.load_table((target.namespace, target.table))
         if not create_if_missing:
             raise NoSuchTableError(
-                f"target table {target} does not exist in catalog {catalog.name!r}. For Snowflake Horizon, create it in "
+                f"target table {target} does not exist in catalog {catalog.name!r}. "
+                "For Snowflake Horizon, create it in "
                 "Snowflake first (CREATE ICEBERG TABLE in a database with CATALOG = 'SNOWFLAKE'; see "
                 "docs/lake-to-snowflake.md), or set create_if_missing for catalogs that allow it."
             ) from None

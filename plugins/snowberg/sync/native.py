@@ -135,7 +135,8 @@ def state_table_ddl(state: TableName) -> str:
 
 def read_state(cur: Any, state: TableName, target: TableName) -> NativeState | None:
     cur.execute(
-        f'SELECT "SOURCE_TABLE_UUID", "SOURCE_SNAPSHOT_ID", "RUN_ID" FROM {state.quoted()} WHERE "TARGET_TABLE" = %(t)s',
+        f'SELECT "SOURCE_TABLE_UUID", "SOURCE_SNAPSHOT_ID", "RUN_ID" FROM {state.quoted()} '
+        'WHERE "TARGET_TABLE" = %(t)s',
         {"t": str(target)},
     )
     rows = cur.fetchall()
@@ -421,7 +422,8 @@ def load_native(
                 cur.executemany(sql, buf)
             if plan.mode == "incremental" and plan.expected_rows is not None and total != plan.expected_rows:
                 raise NativeSyncError(
-                    f"read {total:,} rows from the added files, their manifests say {plan.expected_rows:,}; nothing committed"
+                    f"read {total:,} rows from the added files, their manifests say {plan.expected_rows:,}; "
+                    "nothing committed"
                 )
             guard = (
                 '"SOURCE_SNAPSHOT_ID" = %(prev)s'

@@ -109,7 +109,8 @@ def check_iceberg(
         if time.monotonic() >= deadline:
             raise VisibilityError(
                 f"{table}: Snowflake returns {seen:,} rows, the catalog's committed snapshot "
-                f"{result.get('target_snapshot_id')} holds {sorted(acceptable)} — the commit is not visible in Snowflake"
+                f"{result.get('target_snapshot_id')} holds {sorted(acceptable)} — "
+                "the commit is not visible in Snowflake"
             )
         log.info(
             "%s: Snowflake shows %s rows, expecting %s; checking again in %ss",

@@ -149,7 +149,10 @@ class FakeTI:
 
     @property
     def log_url(self) -> str:
-        return f"{BASE_URL}/dags/snowberg_orders/runs/manual__2026-01-01T00%3A00%3A00%2B00%3A00/tasks/check_freshness?try_number=1"
+        return (
+            f"{BASE_URL}/dags/snowberg_orders/runs/manual__2026-01-01T00%3A00%3A00%2B00%3A00"
+            "/tasks/check_freshness?try_number=1"
+        )
 
 
 def _context(exc: BaseException, task_id: str = "check_freshness") -> dict[str, Any]:
@@ -224,7 +227,8 @@ def test_building_notifiers_imports_no_provider() -> None:
         """
         import sys
         from snowberg.airflow.alerts import build_notifiers
-        build_notifiers({"email": ["a@b.co"], "slack_webhook_conn_id": "s", "sns_topic_arn": "arn:aws:sns:us-east-1:123456789012:t",
+        build_notifiers({"email": ["a@b.co"], "slack_webhook_conn_id": "s", \
+"sns_topic_arn": "arn:aws:sns:us-east-1:123456789012:t",
                          "webhook_url": "http://x"}, table="t", dag_id="d")
         heavy = ("boto3", "botocore", "slack_sdk", "requests_toolbelt", "pyiceberg", "pyarrow",
                  "airflow.providers.smtp.notifications.smtp", "airflow.providers.slack.notifications.slack_webhook",
@@ -478,9 +482,11 @@ def load():
 
 with DAG(
     "snowberg_orders", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
-    default_args={"retries": 0, "on_failure_callback": build_notifiers(alerts, table="orders", dag_id="snowberg_orders")},
+    default_args={"retries": 0, \
+"on_failure_callback": build_notifiers(alerts, table="orders", dag_id="snowberg_orders")},
 ) as dag:
-    SnapshotFreshnessOperator(task_id="check_freshness", table="lake.orders", catalog="lake", freshness_sla="1s", table_name="orders")
+    SnapshotFreshnessOperator(task_id="check_freshness", table="lake.orders", catalog="lake", freshness_sla="1s", \
+table_name="orders")
     PythonOperator(task_id="load", python_callable=load)
 
 if __name__ == "__main__":  # dag.test() also parses this file from the dags folder

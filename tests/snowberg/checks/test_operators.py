@@ -99,7 +99,8 @@ def test_parsing_a_dag_with_the_operators_imports_nothing_heavy() -> None:
         "import sys\n"
         "import snowberg.airflow.operators.freshness, snowberg.airflow.operators.health, "
         "snowberg.airflow.operators.storage, snowberg.airflow.alerts\n"
-        "print([m for m in ('pyiceberg', 'pyarrow', 'pandas', 'boto3', 'snowflake.connector', 'slack_sdk') if m in sys.modules])\n"
+        "print([m for m in ('pyiceberg', 'pyarrow', 'pandas', 'boto3', 'snowflake.connector', 'slack_sdk') "
+        "if m in sys.modules])\n"
     )
     out = (
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

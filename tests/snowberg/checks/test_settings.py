@@ -97,7 +97,8 @@ def test_settings_import_nothing_heavy() -> None:
     # module at interpreter start, so look for the connector itself.
     code = (
         "import sys, snowberg.checks.settings, snowberg.checks\n"
-        "heavy = [m for m in ('airflow', 'pyiceberg', 'pyarrow', 'pandas', 'snowflake.connector', 'boto3') if m in sys.modules]\n"
+        "heavy = [m for m in ('airflow', 'pyiceberg', 'pyarrow', 'pandas', 'snowflake.connector', 'boto3') "
+        "if m in sys.modules]\n"
         "print(heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

@@ -34,7 +34,8 @@ def _cfg(sfdb: Any, **extra: Any) -> Any:
 
 
 def _seed(sfdb: Any, catalog: Any, n: int, *, lake_ids: list[int] | None = None, unit: str = "minute") -> Any:
-    """``n`` source rows one ``unit`` apart from 2026-01-01 (ids 1..n); the lake gets the same rows (or ``lake_ids``)."""
+    """``n`` source rows one ``unit`` apart from 2026-01-01 (ids 1..n); the lake
+    gets the same rows (or ``lake_ids``)."""
     import pyarrow as pa
 
     sfdb.sql(f"CREATE OR REPLACE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), UPDATED_AT TIMESTAMP_NTZ(9))")

@@ -207,7 +207,8 @@ def test_mapped_backfill_commits_after_an_incremental_run_without_moving_the_wat
     results = [write_slice(cfg, sfdb.conn, catalog, t) for t in tasks]
     # … while an incremental run commits
     sfdb.sql(
-        f"UPDATE {src} SET AMOUNT = 0, UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
+        f"UPDATE {src} SET AMOUNT = 0, "
+        "UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
         "WHERE ORDER_ID <= 10"
     )
     time.sleep(0.01)

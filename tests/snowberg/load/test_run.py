@@ -215,7 +215,8 @@ def test_window_is_fixed_at_plan_time(src: Any, catalog: Any, variables: Any) ->
     w = plan_run(cfg, src.conn, table, run_id="r1")
     # a row written after planning, with a cursor beyond the planned high
     src.sql(
-        f"INSERT INTO {src.table('SRC')} SELECT 500, 1, 'late', DATEADD(second, 5, CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ))"
+        f"INSERT INTO {src.table('SRC')} SELECT 500, 1, 'late', "
+        "DATEADD(second, 5, CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ))"
     )
     r = load_window(cfg, src.conn, catalog, w)
     assert r.rows == 100 and w.rows_in_window == 100
@@ -245,7 +246,8 @@ def test_lookback_catches_late_rows_without_duplicates(src: Any, catalog: Any, v
     late = (wm - timedelta(hours=3)).isoformat(sep=" ")
     too_late = (wm - timedelta(days=2)).isoformat(sep=" ")
     src.sql(
-        f"INSERT INTO {src.table('SRC')} VALUES (700, 1, 'late', '{late}'::TIMESTAMP_NTZ), (701, 1, 'too late', '{too_late}'::TIMESTAMP_NTZ)"
+        f"INSERT INTO {src.table('SRC')} VALUES (700, 1, 'late', '{late}'::TIMESTAMP_NTZ), "
+        f"(701, 1, 'too late', '{too_late}'::TIMESTAMP_NTZ)"
     )
     _, r2, _ = run(cfg, src, catalog, variables, "r2")
     ids = [r["id"] for r in lake_rows(catalog)]
@@ -343,10 +345,13 @@ def test_every_emulator_type_round_trips(sfdb: Any, catalog: Any, variables: Any
 
     sfdb.sql(ALL_TYPES.format(t=sfdb.table("SRC")))
     sfdb.sql(
-        f"""INSERT INTO {sfdb.table("SRC")} SELECT 1, 123456789012345678, 12345678901234567, 12345678.1234, 0.1, 'héllo',
-        TRUE, '2026-02-03'::DATE, '04:05:06.123456'::TIME, '2026-02-03 04:05:06.654321'::TIMESTAMP_NTZ,
-        '2026-02-03 04:05:06'::TIMESTAMP_LTZ, '2026-02-03 04:05:06+02:00'::TIMESTAMP_TZ, PARSE_JSON('{{"a":[1,2]}}'),
-        OBJECT_CONSTRUCT('k', 1), ARRAY_CONSTRUCT(1, 'x'), TO_BINARY('CAFE', 'HEX'), '2026-01-01'::TIMESTAMP_NTZ"""
+        f"INSERT INTO {sfdb.table('SRC')} SELECT 1, 123456789012345678, 12345678901234567, 12345678.1234, "
+        "0.1, 'héllo',\n"
+        "        TRUE, '2026-02-03'::DATE, '04:05:06.123456'::TIME, '2026-02-03 04:05:06.654321'::TIMESTAMP_NTZ,\n"
+        "        '2026-02-03 04:05:06'::TIMESTAMP_LTZ, '2026-02-03 04:05:06+02:00'::TIMESTAMP_TZ, "
+        "PARSE_JSON('{\"a\":[1,2]}'),\n"
+        "        OBJECT_CONSTRUCT('k', 1), ARRAY_CONSTRUCT(1, 'x'), TO_BINARY('CAFE', 'HEX'), "
+        "'2026-01-01'::TIMESTAMP_NTZ"
     )
     cfg = cfg_for(sfdb, partition_by=["month(dt)", "bucket[4](id)"])
     run(cfg, sfdb, catalog, variables, "r1")

@@ -242,7 +242,8 @@ def test_sliced_merge_after_updates(sfdb: Any, catalog: Any, variables: Any) -> 
     publish(cfg, catalog, w1, variables)
     # 3,000 rows updated now: a second window big enough to slice, merged by key
     sfdb.sql(
-        f"UPDATE {src} SET AMOUNT = 0, UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
+        f"UPDATE {src} SET AMOUNT = 0, "
+        "UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ) "
         "WHERE MOD(ORDER_ID, 8000) < 3000"
     )
     time.sleep(0.01)

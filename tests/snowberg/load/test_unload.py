@@ -185,9 +185,13 @@ class _Cursor:
 
 def make_source(db: Any, n: int = 3_000, *, customer_type: str = "NUMBER(38,0)") -> str:
     name = db.table("ORDERS")
-    db.sql(f"""CREATE OR REPLACE TABLE {name} (
-        ORDER_ID NUMBER(38,0), CUSTOMER_ID {customer_type}, AMOUNT NUMBER(12,2), RATE FLOAT, CHANNEL VARCHAR(16),
-        IS_DELIVERY BOOLEAN, ORDER_DATE DATE, DETAILS VARIANT, PLACED_AT TIMESTAMP_TZ(6), UPDATED_AT TIMESTAMP_NTZ(6))""")
+    db.sql(
+        f"CREATE OR REPLACE TABLE {name} (\n"
+        f"        ORDER_ID NUMBER(38,0), CUSTOMER_ID {customer_type}, AMOUNT NUMBER(12,2), RATE FLOAT, "
+        "CHANNEL VARCHAR(16),\n"
+        "        IS_DELIVERY BOOLEAN, ORDER_DATE DATE, DETAILS VARIANT, PLACED_AT TIMESTAMP_TZ(6), "
+        "UPDATED_AT TIMESTAMP_NTZ(6))"
+    )
     db.sql(f"""INSERT INTO {name}
         SELECT seq4() + 1, MOD(seq4() * 7919, 25000) + 1, (MOD(seq4() * 53, 1500) + 300) / 100, MOD(seq4(), 10) / 40,
                CASE MOD(seq4(), 3) WHEN 0 THEN 'app' WHEN 1 THEN 'walk-up' ELSE 'phone' END, MOD(seq4(), 5) = 0,
@@ -482,7 +486,8 @@ def test_merge_table_with_data_is_refused(sfdb: Any, catalog: Any, stage: Any, v
     unload_window(cfg, sf, catalog, w, target)
     publish(cfg, catalog, w, variables)
     sfdb.sql(
-        f"UPDATE {src} SET AMOUNT = 0, UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ(6)) WHERE ORDER_ID <= 10"
+        f"UPDATE {src} SET AMOUNT = 0, "
+        "UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ(6)) WHERE ORDER_ID <= 10"
     )
     w2 = plan(cfg, sf, catalog, "r2")
     assert w2.rows_in_window == 10
@@ -602,9 +607,14 @@ def test_live_copy_into_stage_and_register(tmp_path: Path) -> None:
     try:
         cur.execute(f"CREATE DATABASE {db}")
         cur.execute(f"CREATE SCHEMA {db}.S")
-        cur.execute(f"""CREATE TABLE {db}.S.ORDERS (ORDER_ID NUMBER(38,0), AMOUNT NUMBER(12,2), RATE FLOAT, CHANNEL VARCHAR(16),
-            IS_DELIVERY BOOLEAN, ORDER_DATE DATE, DETAILS VARIANT, PLACED_AT TIMESTAMP_TZ(6), UPDATED_AT TIMESTAMP_NTZ(6))""")
-        cur.execute(f"""INSERT INTO {db}.S.ORDERS SELECT seq4() + 1, (MOD(seq4() * 53, 1500) + 300) / 100, MOD(seq4(), 10) / 40,
+        cur.execute(
+            f"CREATE TABLE {db}.S.ORDERS (ORDER_ID NUMBER(38,0), AMOUNT NUMBER(12,2), RATE FLOAT, "
+            "CHANNEL VARCHAR(16),\n"
+            "            IS_DELIVERY BOOLEAN, ORDER_DATE DATE, DETAILS VARIANT, PLACED_AT TIMESTAMP_TZ(6), "
+            "UPDATED_AT TIMESTAMP_NTZ(6))"
+        )
+        cur.execute(f"""INSERT INTO {db}.S.ORDERS SELECT seq4() + 1, (MOD(seq4() * 53, 1500) + 300) / 100, \
+MOD(seq4(), 10) / 40,
             'app', MOD(seq4(), 5) = 0, DATEADD(day, -MOD(seq4(), 5), '2026-10-01'::DATE), OBJECT_CONSTRUCT('n', seq4()),
             DATEADD(second, -seq4(), '2026-10-01 00:00:00 +02:00'::TIMESTAMP_TZ),
             DATEADD(second, -seq4(), '2026-10-01 00:00:00'::TIMESTAMP_NTZ) FROM TABLE(GENERATOR(ROWCOUNT => 5000))""")

@@ -146,7 +146,8 @@ def test_same_load_under_a_non_utc_session_gives_identical_rows(
     from snowberg.snowflake.source import snowflake_hook
 
     sfdb.sql(
-        f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(5,0), LTZ TIMESTAMP_LTZ, TZ TIMESTAMP_TZ, UPDATED_AT TIMESTAMP_NTZ)"
+        f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(5,0), LTZ TIMESTAMP_LTZ, TZ TIMESTAMP_TZ, "
+        "UPDATED_AT TIMESTAMP_NTZ)"
     )
     sfdb.sql(
         f"INSERT INTO {sfdb.table('SRC')} VALUES (1, '2026-03-29 01:30:00'::TIMESTAMP_LTZ, "

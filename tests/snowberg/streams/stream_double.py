@@ -145,7 +145,8 @@ class StreamDouble:
         db, sch = self.conn.database, self.conn.schema
         self._raw(f"CREATE SCHEMA IF NOT EXISTS {self.meta}")
         self._raw(
-            f"CREATE TABLE IF NOT EXISTS {self.meta}.STREAMS (NAME VARCHAR, DATABASE_NAME VARCHAR, SCHEMA_NAME VARCHAR, "
+            f"CREATE TABLE IF NOT EXISTS {self.meta}.STREAMS (NAME VARCHAR, DATABASE_NAME VARCHAR, "
+            "SCHEMA_NAME VARCHAR, "
             "STREAM_NAME VARCHAR, TABLE_NAME VARCHAR, MODE VARCHAR, OFFSET_VERSION NUMBER(38,0), "
             "INITIAL_PENDING BOOLEAN, CREATED_ON TIMESTAMP_LTZ, STALE_AFTER TIMESTAMP_LTZ, STALE BOOLEAN, "
             "COMMENT VARCHAR)"
@@ -384,7 +385,8 @@ class DoubleCursor:
         def run() -> None:
             d._raw(f"DELETE FROM {d.meta}.STREAMS WHERE NAME = %(n)s", {"n": name})
             d._raw(
-                f"INSERT INTO {d.meta}.STREAMS SELECT %(n)s, %(db)s, %(sch)s, %(st)s, %(t)s, %(mode)s, %(v)s, %(init)s, "
+                f"INSERT INTO {d.meta}.STREAMS SELECT %(n)s, %(db)s, %(sch)s, %(st)s, %(t)s, %(mode)s, %(v)s, "
+                f"%(init)s, "
                 f"CURRENT_TIMESTAMP(), DATEADD(second, %(ret)s, CURRENT_TIMESTAMP()), FALSE, %(c)s",
                 {
                     "n": name,
@@ -426,7 +428,8 @@ class DoubleCursor:
             f'TABLE_NAME AS "table_name", \'Table\' AS "source_type", TABLE_NAME AS "base_tables", '
             f"'DELTA' AS \"type\", CASE WHEN STALE OR STALE_AFTER <= CURRENT_TIMESTAMP() THEN 'true' ELSE 'false' END "
             f'AS "stale", MODE AS "mode", STALE_AFTER AS "stale_after", '
-            f"CASE WHEN STALE THEN 'stream is stale' ELSE 'N/A' END AS \"invalid_reason\", 'ROLE' AS \"owner_role_type\" "
+            f"CASE WHEN STALE THEN 'stream is stale' ELSE 'N/A' END AS \"invalid_reason\", "
+            f"'ROLE' AS \"owner_role_type\" "
             f"FROM {d.meta}.STREAMS WHERE {' AND '.join(where)} ORDER BY DATABASE_NAME, SCHEMA_NAME, STREAM_NAME",
             binds,
         )

@@ -172,7 +172,8 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
     lake's storage. Use in place of the load task::
 
         plan >> SnowbergUnloadOperator(task_id="unload", table_config=raw, window=plan.output,
-                                       stage="LAKE.PUBLIC.LAKE_STAGE", stage_url="s3://lake/warehouse/shop/orders/data") >> publish
+                                       stage="LAKE.PUBLIC.LAKE_STAGE",
+                                       stage_url="s3://lake/warehouse/shop/orders/data") >> publish
     """
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window", "stage", "stage_url", "prefix")

@@ -17,7 +17,8 @@ SECRET = "pw-Very-Secret-7f3a9"
 def table_env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str) -> Any:
     sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), AMOUNT NUMBER(10,2), UPDATED_AT TIMESTAMP_NTZ(9))")
     sfdb.sql(
-        f"INSERT INTO {sfdb.table('SRC')} SELECT seq4() + 1, seq4() / 4, DATEADD(second, seq4(), '2026-01-01'::TIMESTAMP_NTZ) "
+        f"INSERT INTO {sfdb.table('SRC')} SELECT seq4() + 1, seq4() / 4, "
+        "DATEADD(second, seq4(), '2026-01-01'::TIMESTAMP_NTZ) "
         "FROM TABLE(GENERATOR(ROWCOUNT => 5000))"
     )
     conn = {

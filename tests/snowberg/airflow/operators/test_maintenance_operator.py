@@ -23,7 +23,8 @@ NOW = "CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ)"
 def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str) -> Any:
     sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), NOTE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ(9))")
     sfdb.sql(
-        f"INSERT INTO {sfdb.table('SRC')} SELECT seq4() + 1, 'a', '2026-01-01'::TIMESTAMP_NTZ FROM TABLE(GENERATOR(ROWCOUNT => 50))"
+        f"INSERT INTO {sfdb.table('SRC')} SELECT seq4() + 1, 'a', '2026-01-01'::TIMESTAMP_NTZ "
+        "FROM TABLE(GENERATOR(ROWCOUNT => 50))"
     )
     conn = {
         "conn_type": "snowflake",
