@@ -580,3 +580,18 @@ def test_stale_table_alert_arrives_by_email_and_webhook(
     assert mail["to"] == ["oncall@example.com"] and mail["from"] == "snowberg@example.com"
     for needle in ("orders", "freshness", "observed", "expected", "a write within 1s", run_url):
         assert needle in mail["body"], needle
+
+
+def test_maintenance_task_failure_is_a_maintenance_failure() -> None:
+    from snowberg.airflow.alerts import build_alert
+    from snowberg.airflow.operators.maintenance import MaintenanceStep, SnowbergMaintenanceOperator
+
+    ctx = _context(RuntimeError("compaction verification failed"), task_id="compact")
+    ctx["task"] = SnowbergMaintenanceOperator(
+        task_id="compact",
+        table_config={"name": "orders", "source": {"table": "DB.S.ORDERS"}, "target": "shop.orders"},
+        step=MaintenanceStep("compact"),
+    )
+    a = build_alert(ctx, table="orders", dag_id="snowberg_orders__maintenance")
+    assert a.event == "maintenance_failure"
+    assert "maintenance failure" in a.subject

@@ -69,6 +69,8 @@ def manual_request(params: dict[str, Any]) -> dict[str, Any]:
 class SnowbergMaintenanceOperator(BaseOperator):
     """One maintenance step on one configured table (see the module doc)."""
 
+    snowberg_alert_event = "maintenance_failure"  # what its failure alerts (airflow.alerts.build_alert)
+
     template_fields: Sequence[str] = ("catalog",)
     ui_color = "#e8f4e8"
 
