@@ -242,8 +242,8 @@ def build_alert(context: Mapping[str, Any], *, table: str, dag_id: str | None = 
     event = AlertEvent.CHECK_FAILURE if (failure is not None or check) else AlertEvent.LOAD_FAILURE
     if failure is not None and failure.check in CHECK_EVENTS:
         event = CHECK_EVENTS[failure.check]
-    elif failure is None and getattr(task, "snowberg_alert_event", None):
-        event = AlertEvent(task.snowberg_alert_event)  # e.g. maintenance tasks: maintenance_failure
+    elif failure is None and (own := getattr(task, "snowberg_alert_event", None)):
+        event = AlertEvent(own)  # e.g. maintenance tasks: maintenance_failure
     error: str | None
     if failure is not None:
         error = failure.message

@@ -132,6 +132,7 @@ def _checks(cfg: TableConfig) -> list[Any]:
                 freshness_sla=cfg.freshness_sla,
                 max_watermark_lag=cfg.max_watermark_lag,
                 table_name=cfg.name,
+                cursor_timezone=cfg.cursor.timezone if cfg.cursor else "UTC",
             ),
         )
     return tasks

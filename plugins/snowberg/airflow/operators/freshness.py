@@ -29,8 +29,10 @@ class FreshnessTrigger(BaseTrigger):
         max_watermark_lag_seconds: float | None,
         deadline: str,
         poll_interval: float = 300.0,
+        cursor_timezone: str = "UTC",
     ) -> None:
         super().__init__()
+        self.cursor_timezone = cursor_timezone
         self.catalog = catalog
         self.table = table
         self.sla_seconds = sla_seconds
@@ -48,6 +50,7 @@ class FreshnessTrigger(BaseTrigger):
                 "max_watermark_lag_seconds": self.max_watermark_lag_seconds,
                 "deadline": self.deadline,
                 "poll_interval": self.poll_interval,
+                "cursor_timezone": self.cursor_timezone,
             },
         )
 
@@ -63,6 +66,7 @@ class FreshnessTrigger(BaseTrigger):
             max_watermark_lag=timedelta(seconds=self.max_watermark_lag_seconds)
             if self.max_watermark_lag_seconds is not None
             else None,
+            cursor_timezone=self.cursor_timezone,
         ).to_dict()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -126,6 +130,8 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
         seconds). Templated. (Not ``sla``: that name is reserved by ``BaseOperator``.)
     :param max_watermark_lag: longest acceptable ``now - watermark`` (timestamp/date cursors). Templated.
     :param table_name: label for reports and alerts (default: ``table``). Templated.
+    :param cursor_timezone: the zone whose wall clock wrote a TIMESTAMP_NTZ or DATE watermark (the table's
+        ``cursor.timezone``; default UTC), so the watermark lag is measured on the writer's clock.
     :param deferrable: wait in the triggerer for a fresh snapshot instead of failing at once.
     :param wait_timeout: how long to wait when deferrable (e.g. "1h"). Templated.
     :param poll_interval: how often the trigger reads the metadata (default "5m"). Templated.
@@ -153,9 +159,11 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
         deferrable: bool = False,
         wait_timeout: str | int | float | timedelta | None = None,
         poll_interval: str | int | float | timedelta = "5m",
+        cursor_timezone: str = "UTC",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.cursor_timezone = cursor_timezone
         self.table = table
         self.catalog = catalog
         self.freshness_sla = freshness_sla
@@ -179,7 +187,9 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
         from snowberg.iceberg.tables import find_table, open_catalog
 
         table = find_table(open_catalog(self.catalog), self.table)
-        result = freshness.evaluate(table, name=self.table, sla=sla, max_watermark_lag=max_lag)
+        result = freshness.evaluate(
+            table, name=self.table, sla=sla, max_watermark_lag=max_lag, cursor_timezone=self.cursor_timezone
+        )
         emit_freshness(self.table_name or self.table, result.to_dict())
         self.log.info("%s", freshness.render(result))
         if result.fresh:
@@ -202,6 +212,7 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
                     max_watermark_lag_seconds=max_lag.total_seconds() if max_lag is not None else None,
                     deadline=deadline.isoformat(),
                     poll_interval=max(poll.total_seconds(), 1.0),
+                    cursor_timezone=self.cursor_timezone,
                 ),
                 method_name="execute_complete",
                 timeout=wait + poll + timedelta(minutes=5),
