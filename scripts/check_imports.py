@@ -1,4 +1,4 @@
-"""Check the package's import graph: no cycles, and no private name imported across modules.
+"""Check the package's import graph: layers, no cycles, no private name imported across modules.
 
 Why a script of our own: ruff and mypy see one module at a time; neither reports
 a cycle between modules or a ``_private`` name taken from another module. Every
@@ -16,6 +16,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "plugins"
 PACKAGE = "snowberg"
+# The package's layers, lowest first (README "Layout"): a module may import its own
+# folder and the folders before it, never one after it.
+LAYERS = ("core", "config", "mapping", "snowflake", "iceberg", "load", "streams", "sync", "checks", "airflow", "local")
+TOP = ("cli",)
+
+
+def layer(module: str) -> int | None:
+    """The rank of ``snowberg.<folder>...`` in ``LAYERS`` (top-level entry points rank above all)."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    if parts[1] in TOP:
+        return len(LAYERS)
+    return LAYERS.index(parts[1]) if parts[1] in LAYERS else None
 
 
 def module_name(path: Path) -> str:
@@ -57,7 +71,11 @@ def main() -> int:
                         graph[mod].add(dep)
                     if alias.name.startswith("_") and full not in modules:
                         problems.append(f"{f.relative_to(ROOT.parent)}:{node.lineno}: imports private {full}")
-    # Package __init__ modules are faces: an edge into a package is an edge into its __init__ only.
+    for mod, deps in sorted(graph.items()):
+        for dep in sorted(deps):
+            a, b = layer(mod), layer(dep)
+            if a is not None and b is not None and b > a:
+                problems.append(f"layer: {mod} ({LAYERS[a]}) imports {dep}, a higher layer")
     problems += [f"import cycle: {' -> '.join(c)}" for c in cycles(graph)]
     for p in problems:
         print(p)

@@ -36,7 +36,8 @@ from urllib.parse import quote
 from airflow.sdk import BaseNotifier
 
 from snowberg.checks import find_check_failure
-from snowberg.checks.settings import AlertEvent, AlertsConfig
+from snowberg.config.check_settings import AlertEvent, AlertsConfig
+from snowberg.core import events
 
 log = logging.getLogger(__name__)
 
@@ -620,3 +621,14 @@ __all__ = [
     "send_event",
     "run_url",
 ]
+
+
+def _deliver_event(
+    event: str, *, table: str, lake_table: str | None = None, details: Mapping[str, Any] | None = None
+) -> None:
+    send_event(AlertEvent(event), table=table, lake_table=lake_table, details=details)
+
+
+# Library code (the write path) emits non-failing events through snowberg.core.events;
+# importing this module (every snowberg DAG file does) makes them reach the table's channels.
+events.subscribe(_deliver_event)

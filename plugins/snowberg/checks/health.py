@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from snowberg.checks.settings import HealthThresholds
+from snowberg.config.check_settings import HealthThresholds
 from snowberg.core.durations import format_duration
 
 if TYPE_CHECKING:

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from snowberg.checks import hashdiff as hd
-from snowberg.checks.volume_settings import DeletePolicy, VolumeSettings
 from snowberg.config.table_config import NullCursorPolicy, TableConfig, WriteMode
+from snowberg.config.volume_settings import DeletePolicy, VolumeSettings
 from snowberg.core.cursor import parse_cursor_value
 from snowberg.iceberg import gate, state
 

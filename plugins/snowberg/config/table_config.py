@@ -18,14 +18,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
-from snowberg.checks.settings import AlertsConfig, HealthThresholds
-from snowberg.checks.volume_settings import VolumeSettings
+from snowberg.config.check_settings import AlertsConfig, HealthThresholds
 from snowberg.config.maintenance_settings import MaintenanceSettings
 from snowberg.config.query import single_select
+from snowberg.config.stream_settings import StreamSource, stream_table_problems
+from snowberg.config.volume_settings import VolumeSettings
 from snowberg.config.yaml_loader import format_validation_error, merged_entries, read_yaml, validate_entries
 from snowberg.core.identifiers import IcebergName, TableName, clip, validate_identifier, validate_ref
 from snowberg.core.models import Duration, StrictModel
-from snowberg.streams.settings import StreamSource, stream_table_problems
 
 _TRANSFORM = re.compile(
     r"(?:(identity|year|month|day|hour)\((\w+)\)|(bucket|truncate)\[(\d+)\]\((\w+)\)|(\w+))", re.ASCII

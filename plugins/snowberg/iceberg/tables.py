@@ -13,7 +13,9 @@ import logging
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
+from snowberg.config.check_settings import AlertEvent
 from snowberg.config.table_config import ColumnDropPolicy, PartitionField, TableConfig
+from snowberg.core import events
 from snowberg.core.identifiers import IcebergName, clip
 from snowberg.iceberg.identity import identity_properties
 from snowberg.mapping.columns import SchemaEvolutionError
@@ -203,9 +205,7 @@ def report_schema_changes(
     }
     changes = {k: v for k, v in changes.items() if v}
     log.info("table %s: source schema changed: %s", cfg.name, changes)
-    from snowberg.airflow.alerts import AlertEvent, send_event
-
-    send_event(AlertEvent.SCHEMA_CHANGE, table=cfg.name, lake_table=cfg.target, details=changes)
+    events.emit(AlertEvent.SCHEMA_CHANGE, table=cfg.name, lake_table=cfg.target, details=changes)
 
 
 def check_key_columns(cfg: TableConfig, columns: Sequence[MappedColumn]) -> None:

@@ -14,5 +14,5 @@ A run is three steps, each safe to repeat:
    batch id read back from the table.
 
 Nothing here imports pyiceberg, pyarrow or the Snowflake connector at module
-level; DAG files may import ``snowberg.streams.settings`` freely.
+level; DAG files may import ``snowberg.config.stream_settings`` freely.
 """

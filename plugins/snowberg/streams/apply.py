@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import ColumnDropPolicy, TableConfig
 from snowberg.core.progress import Progress
 from snowberg.iceberg import gate
@@ -40,7 +41,6 @@ from snowberg.snowflake.source import fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp
 from snowberg.streams import sql as S
 from snowberg.streams.errors import StreamConfigError
-from snowberg.streams.settings import StreamSource
 from snowberg.streams.staging import describe
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import TableConfig
 from snowberg.iceberg import gate
 from snowberg.iceberg import state as core_state
@@ -41,7 +42,6 @@ from snowberg.streams import checkpoint as cp
 from snowberg.streams import sql as S
 from snowberg.streams.apply import changelog_config, check_keys, stored_key
 from snowberg.streams.errors import StreamConfigError, StreamError
-from snowberg.streams.settings import StreamSource
 from snowberg.streams.staging import describe
 
 if TYPE_CHECKING:

@@ -26,13 +26,13 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from snowberg.config.stream_settings import StreamSource
 from snowberg.core import faults
 from snowberg.core.identifiers import TableName
 from snowberg.mapping.columns import SnowflakeColumn
 from snowberg.snowflake.source import result_columns
 from snowberg.streams import sql as S
 from snowberg.streams.errors import StreamConfigError, StreamError
-from snowberg.streams.settings import StreamSource
 from snowberg.streams.status import StreamStatus, read_status, require_fresh
 
 log = logging.getLogger(__name__)

@@ -12,12 +12,12 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import TableConfig
 from snowberg.iceberg.identity import check_identity
 from snowberg.iceberg.tables import load_table_or_none
 from snowberg.streams import checkpoint as cp
 from snowberg.streams.apply import check_keys, committed_through, load_batches
-from snowberg.streams.settings import StreamSource
 from snowberg.streams.staging import cleanup, consume
 from snowberg.streams.status import check_margin, read_status
 

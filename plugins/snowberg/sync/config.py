@@ -36,7 +36,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from snowberg.checks.settings import AlertsConfig
+from snowberg.config.check_settings import AlertsConfig
 from snowberg.config.yaml_loader import read_yaml, validate_entries
 from snowberg.core.identifiers import IcebergName, TableName, validate_identifier, validate_ref
 from snowberg.core.models import Duration, StrictModel

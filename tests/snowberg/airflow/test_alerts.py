@@ -194,7 +194,7 @@ def test_build_notifiers_from_config() -> None:
         WebhookNotifier,
         build_notifiers,
     )
-    from snowberg.checks.settings import AlertsConfig
+    from snowberg.config.check_settings import AlertsConfig
 
     assert build_notifiers(None, table="orders", dag_id="snowberg_orders") == []
     cfg = AlertsConfig(
@@ -469,7 +469,7 @@ from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG
 
 from snowberg.airflow.alerts import build_notifiers
-from snowberg.checks.settings import AlertsConfig
+from snowberg.config.check_settings import AlertsConfig
 from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
 
 alerts = AlertsConfig(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from snowberg.checks import health
-from snowberg.checks.settings import HealthThresholds
+from snowberg.config.check_settings import HealthThresholds
 
 
 @pytest.fixture

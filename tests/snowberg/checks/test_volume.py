@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from snowberg.checks import hashdiff as hd
-from snowberg.checks.volume_settings import DeletePolicy
 from snowberg.config.table_config import parse_config
+from snowberg.config.volume_settings import DeletePolicy
 
 WATERMARK = "2026-01-03 00:00:00.000000"
 MISSING = "missing from the lake (lost, or backdated below the watermark)"

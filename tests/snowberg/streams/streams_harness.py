@@ -13,8 +13,8 @@ from typing import Any
 
 from stream_double import StreamDouble
 
+from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import TableConfig
-from snowberg.streams.settings import StreamSource
 from snowberg.streams.steps import cleanup_step, consume_step, load_step
 
 LIVE_ENV = (

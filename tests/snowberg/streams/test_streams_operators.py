@@ -30,7 +30,7 @@ def test_modules_a_dag_imports_have_no_heavy_module_level_imports() -> None:
     import importlib
 
     heavy = ("pyiceberg", "pyarrow", "pandas", "snowflake", "boto3", "fakesnow", "duckdb", "croniter")
-    light = ("snowberg.airflow.operators.streams", "snowberg.streams.settings", "snowberg.streams.params")
+    light = ("snowberg.airflow.operators.streams", "snowberg.config.stream_settings", "snowberg.streams.params")
     for name in light:
         mod = importlib.import_module(name)
         tree = ast.parse(Path(mod.__file__ or "").read_text())

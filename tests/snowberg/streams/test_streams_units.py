@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
+from snowberg.config.stream_settings import StreamSource
 from snowberg.core.identifiers import TableName
 from snowberg.mapping.columns import SnowflakeColumn
 from snowberg.streams import sql as S
 from snowberg.streams.errors import StaleStreamError, StreamGoingStaleError, StreamMissingError
-from snowberg.streams.settings import StreamSource
 from snowberg.streams.status import check_margin, parse_show_row, require_fresh
 
 STREAM = TableName.parse("DB.SRC.ORDERS_STREAM")
@@ -100,7 +100,7 @@ def test_show_streams_row_parsing_and_staleness_rules() -> None:
 
 
 def test_stream_table_problems_for_the_table_config_validator() -> None:
-    from snowberg.streams.settings import stream_table_problems
+    from snowberg.config.stream_settings import stream_table_problems
 
     s = StreamSource(name="DB.SRC.S", create=True)
     assert stream_table_problems(s, primary_key=["id"], source_table="DB.SRC.T", has_cursor=False) == []

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from snowberg.airflow.operators.check_base import SnowbergCheckOperator
-from snowberg.checks.settings import HealthThresholds
+from snowberg.config.check_settings import HealthThresholds
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from snowberg.airflow.lineage import StreamLoadLineage
+from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import TableConfig
-from snowberg.streams.settings import StreamSource
 
 
 def split_config(

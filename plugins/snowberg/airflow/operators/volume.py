@@ -16,8 +16,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from snowberg.airflow.operators.check_base import SnowbergCheckFailed
-from snowberg.checks.volume_settings import AnomalyAction, DeletePolicy
 from snowberg.config.table_config import TableConfig
+from snowberg.config.volume_settings import AnomalyAction, DeletePolicy
 
 
 class VolumeCheckOperator(BaseOperator):

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from snowberg.checks.volume_settings import AnomalyAction, DeletePolicy
 from snowberg.config.table_config import ConfigError, parse_config
+from snowberg.config.volume_settings import AnomalyAction, DeletePolicy
 
 BASE = {
     "name": "orders",

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from snowberg.checks.settings import AlertEvent, AlertsConfig, HealthThresholds, parse_size
+from snowberg.config.check_settings import AlertEvent, AlertsConfig, HealthThresholds, parse_size
 
 
 def test_alerts_full_section_from_yaml() -> None:
@@ -96,7 +96,7 @@ def test_settings_import_nothing_heavy() -> None:
     # snowflake-snowpark's nspkg .pth registers an empty 'snowflake' namespace
     # module at interpreter start, so look for the connector itself.
     code = (
-        "import sys, snowberg.checks.settings, snowberg.checks\n"
+        "import sys, snowberg.config.check_settings, snowberg.checks\n"
         "heavy = [m for m in ('airflow', 'pyiceberg', 'pyarrow', 'pandas', 'snowflake.connector', 'boto3') "
         "if m in sys.modules]\n"
         "print(heavy)\n"
