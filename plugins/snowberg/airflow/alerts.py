@@ -104,7 +104,7 @@ def run_url(dag_id: str, run_id: str | None, *, base: str | None = None) -> str 
     return f"{base or base_url()}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Alert:
     event: AlertEvent
     table: str

@@ -54,7 +54,7 @@ class VerificationParseError(ValueError):
     """The text is not a SYSTEM$VERIFY_EXTERNAL_VOLUME result."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Step:
     key: str  # the JSON key, e.g. "writeResult"
     label: str  # e.g. "write"
@@ -66,7 +66,7 @@ class Step:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VolumeDescription:
     """What ``DESC EXTERNAL VOLUME`` says (the parts a diagnosis needs)."""
 
@@ -86,7 +86,7 @@ class VolumeDescription:
         return self.locations[0] if len(self.locations) == 1 else {}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VolumeVerification:
     volume: str
     success: bool
@@ -195,13 +195,13 @@ def parse_verification(text: str | dict[str, Any], volume: str = "?") -> VolumeV
     for key, label in STEPS:
         if key in raw and raw[key] is not None:
             status, message = _status(raw[key])
-            steps.append(Step(key, label, status, message))
+            steps.append(Step(key=key, label=label, status=status, message=message))
     # Steps a newer Snowflake release may add: kept, in the order they came.
     for key, value in raw.items():
         if key.endswith("Result") and key not in known and value is not None:
             status, message = _status(value)
             label = re.sub(r"(?<!^)(?=[A-Z])", " ", key[: -len("Result")]).lower()
-            steps.append(Step(key, label, status, message))
+            steps.append(Step(key=key, label=label, status=status, message=message))
     return VolumeVerification(
         volume=volume,
         success=success,
@@ -336,7 +336,7 @@ def _first_match(pattern: str | re.Pattern[str], text: str) -> str | None:
     return m.group(1) if m else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Diagnosis:
     verification: VolumeVerification
     description: VolumeDescription | None
@@ -360,7 +360,10 @@ class Diagnosis:
 def diagnose(v: VolumeVerification, desc: VolumeDescription | None = None, *, require_writes: bool = True) -> Diagnosis:
     """Name each failing step and its likely cause."""
     steps = [
-        Step(s.key, s.label, s.status, s.message, _cause(s, v, desc)) if s.status == FAILED else s for s in v.steps
+        Step(key=s.key, label=s.label, status=s.status, message=s.message, cause=_cause(s, v, desc))
+        if s.status == FAILED
+        else s
+        for s in v.steps
     ]
     problems: list[str] = []
     for s in steps:
@@ -384,7 +387,7 @@ def diagnose(v: VolumeVerification, desc: VolumeDescription | None = None, *, re
         )
     if not v.success and not problems:
         problems.append("success is false, but no step reported an error (see the raw result)")
-    return Diagnosis(v, desc, steps, problems)
+    return Diagnosis(verification=v, description=desc, steps=steps, problems=problems)
 
 
 def _valid(name: str) -> bool:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 DATA_OPERATIONS = ("append", "overwrite", "delete")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Freshness:
     table: str
     checked_at: str
@@ -141,7 +141,14 @@ def evaluate(
     }
     checked_at = now.isoformat(timespec="seconds")
     if table is None:
-        return Freshness(name, checked_at, False, fresh=False, reasons=[f"table {name} does not exist"], **limits)
+        return Freshness(
+            table=name,
+            checked_at=checked_at,
+            exists=False,
+            fresh=False,
+            reasons=[f"table {name} does not exist"],
+            **limits,
+        )
 
     reasons: list[str] = []
     current = table.current_snapshot()
@@ -190,7 +197,9 @@ def evaluate(
             f"table {name} has no snowberg watermark, so its lag cannot be within {format_duration(max_watermark_lag)}"
         )
 
-    return Freshness(name, checked_at, True, fresh=not reasons, reasons=reasons, **out, **limits)
+    return Freshness(
+        table=name, checked_at=checked_at, exists=True, fresh=not reasons, reasons=reasons, **out, **limits
+    )
 
 
 def render(f: Freshness) -> str:

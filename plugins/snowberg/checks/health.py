@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ColumnStats:
     column: str
     type: str
@@ -45,7 +45,7 @@ class ColumnStats:
         return round(self.covered / self.files, 4) if self.files else 1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Breach:
     metric: str
     observed: Any
@@ -53,7 +53,7 @@ class Breach:
     message: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HealthReport:
     table: str
     checked_at: str
@@ -187,13 +187,13 @@ def collect(
 
     columns = [
         ColumnStats(
-            f.name,
-            str(f.field_type),
-            data_files,
-            nulls[f.field_id],
-            lowers[f.field_id],
-            uppers[f.field_id],
-            covered[f.field_id],
+            column=f.name,
+            type=str(f.field_type),
+            files=data_files,
+            with_null_counts=nulls[f.field_id],
+            with_lower_bounds=lowers[f.field_id],
+            with_upper_bounds=uppers[f.field_id],
+            covered=covered[f.field_id],
         )
         for f in prim
     ]
@@ -255,10 +255,10 @@ def _with_breaches(r: HealthReport, th: HealthThresholds) -> HealthReport:
         worst = sorted(r.columns, key=lambda c: c.coverage)[:3]
         out.append(
             Breach(
-                "stats_coverage",
-                r.stats_coverage,
-                th.min_stats_coverage,
-                f"column statistics cover {r.stats_coverage:.0%} of (file, column) pairs, "
+                metric="stats_coverage",
+                observed=r.stats_coverage,
+                limit=th.min_stats_coverage,
+                message=f"column statistics cover {r.stats_coverage:.0%} of (file, column) pairs, "
                 f"below {th.min_stats_coverage:.0%} "
                 f"(lowest: {', '.join(f'{c.column} {c.coverage:.0%}' for c in worst)}); "
                 "check write.metadata.metrics.* properties",
@@ -267,20 +267,20 @@ def _with_breaches(r: HealthReport, th: HealthThresholds) -> HealthReport:
     if th.max_small_file_ratio is not None and r.data_files and r.small_file_ratio > th.max_small_file_ratio:
         out.append(
             Breach(
-                "small_file_ratio",
-                r.small_file_ratio,
-                th.max_small_file_ratio,
-                f"{r.small_files} of {r.data_files} data files are under {_size(th.small_file_size)} "
+                metric="small_file_ratio",
+                observed=r.small_file_ratio,
+                limit=th.max_small_file_ratio,
+                message=f"{r.small_files} of {r.data_files} data files are under {_size(th.small_file_size)} "
                 f"({r.small_file_ratio:.0%} > {th.max_small_file_ratio:.0%}): compact the table (rewrite data files)",
             )
         )
     if th.max_partition_skew is not None and r.partition_skew is not None and r.partition_skew > th.max_partition_skew:
         out.append(
             Breach(
-                "partition_skew",
-                r.partition_skew,
-                th.max_partition_skew,
-                f"files per partition range {r.min_files_per_partition}..{r.max_files_per_partition} "
+                metric="partition_skew",
+                observed=r.partition_skew,
+                limit=th.max_partition_skew,
+                message=f"files per partition range {r.min_files_per_partition}..{r.max_files_per_partition} "
                 f"(skew {r.partition_skew:g} > {th.max_partition_skew:g}); "
                 f"busiest: {r.top_partitions[0][0] if r.top_partitions else '-'}",
             )
@@ -288,19 +288,19 @@ def _with_breaches(r: HealthReport, th: HealthThresholds) -> HealthReport:
     if th.max_snapshots is not None and r.snapshots > th.max_snapshots:
         out.append(
             Breach(
-                "snapshots",
-                r.snapshots,
-                th.max_snapshots,
-                f"{r.snapshots} snapshots retained (> {th.max_snapshots}): is snapshot expiry running?",
+                metric="snapshots",
+                observed=r.snapshots,
+                limit=th.max_snapshots,
+                message=f"{r.snapshots} snapshots retained (> {th.max_snapshots}): is snapshot expiry running?",
             )
         )
     if th.max_delete_files is not None and r.delete_files > th.max_delete_files:
         out.append(
             Breach(
-                "delete_files",
-                r.delete_files,
-                th.max_delete_files,
-                f"{r.delete_files} delete files (> {th.max_delete_files}): compact to apply them",
+                metric="delete_files",
+                observed=r.delete_files,
+                limit=th.max_delete_files,
+                message=f"{r.delete_files} delete files (> {th.max_delete_files}): compact to apply them",
             )
         )
     if th.max_snapshot_age is not None and r.oldest_snapshot_age_hours is not None:
@@ -308,10 +308,10 @@ def _with_breaches(r: HealthReport, th: HealthThresholds) -> HealthReport:
         if r.oldest_snapshot_age_hours > limit_h:
             out.append(
                 Breach(
-                    "oldest_snapshot_age_hours",
-                    r.oldest_snapshot_age_hours,
-                    round(limit_h, 4),
-                    f"oldest retained snapshot is {r.oldest_snapshot_age_hours:.1f} h old "
+                    metric="oldest_snapshot_age_hours",
+                    observed=r.oldest_snapshot_age_hours,
+                    limit=round(limit_h, 4),
+                    message=f"oldest retained snapshot is {r.oldest_snapshot_age_hours:.1f} h old "
                     f"(> {format_duration(th.max_snapshot_age)}): "
                     "is snapshot expiry running?",
                 )

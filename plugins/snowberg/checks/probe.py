@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 PROBE_DIR = "_snowberg_probe"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProbeResult:
     location: str  # the folder probed
     probe_path: str  # the object written (and deleted)
@@ -95,7 +95,7 @@ def _cause(step: str, exc: BaseException) -> str | None:
 
 def _fail(step: str, label: str, exc: BaseException) -> Step:
     msg = f"{type(exc).__name__}: {exc}".strip()
-    return Step(step, label, FAILED, msg[:2000], _cause(label, exc))
+    return Step(key=step, label=label, status=FAILED, message=msg[:2000], cause=_cause(label, exc))
 
 
 def _list(io: FileIO, folder: str) -> list[str]:
@@ -140,12 +140,14 @@ def probe_location(io: FileIO, location: str, *, payload: bytes | None = None) -
         out = io.new_output(path)
         with out.create(overwrite=True) as f:
             f.write(body)
-        steps.append(Step("write", "write", PASSED))
+        steps.append(Step(key="write", label="write", status=PASSED))
     except Exception as exc:  # noqa: BLE001 - every failure is a result
         steps.append(_fail("write", "write", exc))
         for s in ("read", "list", "delete"):
-            steps.append(Step(s, s, SKIPPED, "skipped: the write failed"))
-        return ProbeResult(base, path, type(io).__name__, steps, time.monotonic() - started)
+            steps.append(Step(key=s, label=s, status=SKIPPED, message="skipped: the write failed"))
+        return ProbeResult(
+            location=base, probe_path=path, file_io=type(io).__name__, steps=steps, seconds=time.monotonic() - started
+        )
 
     # read
     try:
@@ -153,7 +155,7 @@ def probe_location(io: FileIO, location: str, *, payload: bytes | None = None) -
             got = f.read()
         if got != body:
             raise ValueError(f"read {len(got)} bytes that differ from the {len(body)} bytes written")
-        steps.append(Step("read", "read", PASSED))
+        steps.append(Step(key="read", label="read", status=PASSED))
     except Exception as exc:  # noqa: BLE001
         steps.append(_fail("read", "read", exc))
 
@@ -162,9 +164,9 @@ def probe_location(io: FileIO, location: str, *, payload: bytes | None = None) -
         names = _list(io, folder)
         if name not in names:
             raise FileNotFoundError(f"the probe object is not listed under {folder} ({len(names)} entries seen)")
-        steps.append(Step("list", "list", PASSED))
+        steps.append(Step(key="list", label="list", status=PASSED))
     except NotImplementedError as exc:
-        steps.append(Step("list", "list", SKIPPED, str(exc)))
+        steps.append(Step(key="list", label="list", status=SKIPPED, message=str(exc)))
     except Exception as exc:  # noqa: BLE001
         steps.append(_fail("list", "list", exc))
 
@@ -173,11 +175,13 @@ def probe_location(io: FileIO, location: str, *, payload: bytes | None = None) -
         io.delete(path)
         if io.new_input(path).exists():
             raise RuntimeError("the probe object still exists after delete")
-        steps.append(Step("delete", "delete", PASSED))
+        steps.append(Step(key="delete", label="delete", status=PASSED))
     except Exception as exc:  # noqa: BLE001
         steps.append(_fail("delete", "delete", exc))
 
-    return ProbeResult(base, path, type(io).__name__, steps, time.monotonic() - started)
+    return ProbeResult(
+        location=base, probe_path=path, file_io=type(io).__name__, steps=steps, seconds=time.monotonic() - started
+    )
 
 
 def writer_file_io(catalog: Any, *, table: Any | None = None, location: str | None = None) -> tuple[FileIO, str]:

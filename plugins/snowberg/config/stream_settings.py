@@ -97,7 +97,7 @@ class StreamSource(StrictModel):
             return TableName.parse(self.staging_table)
         s = self.stream_name
         table = (s.table.upper() + STAGING_SUFFIX)[:255]
-        return TableName(s.database, s.schema, table)
+        return TableName(database=s.database, schema=s.schema, table=table)
 
     def table_name(self, source_table: str | None = None) -> TableName | None:
         """The tracked table: ``on_table``, else the table config's ``source.table``."""

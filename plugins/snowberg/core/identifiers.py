@@ -78,7 +78,7 @@ def validate_iceberg_identifier(name: str, what: str = "identifier") -> str:
     return name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TableName:
     """A fully qualified Snowflake table name ``database.schema.table``."""
 
@@ -93,7 +93,7 @@ class TableName:
             raise IdentifierError(f"invalid table name {clip(text)}: expected database.schema.table")
         for part, what in zip(parts, ("database", "schema", "table"), strict=True):
             validate_identifier(part, what)
-        return cls(*parts)
+        return cls(database=parts[0], schema=parts[1], table=parts[2])
 
     def quoted(self) -> str:
         return ".".join(quote_identifier(p) for p in (self.database, self.schema, self.table))
@@ -102,7 +102,7 @@ class TableName:
         return f"{self.database}.{self.schema}.{self.table}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class IcebergName:
     """An Iceberg ``namespace.table`` identifier."""
 
@@ -116,7 +116,7 @@ class IcebergName:
             raise IdentifierError(f"invalid Iceberg table {clip(text)}: expected namespace.table")
         for part, what in zip(parts, ("namespace", "table"), strict=True):
             validate_iceberg_identifier(part, what)
-        return cls(parts[0], parts[1])
+        return cls(namespace=parts[0], table=parts[1])
 
     def __str__(self) -> str:
         return f"{self.namespace}.{self.table}"

@@ -491,7 +491,10 @@ def compact(
         len(delete_files),
         f"{rows_total:,}",
         sum_out,
-        (state.read_state(committed) or state.TableState(None, None, 0, None, None, 0)).watermark,
+        (
+            state.read_state(committed)
+            or state.TableState(watermark=None, cursor_kind=None, snapshot_id=0, run_id=None, mode=None, timestamp_ms=0)
+        ).watermark,
     )
     return CompactionResult(
         status="committed",

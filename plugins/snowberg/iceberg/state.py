@@ -83,7 +83,7 @@ class ConcurrentCommitError(RuntimeError):
     """Another run committed to the table since this run was planned."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TableState:
     watermark: str | None
     cursor_kind: str | None

@@ -66,7 +66,7 @@ class UnloadError(RuntimeError):
     """The unloaded files cannot be registered as they are; nothing was committed."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UnloadTarget:
     """Where Snowflake unloads, and where the lake sees the same files.
 
@@ -121,7 +121,7 @@ class UnloadTarget:
         return self.lake_folder(cfg, run_id, try_number) + name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UnloadedFile:
     """One row of COPY's DETAILED_OUTPUT."""
 
@@ -247,7 +247,10 @@ def parse_copy_output(rows: Sequence[Sequence[Any]], description: Sequence[Any] 
         names = [str(d[0]).upper() for d in description]
         if all(k in names for k in idx):
             idx = {k: names.index(k) for k in idx}
-    return [UnloadedFile(str(r[idx["FILE_NAME"]]), int(r[idx["FILE_SIZE"]]), int(r[idx["ROW_COUNT"]])) for r in rows]
+    return [
+        UnloadedFile(name=str(r[idx["FILE_NAME"]]), size=int(r[idx["FILE_SIZE"]]), rows=int(r[idx["ROW_COUNT"]]))
+        for r in rows
+    ]
 
 
 # ---------------------------------------------------------------------------

@@ -96,7 +96,7 @@ class SchemaEvolutionError(TypeMappingError):
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SnowflakeColumn:
     """One column as Snowflake describes it."""
 
@@ -164,22 +164,24 @@ class SnowflakeColumn:
         t = _ALIASES.get(base, base)
         if t == "NUMBER":
             if base in _INTEGER_ALIASES:
-                return cls(name, t, 38, 0, nullable=nullable)
+                return cls(name=name, type=t, precision=38, scale=0, nullable=nullable)
             p = int(args[0]) if args else 38
             s = int(args[1]) if len(args) > 1 else 0
-            return cls(name, t, p, s, nullable=nullable)
+            return cls(name=name, type=t, precision=p, scale=s, nullable=nullable)
         if t in ("TIME", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ"):
-            return cls(name, t, scale=int(args[0]) if args else 9, nullable=nullable)
+            return cls(name=name, type=t, scale=int(args[0]) if args else 9, nullable=nullable)
         if t in ("TEXT", "BINARY"):
             length = int(args[0]) if args else None
             if base in ("CHAR", "CHARACTER", "NCHAR") and not args:
                 length = 1
-            return cls(name, t, length=length, nullable=nullable)
+            return cls(name=name, type=t, length=length, nullable=nullable)
         if t == "VECTOR":
             if len(args) != 2:
                 raise UnsupportedTypeError(f"column {name!r}: cannot parse Snowflake type {text!r}")
-            return cls(name, t, vector_element=args[0].upper(), vector_dimension=int(args[1]), nullable=nullable)
+            return cls(
+                name=name, type=t, vector_element=args[0].upper(), vector_dimension=int(args[1]), nullable=nullable
+            )
         if args and t in ("OBJECT", "ARRAY", "MAP"):
             # Structured types (OBJECT(a INT), ARRAY(INT), MAP(...)) are not semi-structured VARIANTs.
-            return cls(name, f"STRUCTURED_{t}", nullable=nullable)
-        return cls(name, t, nullable=nullable)
+            return cls(name=name, type=f"STRUCTURED_{t}", nullable=nullable)
+        return cls(name=name, type=t, nullable=nullable)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pyiceberg.types import IcebergType
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MappingOptions:
     """Per-table opt-ins from the config (all default to the lossless choice)."""
 
@@ -57,7 +57,7 @@ def _ts(col: SnowflakeColumn) -> bool:
     return col.type in ("TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "TIMESTAMP_TZ", "TIME")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TypeRule:
     """One row of the mapping table."""
 
@@ -74,147 +74,168 @@ _C = SnowflakeColumn
 
 TYPE_RULES: tuple[TypeRule, ...] = (
     TypeRule(
-        "NUMBER(p,0), p ≤ 18",
-        "long",
-        "Exact: every value of 18 digits fits in a signed 64-bit integer.",
-        lambda c, o: c.type == "NUMBER" and c.scale == 0 and (c.precision or 38) <= 18,
-        _iceberg("long"),
-        (_C("A", "NUMBER", 18, 0), _C("B", "NUMBER", 1, 0)),
+        snowflake="NUMBER(p,0), p ≤ 18",
+        iceberg="long",
+        values="Exact: every value of 18 digits fits in a signed 64-bit integer.",
+        matches=lambda c, o: c.type == "NUMBER" and c.scale == 0 and (c.precision or 38) <= 18,
+        target=_iceberg("long"),
+        examples=(
+            _C(name="A", type="NUMBER", precision=18, scale=0),
+            _C(name="B", type="NUMBER", precision=1, scale=0),
+        ),
     ),
     TypeRule(
-        "NUMBER(p,0), p ≥ 19, column listed in `number_as_long`",
-        "long",
-        "Opt-in. Each value is range-checked; one outside the 64-bit range fails the run.",
-        lambda c, o: (
+        snowflake="NUMBER(p,0), p ≥ 19, column listed in `number_as_long`",
+        iceberg="long",
+        values="Opt-in. Each value is range-checked; one outside the 64-bit range fails the run.",
+        matches=lambda c, o: (
             c.type == "NUMBER" and c.scale == 0 and (c.precision or 38) > 18 and c.name.upper() in o.number_as_long
         ),
-        _iceberg("long"),
-        (_C("ID", "NUMBER", 38, 0),),
+        target=_iceberg("long"),
+        examples=(_C(name="ID", type="NUMBER", precision=38, scale=0),),
     ),
     TypeRule(
-        "NUMBER(p,0), p ≥ 19 (INT, INTEGER, BIGINT are NUMBER(38,0))",
-        "decimal(p,0)",
-        "Exact. Arrives as int8…int64 or decimal128 per chunk; all are cast to decimal(p,0).",
-        lambda c, o: c.type == "NUMBER" and c.scale == 0 and (c.precision or 38) > 18,
-        _iceberg("decimal"),
-        (_C("A", "NUMBER", 38, 0), _C("B", "NUMBER", 19, 0)),
+        snowflake="NUMBER(p,0), p ≥ 19 (INT, INTEGER, BIGINT are NUMBER(38,0))",
+        iceberg="decimal(p,0)",
+        values="Exact. Arrives as int8…int64 or decimal128 per chunk; all are cast to decimal(p,0).",
+        matches=lambda c, o: c.type == "NUMBER" and c.scale == 0 and (c.precision or 38) > 18,
+        target=_iceberg("decimal"),
+        examples=(
+            _C(name="A", type="NUMBER", precision=38, scale=0),
+            _C(name="B", type="NUMBER", precision=19, scale=0),
+        ),
     ),
     TypeRule(
-        "NUMBER(p,s), s > 0",
-        "decimal(p,s)",
-        "Exact. A batch that arrives as float is refused rather than rounded.",
-        lambda c, o: c.type == "NUMBER" and (c.scale or 0) > 0,
-        _iceberg("decimal"),
-        (_C("A", "NUMBER", 10, 2), _C("B", "NUMBER", 38, 37)),
+        snowflake="NUMBER(p,s), s > 0",
+        iceberg="decimal(p,s)",
+        values="Exact. A batch that arrives as float is refused rather than rounded.",
+        matches=lambda c, o: c.type == "NUMBER" and (c.scale or 0) > 0,
+        target=_iceberg("decimal"),
+        examples=(
+            _C(name="A", type="NUMBER", precision=10, scale=2),
+            _C(name="B", type="NUMBER", precision=38, scale=37),
+        ),
     ),
     TypeRule(
-        "FLOAT, FLOAT4, FLOAT8, DOUBLE, REAL",
-        "double",
-        "Exact (Snowflake floats are 64-bit), NaN and ±inf kept.",
-        lambda c, o: c.type == "FLOAT",
-        _iceberg("double"),
-        (_C("A", "FLOAT"),),
+        snowflake="FLOAT, FLOAT4, FLOAT8, DOUBLE, REAL",
+        iceberg="double",
+        values="Exact (Snowflake floats are 64-bit), NaN and ±inf kept.",
+        matches=lambda c, o: c.type == "FLOAT",
+        target=_iceberg("double"),
+        examples=(_C(name="A", type="FLOAT"),),
     ),
     TypeRule(
-        "VARCHAR(n), STRING, TEXT, CHAR(n)",
-        "string",
-        "Exact.",
-        lambda c, o: c.type == "TEXT",
-        _iceberg("string"),
-        (_C("A", "TEXT", length=20), _C("B", "TEXT", length=16777216)),
+        snowflake="VARCHAR(n), STRING, TEXT, CHAR(n)",
+        iceberg="string",
+        values="Exact.",
+        matches=lambda c, o: c.type == "TEXT",
+        target=_iceberg("string"),
+        examples=(_C(name="A", type="TEXT", length=20), _C(name="B", type="TEXT", length=16777216)),
     ),
     TypeRule(
-        "BINARY(n), VARBINARY",
-        "binary",
-        "Exact.",
-        lambda c, o: c.type == "BINARY",
-        _iceberg("binary"),
-        (_C("A", "BINARY"),),
+        snowflake="BINARY(n), VARBINARY",
+        iceberg="binary",
+        values="Exact.",
+        matches=lambda c, o: c.type == "BINARY",
+        target=_iceberg("binary"),
+        examples=(_C(name="A", type="BINARY"),),
     ),
     TypeRule(
-        "BOOLEAN", "boolean", "Exact.", lambda c, o: c.type == "BOOLEAN", _iceberg("boolean"), (_C("A", "BOOLEAN"),)
-    ),
-    TypeRule("DATE", "date", "Exact.", lambda c, o: c.type == "DATE", _iceberg("date"), (_C("A", "DATE"),)),
-    TypeRule(
-        "TIME(0–6)",
-        "time",
-        "Exact (Iceberg time is microseconds).",
-        lambda c, o: c.type == "TIME" and (c.scale or 0) <= 6,
-        _iceberg("time"),
-        (_C("A", "TIME", scale=0), _C("B", "TIME", scale=6)),
+        snowflake="BOOLEAN",
+        iceberg="boolean",
+        values="Exact.",
+        matches=lambda c, o: c.type == "BOOLEAN",
+        target=_iceberg("boolean"),
+        examples=(_C(name="A", type="BOOLEAN"),),
     ),
     TypeRule(
-        "TIME(7–9)",
-        "time",
-        "Microseconds. A value with non-zero digits below the microsecond fails the run, "
+        snowflake="DATE",
+        iceberg="date",
+        values="Exact.",
+        matches=lambda c, o: c.type == "DATE",
+        target=_iceberg("date"),
+        examples=(_C(name="A", type="DATE"),),
+    ),
+    TypeRule(
+        snowflake="TIME(0–6)",
+        iceberg="time",
+        values="Exact (Iceberg time is microseconds).",
+        matches=lambda c, o: c.type == "TIME" and (c.scale or 0) <= 6,
+        target=_iceberg("time"),
+        examples=(_C(name="A", type="TIME", scale=0), _C(name="B", type="TIME", scale=6)),
+    ),
+    TypeRule(
+        snowflake="TIME(7–9)",
+        iceberg="time",
+        values="Microseconds. A value with non-zero digits below the microsecond fails the run, "
         "unless `timestamp_nanos: truncate` is set (then they are truncated).",
-        lambda c, o: c.type == "TIME",
-        _iceberg("time"),
-        (_C("A", "TIME", scale=9),),
+        matches=lambda c, o: c.type == "TIME",
+        target=_iceberg("time"),
+        examples=(_C(name="A", type="TIME", scale=9),),
     ),
     TypeRule(
-        "TIMESTAMP_NTZ(0–6), DATETIME",
-        "timestamp",
-        "Exact; stays naive (no time zone is invented).",
-        lambda c, o: c.type == "TIMESTAMP_NTZ" and (c.scale or 0) <= 6,
-        _iceberg("timestamp"),
-        (_C("A", "TIMESTAMP_NTZ", scale=0), _C("B", "TIMESTAMP_NTZ", scale=6)),
+        snowflake="TIMESTAMP_NTZ(0–6), DATETIME",
+        iceberg="timestamp",
+        values="Exact; stays naive (no time zone is invented).",
+        matches=lambda c, o: c.type == "TIMESTAMP_NTZ" and (c.scale or 0) <= 6,
+        target=_iceberg("timestamp"),
+        examples=(_C(name="A", type="TIMESTAMP_NTZ", scale=0), _C(name="B", type="TIMESTAMP_NTZ", scale=6)),
     ),
     TypeRule(
-        "TIMESTAMP_NTZ(7–9)",
-        "timestamp",
-        "Naive, microseconds. Non-zero nanoseconds fail the run unless `timestamp_nanos: truncate`.",
-        lambda c, o: c.type == "TIMESTAMP_NTZ",
-        _iceberg("timestamp"),
-        (_C("A", "TIMESTAMP_NTZ", scale=9),),
+        snowflake="TIMESTAMP_NTZ(7–9)",
+        iceberg="timestamp",
+        values="Naive, microseconds. Non-zero nanoseconds fail the run unless `timestamp_nanos: truncate`.",
+        matches=lambda c, o: c.type == "TIMESTAMP_NTZ",
+        target=_iceberg("timestamp"),
+        examples=(_C(name="A", type="TIMESTAMP_NTZ", scale=9),),
     ),
     TypeRule(
-        "TIMESTAMP_LTZ(0–6), TIMESTAMP_TZ(0–6)",
-        "timestamptz",
-        "The same instant in UTC. TIMESTAMP_TZ's original offset is not kept (Iceberg stores instants).",
-        lambda c, o: c.type in ("TIMESTAMP_LTZ", "TIMESTAMP_TZ") and (c.scale or 0) <= 6,
-        _iceberg("timestamptz"),
-        (_C("A", "TIMESTAMP_LTZ", scale=3), _C("B", "TIMESTAMP_TZ", scale=6)),
+        snowflake="TIMESTAMP_LTZ(0–6), TIMESTAMP_TZ(0–6)",
+        iceberg="timestamptz",
+        values="The same instant in UTC. TIMESTAMP_TZ's original offset is not kept (Iceberg stores instants).",
+        matches=lambda c, o: c.type in ("TIMESTAMP_LTZ", "TIMESTAMP_TZ") and (c.scale or 0) <= 6,
+        target=_iceberg("timestamptz"),
+        examples=(_C(name="A", type="TIMESTAMP_LTZ", scale=3), _C(name="B", type="TIMESTAMP_TZ", scale=6)),
     ),
     TypeRule(
-        "TIMESTAMP_LTZ(7–9), TIMESTAMP_TZ(7–9)",
-        "timestamptz",
-        "UTC instant, microseconds. Non-zero nanoseconds fail the run unless `timestamp_nanos: truncate`.",
-        lambda c, o: c.type in ("TIMESTAMP_LTZ", "TIMESTAMP_TZ"),
-        _iceberg("timestamptz"),
-        (_C("A", "TIMESTAMP_LTZ", scale=9), _C("B", "TIMESTAMP_TZ", scale=9)),
+        snowflake="TIMESTAMP_LTZ(7–9), TIMESTAMP_TZ(7–9)",
+        iceberg="timestamptz",
+        values="UTC instant, microseconds. Non-zero nanoseconds fail the run unless `timestamp_nanos: truncate`.",
+        matches=lambda c, o: c.type in ("TIMESTAMP_LTZ", "TIMESTAMP_TZ"),
+        target=_iceberg("timestamptz"),
+        examples=(_C(name="A", type="TIMESTAMP_LTZ", scale=9), _C(name="B", type="TIMESTAMP_TZ", scale=9)),
     ),
     TypeRule(
-        "VARIANT, OBJECT, ARRAY (semi-structured)",
-        "string",
-        "JSON text exactly as Snowflake serialises it.",
-        lambda c, o: c.type in ("VARIANT", "OBJECT", "ARRAY"),
-        _iceberg("string"),
-        (_C("A", "VARIANT"), _C("B", "OBJECT"), _C("C", "ARRAY")),
+        snowflake="VARIANT, OBJECT, ARRAY (semi-structured)",
+        iceberg="string",
+        values="JSON text exactly as Snowflake serialises it.",
+        matches=lambda c, o: c.type in ("VARIANT", "OBJECT", "ARRAY"),
+        target=_iceberg("string"),
+        examples=(_C(name="A", type="VARIANT"), _C(name="B", type="OBJECT"), _C(name="C", type="ARRAY")),
     ),
     TypeRule(
-        "GEOGRAPHY, GEOMETRY",
-        "string",
-        "GeoJSON text (session GEOGRAPHY/GEOMETRY_OUTPUT_FORMAT pinned), or WKT with `geo_format: wkt`.",
-        lambda c, o: c.type in ("GEOGRAPHY", "GEOMETRY"),
-        _iceberg("string"),
-        (_C("A", "GEOGRAPHY"), _C("B", "GEOMETRY")),
+        snowflake="GEOGRAPHY, GEOMETRY",
+        iceberg="string",
+        values="GeoJSON text (session GEOGRAPHY/GEOMETRY_OUTPUT_FORMAT pinned), or WKT with `geo_format: wkt`.",
+        matches=lambda c, o: c.type in ("GEOGRAPHY", "GEOMETRY"),
+        target=_iceberg("string"),
+        examples=(_C(name="A", type="GEOGRAPHY"), _C(name="B", type="GEOMETRY")),
     ),
     TypeRule(
-        "VECTOR(INT, n)",
-        "list<int>",
-        "Exact (32-bit elements).",
-        lambda c, o: c.type == "VECTOR" and c.vector_element == "INT",
-        _iceberg("list<int>"),
-        (_C("A", "VECTOR", vector_element="INT", vector_dimension=3),),
+        snowflake="VECTOR(INT, n)",
+        iceberg="list<int>",
+        values="Exact (32-bit elements).",
+        matches=lambda c, o: c.type == "VECTOR" and c.vector_element == "INT",
+        target=_iceberg("list<int>"),
+        examples=(_C(name="A", type="VECTOR", vector_element="INT", vector_dimension=3),),
     ),
     TypeRule(
-        "VECTOR(FLOAT, n)",
-        "list<float>",
-        "Exact (32-bit elements).",
-        lambda c, o: c.type == "VECTOR" and c.vector_element == "FLOAT",
-        _iceberg("list<float>"),
-        (_C("A", "VECTOR", vector_element="FLOAT", vector_dimension=256),),
+        snowflake="VECTOR(FLOAT, n)",
+        iceberg="list<float>",
+        values="Exact (32-bit elements).",
+        matches=lambda c, o: c.type == "VECTOR" and c.vector_element == "FLOAT",
+        target=_iceberg("list<float>"),
+        examples=(_C(name="A", type="VECTOR", vector_element="FLOAT", vector_dimension=256),),
     ),
 )
 
@@ -245,7 +266,7 @@ def iceberg_name(snowflake_name: str) -> str:
     return snowflake_name.lower()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MappedColumn:
     source: SnowflakeColumn
     name: str  # Iceberg column name
@@ -270,7 +291,7 @@ def map_columns(columns: Sequence[SnowflakeColumn], options: MappingOptions | No
                 "rename one in a custom query"
             )
         seen[name] = col.name
-        out.append(MappedColumn(col, name, rule.target(col), rule))
+        out.append(MappedColumn(source=col, name=name, iceberg_type=rule.target(col), rule=rule))
     return out
 
 

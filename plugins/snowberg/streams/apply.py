@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Pending:
     batch_id: int
     rows: int
@@ -59,7 +59,7 @@ class Pending:
     consumed_at: str | None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ApplyResult:
     status: str  # committed | already_committed | nothing_staged
     low_batch_id: int
@@ -91,7 +91,10 @@ def pending_batches(conn: Any, stream: StreamSource, low: int) -> list[Pending]:
     cur = conn.cursor()
     try:
         cur.execute(S.pending_batches_sql(stream.staging_name), {"low": low})
-        return [Pending(int(b), int(n), bool(int(r)), None if c is None else str(c)) for b, n, r, c in cur.fetchall()]
+        return [
+            Pending(batch_id=int(b), rows=int(n), refresh=bool(int(r)), consumed_at=None if c is None else str(c))
+            for b, n, r, c in cur.fetchall()
+        ]
     finally:
         cur.close()
 
@@ -211,7 +214,19 @@ def load_batches(
         through_batch_id if through_batch_id is not None else max([p.batch_id for p in pending_all], default=low_all)
     )
 
-    result = ApplyResult("already_committed", committed, through, [], False, 0, 0, None, 0, None, 0.0)
+    result = ApplyResult(
+        status="already_committed",
+        low_batch_id=committed,
+        through_batch_id=through,
+        batches=[],
+        refresh=False,
+        rows_appended=0,
+        keys_deleted=0,
+        snapshot_id=None,
+        changelog_rows=0,
+        changelog_snapshot_id=None,
+        seconds=0.0,
+    )
     if through > committed:
         pending = [p for p in pending_all if committed < p.batch_id <= through]
         result = _apply_target(cfg, stream, conn, catalog, table, key, committed, through, pending, run_id)
@@ -247,7 +262,19 @@ def _apply_target(
     started = time.monotonic()
     if not pending:
         log.info("%s: no staged rows in batches (%d, %d]: no commit", cfg.target, committed, through)
-        return ApplyResult("nothing_staged", committed, through, [], False, 0, 0, None, 0, None, 0.0)
+        return ApplyResult(
+            status="nothing_staged",
+            low_batch_id=committed,
+            through_batch_id=through,
+            batches=[],
+            refresh=False,
+            rows_appended=0,
+            keys_deleted=0,
+            snapshot_id=None,
+            changelog_rows=0,
+            changelog_snapshot_id=None,
+            seconds=0.0,
+        )
     refreshes = [p.batch_id for p in pending if p.refresh]
     low = committed
     refresh = bool(refreshes)
@@ -310,17 +337,17 @@ def _apply_target(
         " (full refresh)" if refresh else "",
     )
     return ApplyResult(
-        "committed",
-        committed,
-        through,
-        [p.batch_id for p in applied],
-        refresh,
-        progress.rows,
-        deleted,
-        snap.snapshot_id,
-        0,
-        None,
-        time.monotonic() - started,
+        status="committed",
+        low_batch_id=committed,
+        through_batch_id=through,
+        batches=[p.batch_id for p in applied],
+        refresh=refresh,
+        rows_appended=progress.rows,
+        keys_deleted=deleted,
+        snapshot_id=snap.snapshot_id,
+        changelog_rows=0,
+        changelog_snapshot_id=None,
+        seconds=time.monotonic() - started,
     )
 
 

@@ -253,4 +253,4 @@ def _const(n: int, value: str) -> pa.Array:
 def _extra_text_columns(names: tuple[str, ...], opts: MappingOptions) -> list[Any]:
     from snowberg.mapping.columns import SnowflakeColumn
 
-    return map_columns([SnowflakeColumn(n, "TEXT") for n in names], opts)
+    return map_columns([SnowflakeColumn(name=n, type="TEXT") for n in names], opts)

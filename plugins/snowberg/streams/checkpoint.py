@@ -32,7 +32,7 @@ MODE_STREAM = "stream"
 MODE_CHANGES = "stream_changes_backfill"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StreamState:
     batch_id: int
     snapshot_id: int
@@ -51,12 +51,12 @@ def _props(snap: Snapshot) -> dict[str, str]:
 
 def _stream_state(props: dict[str, str], snapshot_id: int, timestamp_ms: int) -> StreamState:
     return StreamState(
-        int(props[BATCH_ID]),
-        snapshot_id,
-        props.get(core_state.RUN_ID),
-        props.get(CONSUMED_AT) or None,
-        timestamp_ms,
-        props.get(GENERATION) or None,
+        batch_id=int(props[BATCH_ID]),
+        snapshot_id=snapshot_id,
+        run_id=props.get(core_state.RUN_ID),
+        consumed_at=props.get(CONSUMED_AT) or None,
+        timestamp_ms=timestamp_ms,
+        generation=props.get(GENERATION) or None,
     )
 
 

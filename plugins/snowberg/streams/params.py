@@ -51,7 +51,7 @@ class StreamParamError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StreamRunRequest:
     recover: bool
     changes_start: datetime | None
@@ -85,7 +85,7 @@ def resolve_stream_params(params: dict[str, Any], *, now: datetime | None = None
             raise StreamParamError(f"changes_end {end.isoformat()} must be after changes_start {start.isoformat()}")
         if end > now:
             raise StreamParamError(f"changes_end {end.isoformat()} is in the future")
-    return StreamRunRequest(recover, start, end, target)
+    return StreamRunRequest(recover=recover, changes_start=start, changes_end=end, changes_target=target)
 
 
 _PRESETS = {

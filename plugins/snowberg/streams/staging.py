@@ -38,7 +38,7 @@ from snowberg.streams.status import StreamStatus, read_status, require_fresh
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConsumeResult:
     stream: str
     batch_id: int  # the batch this run staged (its rows may be 0)

@@ -19,7 +19,7 @@ from snowberg.streams.errors import StaleStreamError, StreamGoingStaleError, Str
 from snowberg.streams.sql import show_stream_sql, stored_name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StreamStatus:
     name: str
     table_name: str | None

@@ -28,7 +28,7 @@ class UnsupportedIcebergTypeError(TypeError):
     """An Iceberg column has no Snowflake mapping."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TargetColumn:
     """One source column as it lands in Snowflake."""
 
@@ -98,7 +98,10 @@ def target_columns(schema: Schema) -> list[TargetColumn]:
         sql = snowflake_type(f.field_type, f.name)
         out.append(
             TargetColumn(
-                f.name, quoted.strip('"'), sql, isinstance(f.field_type, (it.ListType, it.MapType, it.StructType))
+                source_name=f.name,
+                name=quoted.strip('"'),
+                sql_type=sql,
+                semi_structured=isinstance(f.field_type, (it.ListType, it.MapType, it.StructType)),
             )
         )
     return out

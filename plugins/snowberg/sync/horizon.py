@@ -64,7 +64,7 @@ class SchemaMismatchError(ValueError):
     """Source columns do not fit the target table; nothing was written."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TargetState:
     source_uuid: str | None
     source_snapshot_id: int
@@ -72,7 +72,7 @@ class TargetState:
     run_id: str | None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class IcebergSyncResult:
     status: str  # committed | nothing_new
     mode: str
@@ -99,7 +99,12 @@ def read_target_state(table: Table) -> TargetState | None:
     while snap is not None:
         props = snap.summary.additional_properties if snap.summary is not None else {}
         if SOURCE_SNAPSHOT in props:
-            return TargetState(props.get(SOURCE_UUID), int(props[SOURCE_SNAPSHOT]), snap.snapshot_id, props.get(RUN_ID))
+            return TargetState(
+                source_uuid=props.get(SOURCE_UUID),
+                source_snapshot_id=int(props[SOURCE_SNAPSHOT]),
+                target_snapshot_id=snap.snapshot_id,
+                run_id=props.get(RUN_ID),
+            )
         snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
     return None
 
@@ -178,20 +183,20 @@ def _result(
 ) -> IcebergSyncResult:
     snap = table.current_snapshot()
     return IcebergSyncResult(
-        status,
-        plan.mode,
-        str(target),
-        source_label,
-        plan.source_uuid,
-        plan.from_snapshot_id,
-        plan.to_snapshot_id,
-        rows,
-        counts,
-        snap.snapshot_id if snap else None,
-        live_rows(table),
-        attempt,
-        time.monotonic() - started,
-        plan.describe(),
+        status=status,
+        mode=plan.mode,
+        target=str(target),
+        source=source_label,
+        source_uuid=plan.source_uuid,
+        from_snapshot_id=plan.from_snapshot_id,
+        to_snapshot_id=plan.to_snapshot_id,
+        rows=rows,
+        rows_by_snapshot=counts,
+        target_snapshot_id=snap.snapshot_id if snap else None,
+        target_total_rows=live_rows(table),
+        attempts=attempt,
+        seconds=time.monotonic() - started,
+        plan=plan.describe(),
     )
 
 

@@ -78,14 +78,14 @@ class ConcurrentSyncError(NativeSyncError):
     """Another run moved the sync state since this run planned; nothing was written."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NativeState:
     source_uuid: str | None
     source_snapshot_id: int | None
     run_id: str | None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class NativeLoadResult:
     status: str  # committed | nothing_new
     mode: str
@@ -106,7 +106,7 @@ class NativeLoadResult:
 
 
 def default_state_table(target: TableName) -> TableName:
-    return TableName(target.database, target.schema, DEFAULT_STATE_TABLE)
+    return TableName(database=target.database, schema=target.schema, table=DEFAULT_STATE_TABLE)
 
 
 def _stored(name: str) -> str:
@@ -148,7 +148,7 @@ def read_state(cur: Any, state: TableName, target: TableName) -> NativeState | N
     if not rows:
         return None
     uuid, snap, run_id = rows[0]
-    return NativeState(uuid, int(snap) if snap is not None else None, run_id)
+    return NativeState(source_uuid=uuid, source_snapshot_id=int(snap) if snap is not None else None, run_id=run_id)
 
 
 def existing_columns(cur: Any, table: TableName) -> dict[str, str] | None:
@@ -347,19 +347,19 @@ def load_native(
 
         def result(status: str, rows: int, by_snap: dict[str, int]) -> NativeLoadResult:
             return NativeLoadResult(
-                status,
-                plan.mode,
-                str(target),
-                str(state),
-                source_label,
-                plan.source_uuid,
-                plan.from_snapshot_id,
-                plan.to_snapshot_id,
-                rows,
-                by_snap,
-                lineage_column,
-                time.monotonic() - started,
-                plan.describe(),
+                status=status,
+                mode=plan.mode,
+                target=str(target),
+                state_table=str(state),
+                source=source_label,
+                source_uuid=plan.source_uuid,
+                from_snapshot_id=plan.from_snapshot_id,
+                to_snapshot_id=plan.to_snapshot_id,
+                rows=rows,
+                rows_by_snapshot=by_snap,
+                lineage_column=lineage_column,
+                seconds=time.monotonic() - started,
+                plan=plan.describe(),
             )
 
         if plan.mode == "nothing_new":

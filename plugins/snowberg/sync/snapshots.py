@@ -53,7 +53,7 @@ class SourceRewriteError(RuntimeError):
     """The source changed in a way an append-only sync cannot replay (and no full reload was allowed)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SnapshotStep:
     snapshot_id: int
     operation: str
@@ -63,7 +63,7 @@ class SnapshotStep:
     note: str = ""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ChangePlan:
     """The source snapshot range of one run, fixed when the run plans."""
 
@@ -156,19 +156,37 @@ def classify(snap: Snapshot) -> SnapshotStep:
             or _summary_int(snap, "added-position-deletes")
             or _summary_int(snap, "added-equality-deletes")
         ):
-            return SnapshotStep(snap.snapshot_id, op, "rewrite", added_records, added_files, "append with delete files")
-        return SnapshotStep(snap.snapshot_id, op, "load", added_records, added_files)
+            return SnapshotStep(
+                snapshot_id=snap.snapshot_id,
+                operation=op,
+                action="rewrite",
+                added_records=added_records,
+                added_files=added_files,
+                note="append with delete files",
+            )
+        return SnapshotStep(
+            snapshot_id=snap.snapshot_id,
+            operation=op,
+            action="load",
+            added_records=added_records,
+            added_files=added_files,
+        )
     if op == "replace":
         return SnapshotStep(
-            snap.snapshot_id, op, "skip", 0, 0, "rewrite of existing rows (e.g. compaction): no row changes"
+            snapshot_id=snap.snapshot_id,
+            operation=op,
+            action="skip",
+            added_records=0,
+            added_files=0,
+            note="rewrite of existing rows (e.g. compaction): no row changes",
         )
     return SnapshotStep(
-        snap.snapshot_id,
-        op,
-        "rewrite",
-        added_records,
-        added_files,
-        f"{op} snapshot changes or removes rows already synced",
+        snapshot_id=snap.snapshot_id,
+        operation=op,
+        action="rewrite",
+        added_records=added_records,
+        added_files=added_files,
+        note=f"{op} snapshot changes or removes rows already synced",
     )
 
 
@@ -203,16 +221,37 @@ def plan_changes(
                 "or rebuild the target yourself and reset its sync state."
             )
         log.warning("full reload of the source at snapshot %s: %s", to_id, reason)
-        return ChangePlan(uuid, "full_reload", last_synced, to_id, [], reason)
+        return ChangePlan(
+            source_uuid=uuid,
+            mode="full_reload",
+            from_snapshot_id=last_synced,
+            to_snapshot_id=to_id,
+            steps=[],
+            reason=reason,
+        )
 
     if synced_uuid is not None and synced_uuid != uuid:
         return full(f"the table was replaced (its UUID is {uuid}, the target was synced from {synced_uuid})")
     if last_synced is None:
         if to_id is None:
-            return ChangePlan(uuid, "nothing_new", None, None, [], "the source has no snapshot yet")
-        return ChangePlan(uuid, "initial", None, to_id, [], "first sync: the source at its current snapshot")
+            return ChangePlan(
+                source_uuid=uuid,
+                mode="nothing_new",
+                from_snapshot_id=None,
+                to_snapshot_id=None,
+                steps=[],
+                reason="the source has no snapshot yet",
+            )
+        return ChangePlan(
+            source_uuid=uuid,
+            mode="initial",
+            from_snapshot_id=None,
+            to_snapshot_id=to_id,
+            steps=[],
+            reason="first sync: the source at its current snapshot",
+        )
     if to_id == last_synced:
-        return ChangePlan(uuid, "nothing_new", last_synced, to_id)
+        return ChangePlan(source_uuid=uuid, mode="nothing_new", from_snapshot_id=last_synced, to_snapshot_id=to_id)
     if to_id is None:
         return full(f"the source has no current snapshot but snapshot {last_synced} was synced")
     chain = ancestors_after(table, last_synced, to_id)
@@ -224,11 +263,20 @@ def plan_changes(
     steps = [classify(s) for s in chain]
     rewrites = [s for s in steps if s.action == "rewrite"]
     if rewrites and key_columns and not any(_summary_int(s, "added-equality-deletes") for s in chain):
-        return ChangePlan(uuid, "changes", last_synced, to_id, steps, key_columns=list(key_columns))
+        return ChangePlan(
+            source_uuid=uuid,
+            mode="changes",
+            from_snapshot_id=last_synced,
+            to_snapshot_id=to_id,
+            steps=steps,
+            key_columns=list(key_columns),
+        )
     if rewrites:
         first = rewrites[0]
         return full(f"snapshot {first.snapshot_id} is an {first.operation} ({first.note})")
-    return ChangePlan(uuid, "incremental", last_synced, to_id, steps)
+    return ChangePlan(
+        source_uuid=uuid, mode="incremental", from_snapshot_id=last_synced, to_snapshot_id=to_id, steps=steps
+    )
 
 
 def read_batches(table: Table, plan: ChangePlan) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -259,7 +307,7 @@ def read_batches(table: Table, plan: ChangePlan) -> Iterator[tuple[int, pa.Recor
             yield step.snapshot_id, batch
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RowChanges:
     """What a ``changes`` plan applies to a keyed target: rows to (re)write, keys to remove.
 
@@ -357,7 +405,7 @@ def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
         sum(1 for p in before if p in after),
         len(before),
     )
-    return RowChanges(upserts, deleted)
+    return RowChanges(upserts=upserts, deleted_keys=deleted)
 
 
 def _arrow_type(iceberg_type: Any) -> pa.DataType:

@@ -61,7 +61,9 @@ def test_every_rule_has_an_example() -> None:
 def test_number_every_precision_and_scale(p: int, s: int) -> None:
     if s > p:
         return
-    t = rule_for(SnowflakeColumn("N", "NUMBER", p, s)).target(SnowflakeColumn("N", "NUMBER", p, s))
+    t = rule_for(SnowflakeColumn(name="N", type="NUMBER", precision=p, scale=s)).target(
+        SnowflakeColumn(name="N", type="NUMBER", precision=p, scale=s)
+    )
     if s == 0 and p <= 18:
         assert t == it.LongType()
     else:
@@ -69,7 +71,7 @@ def test_number_every_precision_and_scale(p: int, s: int) -> None:
 
 
 def test_number_38_0_stays_decimal_unless_opted_in() -> None:
-    col = SnowflakeColumn("ORDER_ID", "NUMBER", 38, 0)
+    col = SnowflakeColumn(name="ORDER_ID", type="NUMBER", precision=38, scale=0)
     assert map_columns([col])[0].iceberg_type == it.DecimalType(38, 0)
     opted = map_columns([col], MappingOptions(number_as_long=frozenset({"ORDER_ID"})))[0]
     assert opted.iceberg_type == it.LongType()
@@ -83,20 +85,20 @@ def test_number_38_0_stays_decimal_unless_opted_in() -> None:
 
 @pytest.mark.parametrize("arrow", [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.decimal128(38, 0)])
 def test_number_38_0_any_chunk_width_gives_decimal(arrow: pa.DataType) -> None:
-    col = map_columns([SnowflakeColumn("ID", "NUMBER", 38, 0)])[0]
+    col = map_columns([SnowflakeColumn(name="ID", type="NUMBER", precision=38, scale=0)])[0]
     out = cast_array(pa.array([1, 2, None]).cast(arrow), col, MappingOptions())
     assert out.type == pa.decimal128(38, 0)
     assert out.to_pylist() == [Decimal(1), Decimal(2), None]
 
 
 def test_scaled_number_refuses_float_batch() -> None:
-    col = map_columns([SnowflakeColumn("PRICE", "NUMBER", 10, 2)])[0]
+    col = map_columns([SnowflakeColumn(name="PRICE", type="NUMBER", precision=10, scale=2)])[0]
     with pytest.raises(LossyConversionError, match=r"'PRICE'.*NUMBER\(10,2\).*decimal\(10, 2\).*float"):
         cast_array(pa.array([1.25]), col, MappingOptions())
 
 
 def test_decimal_overflow_fails() -> None:
-    col = map_columns([SnowflakeColumn("P", "NUMBER", 5, 2)])[0]
+    col = map_columns([SnowflakeColumn(name="P", type="NUMBER", precision=5, scale=2)])[0]
     with pytest.raises(LossyConversionError, match="'P'"):
         cast_array(pa.array([Decimal("12345.67")], pa.decimal128(10, 2)), col, MappingOptions())
 
@@ -106,7 +108,7 @@ US = pa.array([1_700_000_000_123_456_000], pa.timestamp("ns"))
 
 
 def test_nanoseconds_fail_loudly_by_default() -> None:
-    col = map_columns([SnowflakeColumn("TS", "TIMESTAMP_NTZ", scale=9)])[0]
+    col = map_columns([SnowflakeColumn(name="TS", type="TIMESTAMP_NTZ", scale=9)])[0]
     with pytest.raises(LossyConversionError, match=r"'TS'.*TIMESTAMP_NTZ\(9\).*timestamp.*nanoseconds"):
         cast_array(NS, col, MappingOptions())
     # a ns column whose values are whole microseconds is exact
@@ -114,16 +116,16 @@ def test_nanoseconds_fail_loudly_by_default() -> None:
 
 
 def test_nanoseconds_truncate_opt_in() -> None:
-    col = map_columns([SnowflakeColumn("TS", "TIMESTAMP_NTZ", scale=9)])[0]
+    col = map_columns([SnowflakeColumn(name="TS", type="TIMESTAMP_NTZ", scale=9)])[0]
     out = cast_array(NS, col, MappingOptions(timestamp_nanos="truncate"))
     assert out.type == pa.timestamp("us")
     assert out.to_pylist() == [datetime(2023, 11, 14, 22, 13, 20, 123456)]
 
 
 def test_naive_stays_naive_and_tz_becomes_utc() -> None:
-    ntz = map_columns([SnowflakeColumn("A", "TIMESTAMP_NTZ", scale=6)])[0]
-    tz = map_columns([SnowflakeColumn("B", "TIMESTAMP_TZ", scale=6)])[0]
-    ltz = map_columns([SnowflakeColumn("C", "TIMESTAMP_LTZ", scale=3)])[0]
+    ntz = map_columns([SnowflakeColumn(name="A", type="TIMESTAMP_NTZ", scale=6)])[0]
+    tz = map_columns([SnowflakeColumn(name="B", type="TIMESTAMP_TZ", scale=6)])[0]
+    ltz = map_columns([SnowflakeColumn(name="C", type="TIMESTAMP_LTZ", scale=3)])[0]
     assert ntz.iceberg_type == it.TimestampType()
     assert tz.iceberg_type == ltz.iceberg_type == it.TimestamptzType()
     berlin = pa.array([datetime(2026, 1, 1, 12, 0, tzinfo=UTC)], pa.timestamp("ns", tz="Europe/Berlin"))
@@ -135,7 +137,7 @@ def test_naive_stays_naive_and_tz_becomes_utc() -> None:
 
 
 def test_time_nanos() -> None:
-    col = map_columns([SnowflakeColumn("T", "TIME", scale=9)])[0]
+    col = map_columns([SnowflakeColumn(name="T", type="TIME", scale=9)])[0]
     exact = pa.array([time(12, 0, 0, 5)], pa.time64("us")).cast(pa.time64("ns"))
     assert cast_array(exact, col, MappingOptions()).to_pylist() == [time(12, 0, 0, 5)]
     lossy = pa.array([43_200_000_000_001], pa.time64("ns"))
@@ -145,24 +147,24 @@ def test_time_nanos() -> None:
 
 def test_other_types_cast_exactly() -> None:
     cases = [
-        (SnowflakeColumn("F", "FLOAT"), pa.array([1.5, float("inf"), None]), [1.5, float("inf"), None]),
-        (SnowflakeColumn("S", "TEXT", length=10), pa.array(["é", None]), ["é", None]),
-        (SnowflakeColumn("B", "BINARY"), pa.array([b"\x00\xff"]), [b"\x00\xff"]),
-        (SnowflakeColumn("O", "BOOLEAN"), pa.array([True, None]), [True, None]),
-        (SnowflakeColumn("D", "DATE"), pa.array([date(2026, 1, 2)], pa.date64()), [date(2026, 1, 2)]),
-        (SnowflakeColumn("V", "VARIANT"), pa.array(['{\n  "a": 1\n}']), ['{\n  "a": 1\n}']),
+        (SnowflakeColumn(name="F", type="FLOAT"), pa.array([1.5, float("inf"), None]), [1.5, float("inf"), None]),
+        (SnowflakeColumn(name="S", type="TEXT", length=10), pa.array(["é", None]), ["é", None]),
+        (SnowflakeColumn(name="B", type="BINARY"), pa.array([b"\x00\xff"]), [b"\x00\xff"]),
+        (SnowflakeColumn(name="O", type="BOOLEAN"), pa.array([True, None]), [True, None]),
+        (SnowflakeColumn(name="D", type="DATE"), pa.array([date(2026, 1, 2)], pa.date64()), [date(2026, 1, 2)]),
+        (SnowflakeColumn(name="V", type="VARIANT"), pa.array(['{\n  "a": 1\n}']), ['{\n  "a": 1\n}']),
         (
-            SnowflakeColumn("G", "GEOGRAPHY"),
+            SnowflakeColumn(name="G", type="GEOGRAPHY"),
             pa.array(['{"type":"Point","coordinates":[1,2]}']),
             ['{"type":"Point","coordinates":[1,2]}'],
         ),
         (
-            SnowflakeColumn("VEC", "VECTOR", vector_element="FLOAT", vector_dimension=2),
+            SnowflakeColumn(name="VEC", type="VECTOR", vector_element="FLOAT", vector_dimension=2),
             pa.array([[1.5, 2.5]], pa.list_(pa.float32(), 2)),
             [[1.5, 2.5]],
         ),
         (
-            SnowflakeColumn("VI", "VECTOR", vector_element="INT", vector_dimension=2),
+            SnowflakeColumn(name="VI", type="VECTOR", vector_element="INT", vector_dimension=2),
             pa.array([[1, 2]], pa.list_(pa.int32(), 2)),
             [[1, 2]],
         ),
@@ -176,7 +178,7 @@ def test_other_types_cast_exactly() -> None:
 @pytest.mark.parametrize("t", ["MAP", "FILE", "INTERVAL_DAY_TIME"])
 def test_unsupported_types_fail_naming_column(t: str) -> None:
     with pytest.raises(UnsupportedTypeError, match=f"column 'X': Snowflake type {t}"):
-        map_columns([SnowflakeColumn("X", t)])
+        map_columns([SnowflakeColumn(name="X", type=t)])
 
 
 def test_unknown_type_code_fails() -> None:
@@ -212,7 +214,7 @@ def test_vector_parse() -> None:
 
 def test_colliding_names_fail() -> None:
     with pytest.raises(TypeMappingError, match="both map to Iceberg column 'a'"):
-        map_columns([SnowflakeColumn("A", "FLOAT"), SnowflakeColumn("a", "FLOAT")])
+        map_columns([SnowflakeColumn(name="A", type="FLOAT"), SnowflakeColumn(name="a", type="FLOAT")])
 
 
 def test_widening_rules() -> None:

@@ -35,7 +35,10 @@ def test_settings_validate_names_and_default_the_staging_table() -> None:
 
 
 def test_consume_is_one_insert_select_from_the_stream_with_quoted_identifiers() -> None:
-    cols = [SnowflakeColumn("ID", "NUMBER", 38, 0), SnowflakeColumn("Status", "TEXT", length=10)]
+    cols = [
+        SnowflakeColumn(name="ID", type="NUMBER", precision=38, scale=0),
+        SnowflakeColumn(name="Status", type="TEXT", length=10),
+    ]
     text, _ = S.consume_sql(STREAM, STAGING, cols)
     assert text.startswith('INSERT INTO "DB"."STAGE"."ORDERS_STAGING" (')
     assert 'FROM "DB"."SRC"."ORDERS_STREAM" AS s' in text

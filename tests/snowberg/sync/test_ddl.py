@@ -236,7 +236,7 @@ def test_a_sync_into_a_missing_snowflake_managed_table_creates_it_then_syncs(
     r = sync_iceberg(
         catalog.load_table("lake.src"),
         catalog,
-        IcebergName("SHOP", "ORDERS"),
+        IcebergName(namespace="SHOP", table="ORDERS"),
         source_label="lake.src",
         run_id="r1",
         create_in_snowflake=create,
@@ -249,7 +249,7 @@ def test_a_sync_into_a_missing_snowflake_managed_table_creates_it_then_syncs(
     r2 = sync_iceberg(
         catalog.load_table("lake.src"),
         catalog,
-        IcebergName("SHOP", "ORDERS"),
+        IcebergName(namespace="SHOP", table="ORDERS"),
         source_label="lake.src",
         run_id="r2",
         create_in_snowflake=create,

@@ -28,7 +28,7 @@ from snowberg.sync.horizon import (
 )
 from snowberg.sync.snapshots import SourceRewriteError
 
-TARGET = IcebergName("SHOP", "ORDERS")
+TARGET = IcebergName(namespace="SHOP", table="ORDERS")
 
 
 def _sync(source: Any, conn_id: str, run_id: str, **kw: Any):

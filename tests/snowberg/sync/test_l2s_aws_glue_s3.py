@@ -116,7 +116,7 @@ def test_snowflake_to_glue_s3_and_back_to_a_native_table(glue_conn, ns, snowflak
         load_window(cfg, conn, lake, window)
 
     snowflake_to_lake("in-1")
-    target = TableName(db, "SHOP", "ORDERS_BACK")
+    target = TableName(database=db, schema="SHOP", table="ORDERS_BACK")
     back = load_native(
         lake.load_table(f"{ns}.orders"), conn, target=target, source_label=f"glue_lake:{ns}.orders", run_id="out-1"
     )
@@ -196,7 +196,11 @@ def test_horizon_sync_with_vended_s3_credentials(
         target_catalog = open_catalog(conn_id)
         assert not any(k.startswith("s3.") for k in target_catalog.properties)  # nothing but the PAT configured
         r = sync_iceberg(
-            src, target_catalog, IcebergName("SHOP", "ORDERS"), source_label=f"glue_lake:{ns}.orders", run_id="r1"
+            src,
+            target_catalog,
+            IcebergName(namespace="SHOP", table="ORDERS"),
+            source_label=f"glue_lake:{ns}.orders",
+            run_id="r1",
         )
         loads = [q for q in srv.requests if q.method == "GET" and q.path.endswith("/tables/ORDERS")]
         assert loads and all(q.headers["X-Iceberg-Access-Delegation"] == "vended-credentials" for q in loads)

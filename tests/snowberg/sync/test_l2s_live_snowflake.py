@@ -70,7 +70,7 @@ def test_live_horizon_sync_is_visible_in_snowflake_at_once(lake, live) -> None:
 
     conn_id, conn, schema = live
     name = f"SNOWBERG_LIVE_{uuid.uuid4().hex[:8].upper()}"
-    sql_name = TableName(ENV["DATABASE"] or "", schema, name)
+    sql_name = TableName(database=ENV["DATABASE"] or "", schema=schema, table=name)
     cur = conn.cursor()
     # Iceberg types in the DDL, as the docs show: the lake's long stays long
     cur.execute(
@@ -81,15 +81,17 @@ def test_live_horizon_sync_is_visible_in_snowflake_at_once(lake, live) -> None:
         src = lake.create_table("shop.orders", schema=orders_schema())
         src.append(orders([1, 2]))
         horizon = open_catalog(conn_id)
-        r1 = sync_iceberg(src, horizon, IcebergName(schema, name), source_label="live", run_id="live-1")
+        r1 = sync_iceberg(src, horizon, IcebergName(namespace=schema, table=name), source_label="live", run_id="live-1")
         assert (r1.status, r1.rows) == ("committed", 2)
         assert check_iceberg(conn, sql_name, r1.to_dict(), timeout=30)["rows"] == 2
         src.append(orders([3]))
-        r2 = sync_iceberg(src, horizon, IcebergName(schema, name), source_label="live", run_id="live-2")
+        r2 = sync_iceberg(src, horizon, IcebergName(namespace=schema, table=name), source_label="live", run_id="live-2")
         assert (r2.mode, r2.rows) == ("incremental", 1)
         assert check_iceberg(conn, sql_name, r2.to_dict(), timeout=30)["rows"] == 3
         assert (
-            sync_iceberg(src, horizon, IcebergName(schema, name), source_label="live", run_id="live-3").status
+            sync_iceberg(
+                src, horizon, IcebergName(namespace=schema, table=name), source_label="live", run_id="live-3"
+            ).status
             == "nothing_new"
         )
         cur.execute(f'SELECT "ORDER_ID" FROM {sql_name.quoted()} ORDER BY 1')
@@ -104,8 +106,10 @@ def test_live_native_load_and_check(lake, live) -> None:
     from snowberg.sync.visibility import check_native
 
     _, conn, schema = live
-    target = TableName(ENV["DATABASE"] or "", schema, f"SNOWBERG_LIVE_NATIVE_{uuid.uuid4().hex[:8].upper()}")
-    state = TableName(target.database, schema, f"{target.table}_STATE")
+    target = TableName(
+        database=ENV["DATABASE"] or "", schema=schema, table=f"SNOWBERG_LIVE_NATIVE_{uuid.uuid4().hex[:8].upper()}"
+    )
+    state = TableName(database=target.database, schema=schema, table=f"{target.table}_STATE")
     src = lake.create_table("shop.orders", schema=orders_schema())
     src.append(orders([1, 2]))
     try:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 
 def _target(database: str, name: str = "ORDERS") -> TableName:
-    return TableName(database, "SHOP", name)
+    return TableName(database=database, schema="SHOP", table=name)
 
 
 def _load(src: Any, conn: Any, database: str, run_id: str, **kw: Any):
@@ -91,7 +91,7 @@ def test_every_type_lands_with_its_mapped_snowflake_type(lake, snowflake) -> Non
     }
     nulls = {k: None for k in row} | {"id": 2, "local_ts": row["local_ts"], "utc_ts": row["utc_ts"]}
     src.append(pa.Table.from_pylist([row, nulls], schema=schema))
-    target = TableName(db, "SHOP", "ALL_TYPES")
+    target = TableName(database=db, schema="SHOP", table="ALL_TYPES")
     result = load_native(src, conn, target=target, source_label="lake:shop.all_types", run_id="r1")
     assert (result.status, result.mode, result.rows) == ("committed", "initial", 2)
 
@@ -309,7 +309,7 @@ def test_visibility_check_fails_when_rows_or_state_are_missing(lake, snowflake) 
 def test_iceberg_visibility_check_compares_snowflake_count_with_the_catalog(snowflake) -> None:
     """The Horizon check is Snowflake SQL; on the emulator a native table stands in for the Iceberg table."""
     _, conn, db = snowflake
-    t = TableName(db, "SHOP", "ICEBERG_VIEW")
+    t = TableName(database=db, schema="SHOP", table="ICEBERG_VIEW")
     cur = conn.cursor()
     cur.execute(f'CREATE TABLE {t.quoted()} ("X" NUMBER)')
     cur.execute(f"INSERT INTO {t.quoted()} VALUES (1), (2), (3)")

@@ -136,7 +136,7 @@ def _target_name(text: str) -> IcebergName:
         raise ValueError(f"expected namespace.table, got {text!r}")
     for p in parts:
         validate_identifier(p, "target name part")
-    return IcebergName(parts[0], parts[1])
+    return IcebergName(namespace=parts[0], table=parts[1])
 
 
 class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
