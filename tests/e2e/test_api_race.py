@@ -14,6 +14,10 @@ scheduled run. What keeps them apart:
 * every commit asserts the snapshot it was built on, and snowberg tables
   disable pyiceberg's commit retry.
 
+A backfill needs a watermark to clamp to (a backfill of a table nothing has
+loaded yet is refused), so the table gets its first load before the race,
+through the library, the way a first scheduled run would load it.
+
 This test shows the first point in Airflow (runs overlapped, loads did not)
 and the outcome (every run succeeded, one copy per row, watermark from the
 incremental runs only). ``test_race_guards.py`` shows the other two
@@ -29,7 +33,7 @@ from typing import Any
 
 import pytest
 from airflow_stack import AirflowStack, ApiClient, overlaps, wait_runs_done
-from e2e_data import DATABASE, SCHEMA, SOURCES, Lake, dag_id, day, ntz, query, source_ids
+from e2e_data import DATABASE, SCHEMA, SOURCES, Lake, dag_id, day, ntz, query, source_ids, table_entry
 
 pytestmark = pytest.mark.slow
 
@@ -40,6 +44,7 @@ def test_backfill_and_scheduled_run_of_one_table_do_not_race(
 ) -> None:
     table, dag = "e2e_race", dag_id("e2e_race")
     src = f"{DATABASE}.{SCHEMA}.{SOURCES[table]}"
+    first_watermark = _first_load(table, snow, lake)
     api.set_paused(dag, False)
 
     # As soon as the scheduled run is running, start a 2-day backfill (2 runs
@@ -101,8 +106,23 @@ def test_backfill_and_scheduled_run_of_one_table_do_not_race(
     wms = [s["snowberg.watermark"] for s in lake.snapshots(table) if "snowberg.watermark" in s]
     assert wms == sorted(wms), f"the watermark went backwards: {wms}"
     # A backfill commit carries whatever watermark the table had (none yet, or an incremental run's).
-    carried = {api.xcom(dag, r["dag_run_id"], "plan")["new_watermark"] for r in incremental} | {""}
+    carried = {api.xcom(dag, r["dag_run_id"], "plan")["new_watermark"] for r in incremental} | {first_watermark}
     assert {s["snowberg.watermark"] for s in lake.snapshots(table) if s.get("snowberg.mode") == "backfill"} <= carried
     var = api.variable(f"snowberg__e2e__{table}__watermark")
     assert var is not None and json.loads(var)["watermark"] == plan["new_watermark"]
     api.set_paused(dag, True)
+
+
+def _first_load(table: str, snow: Any, lake: Lake) -> str:
+    """Load the table once through snowberg's library (what its first scheduled run would do)."""
+    from snowberg.config.table_config import TableConfig
+    from snowberg.iceberg.tables import load_table_or_none
+    from snowberg.load.extract import load_window
+    from snowberg.load.plan import plan_run
+
+    cfg = TableConfig.model_validate(table_entry(table, schedule="@daily", source_table=SOURCES[table]))
+    catalog = lake.catalog()
+    w = plan_run(cfg, snow, load_table_or_none(catalog, cfg), run_id="first_load")
+    result = load_window(cfg, snow, catalog, w)
+    assert result.status == "committed" and w.new_watermark
+    return w.new_watermark

@@ -317,6 +317,7 @@ def test_the_snowberg_page_shows_the_lake_numbers_behind_airflow_auth(eco: Eco) 
     assert mine["fresh"] is True and mine["sla"] == "1h"
     assert {c["task_id"]: c["state"] for c in mine["checks"]} == {
         "check_freshness": "success",
+        "check_volume": "success",
         "table_health": "success",
     }
     health = next(c for c in mine["checks"] if c["task_id"] == "table_health")["result"]
