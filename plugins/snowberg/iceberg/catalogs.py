@@ -350,7 +350,16 @@ def _load(name: str, props: Mapping[str, Any], source: str) -> Catalog:
     flat = {k: _s(v) for k, v in props.items() if not isinstance(v, dict)}
     mask_secrets(flat)
     log.info("opening Iceberg catalog %r from %s: %s", name, source, redacted(flat))
-    return load_catalog(name, **props)
+    try:
+        return load_catalog(name, **props)
+    except Exception as exc:
+        # pyiceberg's SqlCatalog creates its tables when it opens a database that has none, and two
+        # processes opening a new catalog at once (the first tasks of several DAGs) race on it: the
+        # loser's CREATE TABLE fails with "already exists". The tables exist then: open it again.
+        if "already exists" not in str(exc):
+            raise
+        log.info("Iceberg catalog %r was being created by another process; opening it again", name)
+        return load_catalog(name, **props)
 
 
 def open_catalog(ref: str) -> Catalog:

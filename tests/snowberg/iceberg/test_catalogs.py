@@ -57,3 +57,27 @@ def test_a_table_config_accepts_the_connection_id_as_its_catalog(
         }
     ).tables[0]
     assert type(lake_catalog(cfg.catalog)).__name__ == "SqlCatalog"
+
+
+def test_a_sql_catalog_created_by_another_process_at_the_same_time_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first tasks of several DAGs open a new SQLite catalog at once; one loses the CREATE TABLE race."""
+    import pyiceberg.catalog as pc
+
+    real = pc.load_catalog
+    calls: list[str] = []
+
+    def racing(name: str, **props: object) -> object:
+        calls.append(name)
+        if len(calls) == 1:
+            real(name, **props)  # the other process created the tables just before us ...
+            raise RuntimeError("(sqlite3.OperationalError) table iceberg_tables already exists")
+        return real(name, **props)
+
+    monkeypatch.setattr(pc, "load_catalog", racing)
+    monkeypatch.setenv("PYICEBERG_CATALOG__RACE__TYPE", "sql")
+    monkeypatch.setenv("PYICEBERG_CATALOG__RACE__URI", f"sqlite:///{tmp_path / 'c.db'}")
+    monkeypatch.setenv("PYICEBERG_CATALOG__RACE__WAREHOUSE", f"file://{tmp_path}")
+    cat = open_catalog("race")
+    assert cat.list_namespaces() == [] and len(calls) == 2
