@@ -278,3 +278,21 @@ def snapshot_live_rows(snap: Any) -> int | None:
         return int(props["total-records"]) - int(props.get("total-position-deletes", "0") or 0)
     except (KeyError, ValueError):
         return None
+
+
+def ensure_table(catalog: Catalog, cfg: TableConfig, table: Table | None, columns: Sequence[MappedColumn]) -> Table:
+    """Create the table if missing and commit the schema changes the source needs, before any data is written.
+
+    For writers whose data files are written by other tasks or by Snowflake
+    (mapped slices, push-down unload): they must write against the final
+    schema, so its changes are committed first (``begin_write`` stages them
+    in the data commit instead).
+    """
+    if table is None:
+        table = create_table(catalog, cfg, columns)
+    add, widen = plan_schema_changes(table.schema(), columns, cfg=cfg)
+    if add or widen:
+        tx = table.transaction()
+        apply_schema_changes(tx, add, widen)
+        table = tx.commit_transaction()
+    return table

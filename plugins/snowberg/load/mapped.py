@@ -35,9 +35,8 @@ from snowberg.iceberg import gate
 from snowberg.iceberg.identity import identity_properties
 from snowberg.iceberg.keys import KeyCollector, check_keys_not_null
 from snowberg.iceberg.tables import (
-    apply_schema_changes,
     arrow_schema,
-    create_table,
+    ensure_table,
     load_table_or_none,
     plan_schema_changes,
 )
@@ -141,13 +140,7 @@ def prepare_slices(
         columns = map_columns(result_columns(cur), mapping_options(cfg))
     finally:
         cur.close()
-    if table is None:
-        table = create_table(catalog, cfg, columns)
-    add, widen = plan_schema_changes(table.schema(), columns, cfg=cfg)
-    if add or widen:
-        tx = table.transaction()
-        apply_schema_changes(tx, add, widen)
-        table = tx.commit_transaction()
+    table = ensure_table(catalog, cfg, table, columns)
     if gate.merges(cfg, w) and table.current_snapshot() is None:
         # The slices collect keys only when there is something to replace; the
         # first load checks the key's uniqueness in Snowflake instead (no

@@ -427,7 +427,7 @@ def unload_window(
     unloads into its own folder, so a retry never clears files of another.
     """
     from snowberg.iceberg import gate
-    from snowberg.iceberg.tables import apply_schema_changes, create_table, load_table_or_none, plan_schema_changes
+    from snowberg.iceberg.tables import ensure_table, load_table_or_none
     from snowberg.load.extract import mapping_options, stopped
     from snowberg.load.plan import describe_window
     from snowberg.mapping.rules import map_columns
@@ -448,13 +448,7 @@ def unload_window(
     try:
         cur.execute(f"SELECT * FROM {sq.from_clause} LIMIT 0")  # noqa: S608 - quoted identifiers; compile only
         columns = map_columns(result_columns(cur), mapping_options(cfg))
-        if table is None:
-            table = create_table(catalog, cfg, columns)
-        add, widen = plan_schema_changes(table.schema(), columns, cfg=cfg)
-        if add or widen:
-            tx = table.transaction()
-            apply_schema_changes(tx, add, widen)
-            table = tx.commit_transaction()
+        table = ensure_table(catalog, cfg, table, columns)
         referenced = files_referenced_under(table, folder)
         if referenced:
             raise UnloadError(
