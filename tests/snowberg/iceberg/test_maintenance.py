@@ -262,3 +262,38 @@ def test_expiry_compaction_and_orphan_removal_never_break_the_next_load(
     assert r.status == "committed" and r.rows == 4
     assert lake_pairs(catalog) == source_rows(sfdb)
     assert json.loads(variables[cfg.variable_key])["watermark"] == r.watermark
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_compaction_folds_merge_on_read_position_deletes_back_into_data_files(catalog: Any, partitioned: bool) -> None:
+    """A merge-on-read table (the default strategy) compacts into files with no delete file left, rows unchanged."""
+    import pyarrow as pa
+
+    from snowberg.iceberg import gate
+
+    t = small_table(catalog, 6, partitioned=partitioned)
+    # Replace keys spread over several data files, the way a merge run does: position deletes + the new rows.
+    replaced = pa.table({"id": pa.array([3, 14, 25, 41, 57], pa.int64())})
+    new = pa.table(
+        {
+            "id": replaced.column("id"),
+            "grp": pa.array([i % 3 for i in replaced.column("id").to_pylist()], pa.int64()),
+            "note": pa.array(["updated"] * replaced.num_rows, pa.string()),
+        }
+    )
+    tx = t.transaction()
+    gate.remove_replaced(tx, gate.Replacement(keys=replaced), state_props(7))
+    tx.append(new, snapshot_properties=state_props(7))
+    tx.commit_transaction()
+    t = catalog.load_table("ns.t")
+    before = rows_of(t)
+    assert len(before) == 60 and sum(r["note"] == "updated" for r in before) == 5
+    deletes_before = [f for f in t.inspect.delete_files().column("file_path").to_pylist()]
+    assert deletes_before, "the merge wrote position delete files"
+
+    r = m.compact(t, target_size=64 * 1024 * 1024)
+    t = catalog.load_table("ns.t")
+    assert r.status == "committed" and r.delete_files_removed == len(deletes_before)
+    assert rows_of(t) == before
+    assert t.inspect.delete_files().num_rows == 0
+    assert state.read_state(t).watermark == "7"
