@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig, WriteMode
@@ -32,6 +32,7 @@ from snowberg.snowflake.source import SourceQuery, fetch_batches, result_columns
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,30 @@ def mapping_options(cfg: TableConfig) -> MappingOptions:
 def key_columns(cfg: TableConfig) -> list[str]:
     """The key columns every written row must fill (merge tables): checked per batch, before it is written."""
     return [c.lower() for c in cfg.primary_key] if cfg.effective_write_mode is WriteMode.MERGE else []
+
+
+def rereads_held(table: Table, cfg: TableConfig, w: Window, paths: Sequence[str]) -> bool:
+    """Do the Parquet files another task wrote for ``w`` hold only rows the lake already has?
+
+    The mapped slices and the push-down unload write their data files before
+    the commit task runs, so a window that only re-reads (``gate.rereads_only``:
+    the lookback range, NULL cursors) is checked here, from those files: the
+    commit then adds nothing, like the single-task load. The files are small
+    (a lookback's rows), and read only for such windows.
+    """
+    if not gate.rereads_only(w):
+        return False
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = [f.name for f in table.schema().fields]
+    parts = []
+    for path in paths:
+        with table.io.new_input(path).open() as f:
+            t = pq.read_table(f)
+        parts.append(t.select([n for n in names if n in t.column_names]))
+    rows = pa.concat_tables(parts, promote_options="permissive") if parts else pa.table({})
+    return gate.holds_rows(table, w, rows, keys=key_columns(cfg))
 
 
 def stopped(adm: gate.Admission, started: float) -> LoadResult:

@@ -41,7 +41,7 @@ from snowberg.iceberg.tables import (
     plan_schema_changes,
 )
 from snowberg.iceberg.write import write_data_files
-from snowberg.load.extract import key_columns, mapping_options, stopped
+from snowberg.load.extract import key_columns, mapping_options, rereads_held, stopped
 from snowberg.load.plan import describe_window
 from snowberg.load.slices import check_unique_in_source, plan_slices, slice_windows
 from snowberg.mapping.cast import cast_batch
@@ -346,6 +346,11 @@ def commit_slices(
             f"{table.metadata.current_schema_id}; re-run the DAG run to re-plan"
         )
     data_files = [f for r in rs for f in read_staging_manifest(table, r)]
+    if rereads_held(table, cfg, w, [f.file_path for f in data_files]):
+        log.info("%s: the %s rows re-read by the lookback are all in the lake already: no commit", cfg.name, rows)
+        _delete_quietly(table, [f.file_path for f in data_files])
+        _cleanup_staging(table, rs)
+        return stopped(gate.Admission(window=w, status=Status.NOTHING_NEW), started).to_dict()
     keys = None
     key_paths = [r.keys_path for r in rs if r.keys_path]
     if key_paths:
@@ -399,10 +404,13 @@ def commit_data_files(
 
 def _cleanup_staging(table: Table, rs: Sequence[SliceResult]) -> None:
     """Best effort: the staging manifests and key files are not part of the table."""
-    for r in rs:
-        for p in (r.manifest_path, r.keys_path):
-            if p:
-                try:
-                    table.io.delete(p)
-                except Exception as exc:  # noqa: BLE001 - a leftover staging file is harmless
-                    log.debug("could not delete staging file %s: %s", p, exc)
+    _delete_quietly(table, [p for r in rs for p in (r.manifest_path, r.keys_path) if p])
+
+
+def _delete_quietly(table: Table, paths: Sequence[str]) -> None:
+    """Best effort: files no snapshot references (a leftover is swept by orphan removal)."""
+    for p in paths:
+        try:
+            table.io.delete(p)
+        except Exception as exc:  # noqa: BLE001 - a leftover unreferenced file is harmless
+            log.debug("could not delete unreferenced file %s: %s", p, exc)
