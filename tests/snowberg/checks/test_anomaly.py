@@ -46,3 +46,13 @@ def test_history_reads_incremental_commits_only(catalog: Any, lake: Any) -> None
     )
     t.append(lake.batch([2]))  # another writer: no snowberg properties
     assert [r.rows for r in run_history(t, 10)] == [9, 7, 5]
+
+
+def test_a_run_committed_as_two_snapshots_counts_once(catalog: Any, lake: Any) -> None:
+    """A merge-on-read run stages a delete snapshot and an append snapshot, both carrying the run's state."""
+    t = catalog.create_table("lake.mor", schema=lake.schema())
+    for i, n in enumerate([5, 7]):
+        props = dict(lake.props, **{"snowberg.rows": str(n), "snowberg.run-id": f"r{i}"})
+        t.append(lake.batch(list(range(n))), snapshot_properties=props)  # stands for the run's delete snapshot
+        t.append(lake.batch(list(range(n))), snapshot_properties=props)  # and its append
+    assert [(r.run_id, r.rows) for r in run_history(t, 10)] == [("r1", 7), ("r0", 5)]
