@@ -107,10 +107,8 @@ def history(table: Any, limit: int = HISTORY) -> list[RunPoint]:
     from snowberg.iceberg import state
 
     out: list[RunPoint] = []
-    for snap in state.ancestors(table):
+    for snap in state.run_commits(table):
         props = dict(snap.summary.additional_properties) if snap.summary else {}
-        if state.WATERMARK not in props:
-            continue
         lag = None
         try:
             wt = watermark_time(props.get(state.CURSOR_KIND), props.get(state.WATERMARK) or None)

@@ -62,17 +62,10 @@ def _int(v: str | None) -> int | None:
 def run_history(table: Table, limit: int) -> list[RunVolume]:
     """Incremental snowberg commits, newest first (backfills, refreshes and delete propagation are not runs)."""
     out: list[RunVolume] = []
-    seen: set[str] = set()
-    for snap in state.ancestors(table):
+    for snap in state.run_commits(table):
         props = snap.summary.additional_properties if snap.summary is not None else {}
         if props.get(state.MODE) != INCREMENTAL or state.ROWS not in props:
             continue
-        # A merge-on-read run is a delete snapshot and an append snapshot with the same state: one run.
-        run_id = props.get(state.RUN_ID)
-        if run_id is not None:
-            if run_id in seen:
-                continue
-            seen.add(run_id)
         rows = _int(props.get(state.ROWS))
         if rows is None:
             continue

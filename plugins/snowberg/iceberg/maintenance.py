@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 TARGET_FILE_SIZE = "write.target-file-size-bytes"
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024  # pyiceberg's and Iceberg's default
-MAINTENANCE = state.PREFIX + "maintenance"  # summary marker of a maintenance commit (value: the operation)
+MAINTENANCE = state.MAINTENANCE
 
 
 class CompactionVerificationError(RuntimeError):

@@ -40,6 +40,7 @@ ROWS_PLANNED = PREFIX + "rows-planned"
 ROWS_EXTRACTED = PREFIX + "rows-extracted"
 ROWS_DELETED = PREFIX + "rows-deleted"
 VERSION = PREFIX + "version"
+MAINTENANCE = PREFIX + "maintenance"  # marks a maintenance commit that only carries the state (value: the operation)
 
 # Table properties holding the state of the newest snowberg commit (expiry-proof copy).
 STATE_PROPERTY_PREFIX = PREFIX + "state."
@@ -117,6 +118,26 @@ def _props(snap: Snapshot) -> dict[str, str]:
 def has_snowberg_snapshot(table: Table, key: str) -> bool:
     """Does any snapshot on the main branch carry ``key`` (else the properties are the only copy of the state)?"""
     return any(key in _props(snap) for snap in ancestors(table))
+
+
+def run_commits(table: Table) -> Iterator[Snapshot]:
+    """Each snowberg run's commit on main, newest first: one snapshot per run.
+
+    A merge-on-read run stages a delete snapshot and an append snapshot that
+    both carry its state (the newest stands for the run); maintenance commits
+    that only carry the state forward (compaction) are not runs.
+    """
+    seen: set[str] = set()
+    for snap in ancestors(table):
+        props = _props(snap)
+        if WATERMARK not in props or MAINTENANCE in props:
+            continue
+        run_id = props.get(RUN_ID)
+        if run_id is not None:
+            if run_id in seen:
+                continue
+            seen.add(run_id)
+        yield snap
 
 
 def read_state(table: Table | None) -> TableState | None:

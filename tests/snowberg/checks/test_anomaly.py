@@ -42,7 +42,10 @@ def test_history_reads_incremental_commits_only(catalog: Any, lake: Any) -> None
             snapshot_properties=dict(lake.props, **{"snowberg.rows": str(n), "snowberg.run-id": f"r{i}"}),
         )
     t.append(
-        lake.batch([1]), snapshot_properties=dict(lake.props, **{"snowberg.rows": "1", "snowberg.mode": "backfill"})
+        lake.batch([1]),
+        snapshot_properties=dict(
+            lake.props, **{"snowberg.rows": "1", "snowberg.mode": "backfill", "snowberg.run-id": "backfill1"}
+        ),
     )
     t.append(lake.batch([2]))  # another writer: no snowberg properties
     assert [r.rows for r in run_history(t, 10)] == [9, 7, 5]
@@ -55,4 +58,14 @@ def test_a_run_committed_as_two_snapshots_counts_once(catalog: Any, lake: Any) -
         props = dict(lake.props, **{"snowberg.rows": str(n), "snowberg.run-id": f"r{i}"})
         t.append(lake.batch(list(range(n))), snapshot_properties=props)  # stands for the run's delete snapshot
         t.append(lake.batch(list(range(n))), snapshot_properties=props)  # and its append
+    assert [(r.run_id, r.rows) for r in run_history(t, 10)] == [("r1", 7), ("r0", 5)]
+
+
+def test_a_compaction_that_carries_the_state_is_not_a_run(catalog: Any, lake: Any) -> None:
+    t = catalog.create_table("lake.compacted", schema=lake.schema())
+    for i, n in enumerate([5, 7]):
+        props = dict(lake.props, **{"snowberg.rows": str(n), "snowberg.run-id": f"r{i}"})
+        t.append(lake.batch(list(range(n))), snapshot_properties=props)
+    carried = dict(lake.props, **{"snowberg.rows": "0", "snowberg.run-id": "r1", "snowberg.maintenance": "compact"})
+    t.append(lake.batch([1]), snapshot_properties=carried)
     assert [(r.run_id, r.rows) for r in run_history(t, 10)] == [("r1", 7), ("r0", 5)]
