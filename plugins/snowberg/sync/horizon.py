@@ -25,19 +25,34 @@ whose outcome is unknown (HTTP 5xx) is resolved the same way.
 
 Safety rule: a target with rows but no sync state is never written to (its
 rows cannot be matched to source snapshots), except by a full reload.
+
+Keyed sources (``key_columns``, by default the source's identifier fields):
+overwrite/delete snapshots are applied as a change, not reloaded — the same
+commit hides the removed and rewritten keys with position delete files
+(``iceberg.merge``; never equality deletes, which Snowflake cannot read) and
+appends the rewritten rows, so its cost follows the change, not the table.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from snowberg.core.identifiers import IcebergName
 from snowberg.iceberg.tables import snapshot_live_rows
-from snowberg.sync.snapshots import ChangePlan, OnRewrite, SourceRewriteError, plan_changes, read_batches
+from snowberg.sync.snapshots import (
+    ChangePlan,
+    OnRewrite,
+    RowChanges,
+    SourceRewriteError,
+    identifier_columns,
+    plan_changes,
+    read_batches,
+    read_changes,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -201,12 +216,32 @@ def _result(
 
 
 def _counted_batches(
-    source: Table, plan: ChangePlan, mapping: Mapping[str, str], schema: pa.Schema, counts: dict[str, int]
+    pairs: Iterable[tuple[int, pa.RecordBatch]], mapping: Mapping[str, str], schema: pa.Schema, counts: dict[str, int]
 ) -> Iterator[pa.RecordBatch]:
-    """The plan's batches cast to the target schema; rows are counted per source snapshot into ``counts``."""
-    for snap_id, b in read_batches(source, plan):
+    """``(source snapshot, batch)`` pairs cast to the target schema; rows are counted per snapshot into ``counts``."""
+    for snap_id, b in pairs:
         counts[str(snap_id)] = counts.get(str(snap_id), 0) + b.num_rows
         yield cast_batch(b, mapping, schema)
+
+
+def changed_keys(changes: RowChanges, keys: Sequence[str], mapping: Mapping[str, str], schema: pa.Schema) -> pa.Table:
+    """The target-side keys a ``changes`` plan replaces: removed at the source ∪ written again.
+
+    Both get position deletes on the target (the rewritten ones so their new
+    version, appended in the same commit, is the only one left). Named and
+    typed as the target's columns (Snowflake spells them upper-case).
+    """
+    import pyarrow as pa
+
+    by_source = {src: tgt for tgt, src in mapping.items()}
+    missing = [k for k in keys if k not in by_source]
+    if missing:
+        raise SchemaMismatchError(f"key column(s) {missing} are not in the target table; nothing was written")
+    names = [by_source[k] for k in keys]
+    key_schema = pa.schema([pa.field(n, schema.field(n).type) for n in names])
+    parts = [changes.deleted_keys.select(list(keys))]
+    parts += [pa.Table.from_batches([b.select(list(keys))]) for _, b in changes.upserts]
+    return pa.concat_tables([p.rename_columns(names).cast(key_schema) for p in parts])
 
 
 def _target_arrow_schema(schema: Schema) -> pa.Schema:
@@ -262,8 +297,15 @@ def sync_iceberg(
     create_in_snowflake: Callable[[Schema], None] | None = None,
     batch_rows: int = 250_000,
     max_attempts: int = 3,
+    key_columns: Sequence[str] | None = None,
 ) -> IcebergSyncResult:
-    """Commit the source snapshots not yet in ``target`` as one target commit (or nothing)."""
+    """Commit the source snapshots not yet in ``target`` as one target commit (or nothing).
+
+    ``key_columns`` (default: the source's Iceberg identifier fields) lets
+    overwrite/delete snapshots be applied by key — position deletes for the
+    changed keys plus the new rows, in the same commit — instead of being
+    refused or fully reloaded: the cost follows the change, not the table.
+    """
     from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 
     from snowberg.iceberg import gate
@@ -284,6 +326,7 @@ def sync_iceberg(
             st.source_snapshot_id if st else None,
             synced_uuid=st.source_uuid if st else None,
             on_rewrite=on_rewrite,
+            key_columns=identifier_columns(source) if key_columns is None else key_columns,
         )
         if plan.mode == "initial" and (live_rows(table) or 0) > 0:
             plan.mode, plan.reason = "full_reload", "first sync into a target that already holds rows"
@@ -295,7 +338,9 @@ def sync_iceberg(
         tx = table.transaction()
         schema = _target_arrow_schema(tx.table_metadata.schema())
         counts: dict[str, int] = {}
-        batches = _counted_batches(source, plan, mapping, schema, counts)
+        changes = read_changes(source, plan) if plan.mode == "changes" else None
+        pairs = changes.upserts if changes is not None else read_batches(source, plan)
+        batches = _counted_batches(pairs, mapping, schema, counts)
         data_files = list(write_data_files(table, tx, schema, batches, batch_rows))
         rows = sum(counts.values())
         if plan.mode == "incremental" and plan.expected_rows is not None and rows != plan.expected_rows:
@@ -314,6 +359,16 @@ def sync_iceberg(
             from pyiceberg.expressions import AlwaysTrue
 
             replaced = AlwaysTrue()
+        elif changes is not None:
+            keys = changed_keys(changes, plan.key_columns, mapping, schema)
+            log.info(
+                "changes: %s keys removed at the source, %s rows rewritten; position deletes for %s target keys",
+                f"{changes.deleted_keys.num_rows:,}",
+                f"{rows:,}",
+                f"{keys.num_rows:,}",
+            )
+            # No keys: nothing to remove, and the commit still records the state in an (empty) append.
+            replaced = gate.Replacement(keys=keys) if keys.num_rows else None
         try:
             # The target is usually a Snowflake-managed table behind Horizon, which this code cannot
             # assume accepts table-property updates from an external engine: the state stays in the

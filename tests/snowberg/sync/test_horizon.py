@@ -231,3 +231,51 @@ def test_operator_runs_the_sync(lake, horizon, horizon_store, horizon_conn, conn
     assert (out["status"], out["rows"], out["source"]) == ("committed", 2, "lake:shop.orders")
     assert json.loads(json.dumps(out)) == out  # an XCom-able dict
     assert _target_rows(horizon_store) == _expected([1, 2])
+
+
+def test_keyed_source_changes_are_applied_to_the_iceberg_target_not_reloaded(
+    lake, horizon, horizon_store, horizon_conn
+) -> None:
+    """A merge-on-read merge and a delete at the source reach the target as position deletes + the new rows only."""
+    import pyarrow as pa
+
+    from snowberg.iceberg import gate
+
+    src = lake.create_table("shop.orders", schema=orders_schema())
+    src.append(orders([1, 2, 3]))
+    src.append(orders([4, 5]))
+    _sync(src, horizon_conn, "r1")
+    tx = src.transaction()
+    gate.commit(
+        src,
+        tx,
+        state_props={},
+        replaced=gate.Replacement(keys=pa.table({"order_id": pa.array([2, 4, 6], pa.int64())})),
+        data_files=[],
+        crash_points=None,
+    )
+    src = lake.load_table("shop.orders")
+    src.append(orders([2, 4, 6]).set_column(1, "customer", pa.array(["v2", "v2", "v2"])))
+    src.delete("order_id = 5")
+    with pytest.raises(SourceRewriteError):
+        _sync(src, horizon_conn, "r2-no-key")  # without a key the change is still a rewrite
+    before = horizon_store.load_table(("SHOP", "ORDERS")).current_snapshot().snapshot_id
+    r = _sync(src, horizon_conn, "r2", key_columns=["order_id"])
+    assert (r.status, r.mode, r.rows, r.target_total_rows) == ("committed", "changes", 3, 5)
+    assert _target_rows(horizon_store) == [(1, "customer '1'"), (2, "v2"), (3, "customer '3'"), (4, "v2"), (6, "v2")]
+
+    target = horizon_store.load_table(("SHOP", "ORDERS"))
+    new_snaps = []
+    snap = target.current_snapshot()
+    while snap is not None and snap.snapshot_id != before:
+        new_snaps.append(snap)
+        snap = target.snapshot_by_id(snap.parent_snapshot_id)
+    props = [s.summary.additional_properties for s in new_snaps]
+    assert sum(int(p.get("added-records", 0)) for p in props) == 3  # only the upserted rows, no rewrite
+    assert sum(int(p.get("deleted-records", 0)) for p in props) == 0  # no data file was rewritten or dropped
+    assert sum(int(p.get("added-position-deletes", 0)) for p in props) == 3  # keys 2, 4, 5
+    assert not any(int(p.get("added-equality-deletes", 0)) for p in props)
+    state = read_target_state(target)
+    assert state is not None and state.source_snapshot_id == src.current_snapshot().snapshot_id
+    assert new_snaps[0].summary.additional_properties[MODE] == "changes"
+    assert _sync(src, horizon_conn, "r3", key_columns=["order_id"]).status == "nothing_new"
