@@ -37,7 +37,7 @@ if ORDERS is not None:
 
         @task(outlets=[Asset(*asset_uri_and_name(CFG.catalog, CFG.target))])
         def brand_margin() -> dict[str, object]:
-            from snowberg.iceberg.tables import open_catalog
+            from snowberg.iceberg.catalogs import open_catalog
             from snowberg.local.summary import build_summary
 
             return build_summary(open_catalog(CFG.catalog), CFG).to_dict()

@@ -287,7 +287,7 @@ def resolve_table(ref: str, catalog: str | None, config_path: Path) -> tuple[str
 
 
 def _open_table(args: argparse.Namespace) -> tuple[object, str, object | None]:
-    from snowberg.iceberg.tables import open_catalog
+    from snowberg.iceberg.catalogs import open_catalog
 
     cat_name, target, cfg = resolve_table(args.table, args.catalog, _tables_config(args))
     ns, _, name = target.partition(".")

@@ -119,7 +119,7 @@ def test_drift_is_named_by_email_and_webhook_then_propagated_and_refreshed_away(
     smtp: tuple[int, Sink],
     hooks: tuple[str, Sink],
 ) -> None:
-    from snowberg.iceberg.tables import open_catalog as load_catalog
+    from snowberg.iceberg.catalogs import open_catalog as load_catalog
 
     port, mails = smtp
     url, posts = hooks

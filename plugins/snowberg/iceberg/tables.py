@@ -43,17 +43,6 @@ TABLE_PROPERTIES = {
 }
 
 
-def open_catalog(name: str) -> Catalog:
-    """The catalog ``name`` refers to: an Airflow connection of that id, else pyiceberg's config.
-
-    See ``snowberg.iceberg.catalogs`` (SQL, REST/Horizon, Glue from connections; the
-    pyiceberg env/yaml config re-read on every call).
-    """
-    from snowberg.iceberg.catalogs import open_catalog as _open
-
-    return _open(name)
-
-
 def load_table_or_none(catalog: Catalog, cfg: TableConfig) -> Table | None:
     """The configured table's Iceberg table, or None before its first load."""
     return find_table(catalog, cfg.iceberg_name)

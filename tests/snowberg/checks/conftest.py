@@ -42,14 +42,14 @@ def catalog(tmp_path: Path) -> Any:
 
 @pytest.fixture
 def use_catalog(monkeypatch: pytest.MonkeyPatch, catalog: Any) -> Any:
-    """Operators open catalog "lake" through ``snowberg.iceberg.tables.open_catalog``: hand them ours."""
-    import snowberg.iceberg.tables
+    """Operators open catalog "lake" through ``snowberg.iceberg.catalogs.open_catalog``: hand them ours."""
+    import snowberg.iceberg.catalogs
 
     def _open(name: str) -> Any:
         assert name == "lake", name
         return catalog
 
-    monkeypatch.setattr(snowberg.iceberg.tables, "open_catalog", _open)
+    monkeypatch.setattr(snowberg.iceberg.catalogs, "open_catalog", _open)
     return catalog
 
 

@@ -114,14 +114,14 @@ def test_probe_operator_local(use_catalog: Any, orders: Any, context: dict[str, 
 def test_probe_operator_fails_with_the_step(
     monkeypatch: pytest.MonkeyPatch, s3_props: dict[str, str], context: dict[str, Any]
 ) -> None:
-    import snowberg.iceberg.tables
+    import snowberg.iceberg.catalogs
     from snowberg.airflow.operators.check_base import SnowbergCheckFailed
     from snowberg.airflow.operators.storage import LakeProbeOperator
 
     class Cat:
         properties = {**s3_props, "warehouse": "s3://no-such-bucket-snowberg/wh"}
 
-    monkeypatch.setattr(snowberg.iceberg.tables, "open_catalog", lambda name: Cat())
+    monkeypatch.setattr(snowberg.iceberg.catalogs, "open_catalog", lambda name: Cat())
     with pytest.raises(SnowbergCheckFailed) as ei:
         LakeProbeOperator(task_id="probe", catalog="lake").execute(context)
     assert ei.value.check == "lake_probe"

@@ -31,7 +31,7 @@ def test_a_table_config_accepts_the_connection_id_as_its_catalog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from snowberg.config.table_config import parse_config
-    from snowberg.iceberg.tables import open_catalog as lake_catalog
+    from snowberg.iceberg.catalogs import open_catalog as lake_catalog
 
     (tmp_path / "wh").mkdir()
     monkeypatch.setenv(

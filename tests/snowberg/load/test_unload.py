@@ -643,7 +643,7 @@ MOD(seq4(), 10) / 40,
 def test_unload_operator_is_keyword_only_templated_and_runs_push_down(
     sfdb: Any, catalog: Any, stage: Any, monkeypatch: Any
 ) -> None:
-    import snowberg.iceberg.tables
+    import snowberg.iceberg.catalogs
     import snowberg.snowflake.source
     from snowberg.airflow.operators.scale import SnowbergUnloadOperator
 
@@ -669,7 +669,7 @@ def test_unload_operator_is_keyword_only_templated_and_runs_push_down(
             return Conn(sfdb.conn, root)
 
     monkeypatch.setattr(snowberg.snowflake.source, "snowflake_hook", lambda conn_id, cfg=None: Hook())
-    monkeypatch.setattr(snowberg.iceberg.tables, "open_catalog", lambda name: catalog)
+    monkeypatch.setattr(snowberg.iceberg.catalogs, "open_catalog", lambda name: catalog)
     out = op.execute({})
     assert out["status"] == "committed" and out["rows"] == 700
     assert catalog.load_table("shop.orders").scan().to_arrow().num_rows == 700

@@ -56,7 +56,8 @@ class FreshnessTrigger(BaseTrigger):
 
     def check(self) -> dict[str, Any]:
         from snowberg.checks import freshness
-        from snowberg.iceberg.tables import find_table, open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.tables import find_table
 
         table = find_table(open_catalog(self.catalog), self.table)
         return freshness.evaluate(
@@ -184,7 +185,8 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
         from snowberg.checks import freshness
 
         sla, max_lag = self._limits()
-        from snowberg.iceberg.tables import find_table, open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.tables import find_table
 
         table = find_table(open_catalog(self.catalog), self.table)
         result = freshness.evaluate(

@@ -63,7 +63,8 @@ class TableHealthOperator(SnowbergCheckOperator):
         from snowberg.checks import health
 
         label = self.table_name or self.table
-        from snowberg.iceberg.tables import find_table, open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.tables import find_table
 
         table = find_table(open_catalog(self.catalog), self.table)
         if table is None:

@@ -78,8 +78,8 @@ class SnowbergPlanOperator(SnowbergTableOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.config.run_params import resolve_run
         from snowberg.core.window import Mode
+        from snowberg.iceberg.catalogs import open_catalog
         from snowberg.iceberg.state import AirflowVariables, read_state
-        from snowberg.iceberg.tables import open_catalog
         from snowberg.load.plan import check_backfill_request, plan_run
         from snowberg.load.publish import reconcile_before_plan
         from snowberg.load.slices import plan_slices
@@ -134,7 +134,7 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.airflow.metrics import observed_load
         from snowberg.core.window import Window
-        from snowberg.iceberg.tables import open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.extract import load_window
         from snowberg.snowflake.source import snowflake_hook
 
@@ -161,8 +161,8 @@ class SnowbergPublishOperator(SnowbergTableOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.core.window import Window
+        from snowberg.iceberg.catalogs import open_catalog
         from snowberg.iceberg.state import AirflowVariables
-        from snowberg.iceberg.tables import open_catalog
         from snowberg.load.publish import publish
 
         cfg = self.cfg

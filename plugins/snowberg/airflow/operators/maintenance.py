@@ -85,7 +85,8 @@ class SnowbergMaintenanceOperator(BaseOperator):
         self.catalog = catalog or str(table_config.get("catalog") or "lake")
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from snowberg.iceberg.tables import load_table_or_none, open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.tables import load_table_or_none
 
         cfg = TableConfig.model_validate(self.table_config)
         params = dict(context.get("params") or {})

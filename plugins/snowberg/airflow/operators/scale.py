@@ -58,7 +58,7 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
 
     def execute(self, context: Any) -> list[dict[str, Any]]:
         from snowberg.core.window import Window
-        from snowberg.iceberg.tables import open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.mapped import prepare_slices
         from snowberg.snowflake.source import snowflake_hook
 
@@ -89,7 +89,7 @@ class SnowbergSliceLoadOperator(SnowbergTableOperator):
         self.slice_task = slice_task
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from snowberg.iceberg.tables import open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.mapped import write_slice
         from snowberg.snowflake.source import snowflake_hook
 
@@ -119,7 +119,7 @@ class SnowbergSliceCommitOperator(LoadLineage, SnowbergTableOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.core.window import Window
-        from snowberg.iceberg.tables import open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.mapped import commit_slices
 
         results = [dict(r) for r in (self.slice_results or []) if r]
@@ -198,7 +198,7 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.core.window import Window
-        from snowberg.iceberg.tables import open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.unload import DEFAULT_MAX_FILE_SIZE, UnloadTarget, unload_window
         from snowberg.snowflake.source import snowflake_hook
 

@@ -13,7 +13,8 @@ log = logging.getLogger(__name__)
 
 def _probe(catalog_name: str, table: str | None, location: str | None) -> Any:
     from snowberg.checks import probe
-    from snowberg.iceberg.tables import find_table, open_catalog
+    from snowberg.iceberg.catalogs import open_catalog
+    from snowberg.iceberg.tables import find_table
 
     catalog = open_catalog(catalog_name)
     tbl = find_table(catalog, table) if table else None

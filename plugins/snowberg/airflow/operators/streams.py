@@ -90,7 +90,7 @@ class SnowbergStreamConsumeOperator(_StreamOperator):
     """
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from snowberg.iceberg.tables import open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
         from snowberg.streams.params import resolve_stream_params
         from snowberg.streams.steps import consume_step
 
@@ -121,7 +121,7 @@ class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.airflow.metrics import observed_load
-        from snowberg.iceberg.tables import open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
         from snowberg.streams.steps import load_step
 
         cfg, stream = self.configs()
@@ -144,8 +144,8 @@ class SnowbergStreamCleanupOperator(_StreamOperator):
     """Read the commit back, delete the staged rows it holds, mirror the batch id to a Variable."""
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from snowberg.iceberg.catalogs import open_catalog
         from snowberg.iceberg.state import AirflowVariables
-        from snowberg.iceberg.tables import open_catalog
         from snowberg.streams.steps import cleanup_step
 
         cfg, stream = self.configs()
@@ -185,7 +185,7 @@ class SnowbergStreamChangesOperator(_StreamOperator):
     """Backfill a window of changes with CHANGES (AT/END) when the run params give one; consumes nothing."""
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from snowberg.iceberg.tables import open_catalog
+        from snowberg.iceberg.catalogs import open_catalog
         from snowberg.streams.changes import backfill_changes
         from snowberg.streams.params import resolve_stream_params
 

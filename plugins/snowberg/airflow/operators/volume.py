@@ -53,13 +53,14 @@ class VolumeCheckOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.checks import anomaly, volume
         from snowberg.checks.hashdiff import HashDialect
-        from snowberg.iceberg import tables as lake
+        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.tables import load_table_or_none
         from snowberg.snowflake.source import snowflake_hook
 
         cfg = TableConfig.model_validate(self.table_config)
         settings = cfg.volume
-        catalog = lake.open_catalog(cfg.catalog)
-        table = lake.load_table_or_none(catalog, cfg)
+        catalog = open_catalog(cfg.catalog)
+        table = load_table_or_none(catalog, cfg)
         if table is None:
             self.log.info("%s: table %s does not exist yet: nothing to verify", cfg.name, cfg.target)
             return {"table": cfg.name, "ok": True, "note": "no table yet"}

@@ -73,7 +73,8 @@ def _dags(cfg: Any) -> tuple[Any, Any]:
 
 
 def _table(cfg: Any) -> Any:
-    from snowberg.iceberg.tables import load_table_or_none, open_catalog
+    from snowberg.iceberg.catalogs import open_catalog
+    from snowberg.iceberg.tables import load_table_or_none
 
     return load_table_or_none(open_catalog("maint"), cfg)
 

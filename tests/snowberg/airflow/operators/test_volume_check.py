@@ -62,7 +62,7 @@ def _load_in_runs(sizes: list[int]) -> None:
     """The lake holds ids 1..sum(sizes), committed as incremental runs of these sizes (oldest first)."""
     import pyarrow as pa
 
-    from snowberg.iceberg.tables import open_catalog
+    from snowberg.iceberg.catalogs import open_catalog
 
     cat = open_catalog("opvol")
     cat.create_namespace_if_not_exists("lake")
