@@ -20,7 +20,7 @@ from snowberg.core.cursor import CursorKind
 from snowberg.core.window import Mode, Window
 from snowberg.iceberg import state
 from snowberg.iceberg.identity import check_identity
-from snowberg.mapping.columns import TypeMappingError
+from snowberg.mapping.columns import SnowflakeColumn, TypeMappingError
 from snowberg.snowflake.source import SourceQuery, cursor_kind, describe_cursor
 
 if TYPE_CHECKING:
@@ -84,14 +84,16 @@ def plan_run(
 
     cur = conn.cursor()
     try:
-        ccol = describe_cursor(cur, sq)
-        kind = cursor_kind(ccol)
-        scale = (ccol.scale or 0) if kind is CursorKind.NUMBER else 0
-        if st and st.cursor_kind and st.cursor_kind != kind:
-            raise TypeMappingError(
-                f"cursor column {cfg.cursor.column!r} is now {ccol.sql_type} ({kind}); the table's watermark "
-                f"was recorded as {st.cursor_kind}"
-            )
+        recorded = CursorKind(st.cursor_kind) if st and st.cursor_kind else None
+        kind: CursorKind
+        if recorded is not None and recorded is not CursorKind.NUMBER and mode is not Mode.BACKFILL:
+            # The kind the watermark was recorded with: no describe round trip before the plan query,
+            # whose own result types are checked against it below (check_plan_cursor) before any use.
+            kind, scale = recorded, 0
+            described = False
+        else:
+            kind, scale = _described_kind(cfg, cur, sq, recorded)
+            described = True
         policy = cfg.cursor.null_policy
         include_nulls = policy is NullCursorPolicy.INCLUDE and mode is not Mode.BACKFILL
 
@@ -119,7 +121,15 @@ def plan_run(
         sql, params = sq.plan_sql(
             kind, scale, low, low_inc, cfg.cursor.commit_lag, count_nulls=True, zone=cfg.cursor.timezone
         )
-        res = _run_plan(cur, sql, params)
+        try:
+            res = _run_plan(cur, sql, params)
+        except Exception:
+            if not described:
+                # The SQL may fail because the column is no longer of the recorded kind: say so if it is not.
+                _described_kind(cfg, cur, sq, recorded)
+            raise
+        if not described:
+            check_plan_cursor(cfg, cur, kind)
     finally:
         cur.close()
 
@@ -170,6 +180,38 @@ def plan_run(
     )
     log.info("planned %s window for %s: %s", mode, cfg.name, describe_window(w))
     return w
+
+
+def _described_kind(cfg: TableConfig, cur: Any, sq: SourceQuery, recorded: CursorKind | None) -> tuple[CursorKind, int]:
+    """The cursor column's kind and NUMBER scale from a compile-only describe; refused if not the recorded kind."""
+    assert cfg.cursor is not None
+    ccol = describe_cursor(cur, sq)
+    kind = cursor_kind(ccol)
+    if recorded is not None and recorded != kind:
+        raise TypeMappingError(
+            f"cursor column {cfg.cursor.column!r} is now {ccol.sql_type} ({kind}); the table's watermark "
+            f"was recorded as {recorded}"
+        )
+    return kind, (ccol.scale or 0) if kind is CursorKind.NUMBER else 0
+
+
+def check_plan_cursor(cfg: TableConfig, cur: Any, kind: CursorKind) -> None:
+    """Refuse a plan whose cursor column is no longer of the recorded kind, from the plan query's own result.
+
+    ``min_cursor`` is ``MIN(cursor)``, so its result metadata is the cursor
+    column's type (also when the window is empty): one statement does what a
+    describe and the plan query did, and a retyped column is still refused
+    before anything is read or written.
+    """
+    assert cfg.cursor is not None
+    md = next(d for d in (getattr(cur, "_description", None) or cur.description) if d.name.lower() == "min_cursor")
+    col = SnowflakeColumn.from_metadata(md)
+    now = CursorKind.for_snowflake_type(col.type)
+    if now is not kind:
+        raise TypeMappingError(
+            f"cursor column {cfg.cursor.column!r} is now {col.sql_type}"
+            f"{f' ({now})' if now else ''}; the table's watermark was recorded as {kind}"
+        )
 
 
 def _check_writer_clock(cfg: TableConfig, clock: Any, newest: Any) -> None:

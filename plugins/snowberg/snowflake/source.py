@@ -156,7 +156,9 @@ class SourceQuery:
         It also returns the unlagged clock and the newest cursor value in the
         whole source, so the plan can tell a writer whose clock is not
         ``cursor.timezone``. A run with nothing new costs exactly this query
-        (plus a compile-only ``LIMIT 0`` describe of the cursor column).
+        (the first run of a table also describes the cursor column; later runs
+        take its kind from the table's state and check it against the type of
+        ``min_cursor`` in this query's result).
         """
         c = self.cursor_sql
         params: dict[str, Any] = {}

@@ -326,3 +326,72 @@ def test_table_without_a_cursor_is_fully_refreshed_by_each_scheduled_run(
     assert t.current_snapshot().summary.additional_properties["snowberg.mode"] == "full_refresh"
     with pytest.raises(ValueError, match="has no cursor, so a window cannot be reloaded"):
         plan_run(cfg, sfdb.conn, t, run_id="b", mode="backfill", start=utc(2026, 9, 1), end=utc(2026, 9, 2))
+
+
+# ---------------------------------------------------------------------------
+# Round trips: a planned run after the first costs the plan query alone
+
+
+class StatementLog:
+    """A connection that records every statement sent to Snowflake, compile-only ones included."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.statements: list[str] = []
+
+    def cursor(self) -> Any:
+        cur = self.conn.cursor()
+        log_ = self.statements
+        execute = cur.execute
+
+        def recording(sql: str, params: Any = None) -> Any:
+            log_.append(sql)
+            return execute(sql, params)
+
+        cur.execute = recording
+        return cur
+
+
+def test_a_run_after_the_first_plans_with_one_statement(sfdb: Any, catalog: Any, variables: Any) -> None:
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    insert_ntz(sfdb, [(1, "a", wall("UTC") - timedelta(hours=2))])
+    cfg = config(sfdb, {"column": "updated_at"}, write_mode="append")
+    run(cfg, sfdb, catalog, variables, "r1")
+    insert_ntz(sfdb, [(2, "b", wall("UTC") - timedelta(hours=1))])
+
+    conn = StatementLog(sfdb.conn)
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, conn, table, run_id="r2")
+    # The cursor's type comes from the table's state and is checked against the plan's own result:
+    # no compile-only describe before it (on Snowflake each statement is a round trip and a compile).
+    assert len(conn.statements) == 1 and "rows_in_window" in conn.statements[0], conn.statements
+    assert w.rows_in_window == 1 and w.cursor_kind == "timestamp_ntz"
+    assert load_window(cfg, sfdb.conn, catalog, w).rows == 1
+
+
+@pytest.mark.parametrize(
+    ("new_type", "expect"),
+    [
+        ("TIMESTAMP_TZ(9)", "TIMESTAMP_TZ"),  # compares without an error: caught from the plan result's types
+        ("VARCHAR(40)", "cursor column"),  # not a cursor type at all
+        ("NUMBER(38,0)", "NUMBER"),  # the SQL cannot compare: the describe after the failure names the change
+    ],
+)
+def test_a_retyped_cursor_column_fails_the_plan_naming_it_and_writes_nothing(
+    sfdb: Any, catalog: Any, variables: Any, new_type: str, expect: str
+) -> None:
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    insert_ntz(sfdb, [(1, "a", wall("UTC") - timedelta(hours=2))])
+    cfg = config(sfdb, {"column": "updated_at"}, write_mode="append")
+    run(cfg, sfdb, catalog, variables, "r1")
+    before = catalog.load_table("ns.t").current_snapshot().snapshot_id
+    src = sfdb.table("SRC")
+    value = "1700000000" if new_type.startswith("NUMBER") else "'2026-01-01 00:00:00'"
+    sfdb.sql(f"CREATE OR REPLACE TABLE {src} (ID NUMBER(38,0), NOTE VARCHAR(20), UPDATED_AT {new_type})")
+    sfdb.sql(f"INSERT INTO {src} VALUES (2, 'b', {value})")
+
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    with pytest.raises(ValueError, match="(?i)updated_at") as err:
+        plan_run(cfg, sfdb.conn, table, run_id="r2")
+    assert expect in str(err.value)
+    assert catalog.load_table("ns.t").current_snapshot().snapshot_id == before
