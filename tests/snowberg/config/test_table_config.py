@@ -128,26 +128,6 @@ def test_duplicate_targets_rejected() -> None:
         parse_config(cfg)
 
 
-def test_defaults_apply_and_table_overrides(tmp_path: Path) -> None:
-    p = tmp_path / "t.yaml"
-    p.write_text(
-        "defaults: {owner: team-x, retries: 5, catalog: glue}\n"
-        "tables:\n"
-        "  - {name: a, source: {table: D.S.A}, target: n.a, cursor: {column: u}}\n"
-        "  - {name: b, source: {table: D.S.B}, target: n.b, cursor: {column: u}, retries: 1}\n"
-    )
-    a, b = load_config(p).tables
-    assert (a.owner, a.retries, a.catalog) == ("team-x", 5, "glue")
-    assert b.retries == 1
-
-
-def test_not_yaml_is_a_config_error(tmp_path: Path) -> None:
-    p = tmp_path / "t.yaml"
-    p.write_text("tables: [\n")
-    with pytest.raises(ConfigError, match="not valid YAML"):
-        load_config(p)
-
-
 def test_repo_config_is_valid() -> None:
     cfg = load_config(Path(__file__).resolve().parents[3] / "include" / "tables.yaml")
     assert {t.name for t in cfg.tables} >= {"demo_orders"}
