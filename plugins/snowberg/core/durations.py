@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from decimal import Decimal
 
 _SIMPLE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_UNIT_SECONDS = {
+    "ms": Decimal("0.001"),
+    "s": Decimal(1),
+    "m": Decimal(60),
+    "h": Decimal(3600),
+    "d": Decimal(86400),
+    "w": Decimal(604800),
+}
 
 
 def parse_duration(value: object) -> timedelta:
@@ -27,7 +35,9 @@ def parse_duration(value: object) -> timedelta:
     if isinstance(value, str):
         m = _SIMPLE.match(value)
         if m:
-            return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+            # Decimal, not float: "315360000.000001s" must read back to the microsecond format_duration wrote.
+            micros = Decimal(m.group(1)) * _UNIT_SECONDS[m.group(2)] * 10**6
+            return timedelta(microseconds=int(micros.to_integral_value()))
         if value.strip().upper().startswith("P"):
             import pendulum
 
@@ -41,8 +51,20 @@ def parse_duration(value: object) -> timedelta:
 
 
 def format_duration(td: timedelta) -> str:
-    secs = int(td.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if secs and secs % size == 0:
-            return f"{secs // size}{unit}"
-    return f"{secs}s"
+    """Write ``td`` in the short form ``parse_duration`` reads back exactly, for messages and docs.
+
+    Whole seconds use the largest unit that divides them ("90m", "2d"); whole milliseconds use "ms";
+    anything finer is written as seconds with up to six decimals.
+    """
+    micros = td // timedelta(microseconds=1)
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    secs, frac = divmod(micros, 10**6)
+    if frac == 0:
+        for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+            if secs and secs % size == 0:
+                return f"{sign}{secs // size}{unit}"
+        return f"{sign}{secs}s"
+    if micros % 1_000 == 0:
+        return f"{sign}{micros // 1_000}ms"
+    return f"{sign}{secs}.{frac:06d}".rstrip("0") + "s"

@@ -68,3 +68,19 @@ def test_a_boolean_is_not_a_number_of_seconds(value: bool) -> None:
 def test_format_uses_the_largest_unit_that_divides_evenly(td: timedelta, text: str) -> None:
     assert format_duration(td) == text
     assert parse_duration(text) == td
+
+
+@pytest.mark.parametrize(
+    ("td", "text"),
+    [
+        (timedelta(milliseconds=250), "250ms"),
+        (timedelta(seconds=1.5), "1500ms"),
+        (timedelta(seconds=90, milliseconds=1), "90001ms"),
+        (timedelta(microseconds=1), "0.000001s"),
+        (timedelta(seconds=2, microseconds=500), "2.0005s"),
+        (timedelta(days=3650, microseconds=1), "315360000.000001s"),
+    ],
+)
+def test_sub_second_durations_format_to_text_that_reads_back_the_same(td: timedelta, text: str) -> None:
+    assert format_duration(td) == text
+    assert parse_duration(text) == td
