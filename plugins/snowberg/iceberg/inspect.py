@@ -50,7 +50,7 @@ TERMINAL_COLUMNS: dict[MetadataTable, list[str]] = {
 
 
 class InspectError(ValueError):
-    """Bad inspect/read arguments (unknown snapshot, unparsable time or filter); nothing was read."""
+    """Bad inspect/read arguments (unknown snapshot, unparsable time or filter) or a failed scan; nothing was read."""
 
 
 def metadata_rows(table: Table, which: MetadataTable | str) -> list[dict[str, Any]]:
@@ -161,6 +161,7 @@ def read(
     """Rows of the table (optionally as of a snapshot or time), filtered by a pyiceberg row filter expression."""
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.expressions.parser import parse
+    from pyiceberg.expressions.visitors import bind
 
     sid = snapshot_for(table, snapshot_id=snapshot_id, as_of_time=as_of_time)
     row_filter: Any = AlwaysTrue()
@@ -171,7 +172,15 @@ def read(
             raise InspectError(f"--where {where[:80]!r} is not a filter expression: {exc}") from None
     if limit is not None and limit < 0:
         raise InspectError("--limit must be positive")
+    scan = table.scan(row_filter=row_filter, snapshot_id=sid, limit=limit)
+    if where:
+        # Bind first so only a filter the schema cannot take (an unknown column, a wrong type) is blamed on --where.
+        try:
+            bind(scan.projection(), row_filter, case_sensitive=scan.case_sensitive)
+        except ValueError as exc:
+            raise InspectError(f"--where {where!r}: {str(exc)[:200]}") from None
     try:
-        return table.scan(row_filter=row_filter, snapshot_id=sid, limit=limit).to_arrow()
-    except ValueError as exc:
-        raise InspectError(f"--where {where!r}: {str(exc)[:200]}") from None
+        return scan.to_arrow()
+    except ValueError as exc:  # e.g. pyarrow's ArrowInvalid for a data file that is not Parquet
+        at = f" at snapshot {sid}" if sid is not None else ""
+        raise InspectError(f"reading {'.'.join(table.name())}{at} failed: {str(exc)[:200]}") from None

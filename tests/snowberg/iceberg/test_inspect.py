@@ -155,3 +155,27 @@ def test_read_refuses_bad_arguments_before_reading(catalog: Any, kw: dict[str, A
     t = small_table(catalog, 1)
     with pytest.raises(InspectError, match=re.escape(words)):
         read(t, **kw)
+
+
+def _corrupt_data_files(table: Any) -> None:
+    from pathlib import Path
+
+    for row in table.inspect.files().to_pylist():
+        Path(row["file_path"].removeprefix("file://")).write_bytes(b"not a parquet file")
+
+
+def test_a_scan_that_fails_without_a_filter_says_which_table_failed_and_invents_no_where_clause(catalog: Any) -> None:
+    t = small_table(catalog, 1)
+    _corrupt_data_files(t)
+    with pytest.raises(InspectError, match=r"^reading ns\.t failed: .*Parquet magic bytes not found") as raised:
+        read(t)
+    assert "--where" not in str(raised.value)
+
+
+def test_a_scan_that_fails_with_a_valid_filter_blames_the_read_not_the_filter(catalog: Any) -> None:
+    t = small_table(catalog, 1)
+    sid = t.current_snapshot().snapshot_id
+    _corrupt_data_files(t)
+    with pytest.raises(InspectError, match=rf"^reading ns\.t at snapshot {sid} failed: .*Parquet magic") as raised:
+        read(t, snapshot_id=sid, where="id >= 5")
+    assert "--where" not in str(raised.value)
