@@ -23,6 +23,9 @@ from pathlib import Path
 
 DEFAULT_DIR = Path(os.environ.get("SNOWBERG_STACK_DIR", Path.cwd() / ".snowberg"))
 
+# Servers ``up`` started in this process, by pid, so ``down`` can wait for and reap them.
+_STARTED: dict[int, FakesnowServer] = {}
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -92,11 +95,12 @@ class FakesnowServer:
             raise
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM the server's process group, give it ``timeout`` seconds, then SIGKILL; always reap it."""
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(10)
+                self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
@@ -143,22 +147,63 @@ def up(stack_dir: Path = DEFAULT_DIR, port: int | None = None) -> dict[str, str]
     server = FakesnowServer(stack_dir / "fakesnow", port=port)
     server.start()
     assert server.proc is not None
+    _STARTED[server.proc.pid] = server
     pid_file.write_text(f"{server.proc.pid} {server.port}")
     env = stack_env(stack_dir, server.port)
     env_file.write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()))
     return env
 
 
-def down(stack_dir: Path = DEFAULT_DIR) -> None:
+def down(stack_dir: Path = DEFAULT_DIR, timeout: float = 10.0) -> None:
+    """Stop the emulator ``up`` started and return once it has exited.
+
+    SIGTERM first, SIGKILL after ``timeout`` seconds. A server started by this process is reaped, so a
+    long-lived caller (a test session, a notebook) keeps no zombie; one started by another process (the
+    CLI's ``up``) is waited for until it is gone.
+    """
     pid_file = stack_dir / "fakesnow.pid"
     if not pid_file.exists():
         return
     pid = int(pid_file.read_text().split()[0])
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except OSError:
-        pass
+    server = _STARTED.pop(pid, None)
+    if server is not None:
+        server.stop(timeout)
+    else:
+        _stop_process_group(pid, timeout)
     pid_file.unlink()
+
+
+def _stop_process_group(pid: int, timeout: float) -> None:
+    """SIGTERM the group led by ``pid`` (a server started by another process), then SIGKILL it after ``timeout``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _exited(pid):
+                return
+            time.sleep(0.05)
+    if not _exited(pid):
+        raise TimeoutError(f"fakesnow (pid {pid}) did not exit after SIGKILL")
+
+
+def _exited(pid: int) -> bool:
+    """True once ``pid`` is gone; reaps it if it is our child, counts a zombie of another parent as gone."""
+    try:
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+        return reaped == pid
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def read_env(env_file: Path) -> dict[str, str]:

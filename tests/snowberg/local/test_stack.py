@@ -32,7 +32,7 @@ def gone(pid: int, timeout: float = 15.0) -> bool:
 
 
 def freed(port: int, timeout: float = 15.0) -> bool:
-    """The server's port closes once the server has exited (``up`` leaves it to the CLI's process to reap)."""
+    """The server's port closes once the server has exited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not listening(port):
@@ -130,3 +130,40 @@ def test_up_replaces_a_pid_file_left_by_a_dead_server(tmp_path: Path) -> None:
     finally:
         stack.down(tmp_path)
     assert freed(port)
+
+
+def exited_and_reaped(pid: int) -> bool:
+    """Neither running nor a zombie: no /proc entry, and no child of ours left to wait for."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return not Path(f"/proc/{pid}").exists()
+    return False
+
+
+def test_down_waits_for_the_server_it_started_to_exit_and_reaps_it(tmp_path: Path) -> None:
+    env = stack.up(tmp_path)
+    pid = int((tmp_path / "fakesnow.pid").read_text().split()[0])
+    stack.down(tmp_path)
+    assert exited_and_reaped(pid)
+    assert not listening(int(env["SNOWBERG_FAKESNOW_PORT"]))
+
+
+def test_down_kills_a_server_that_ignores_sigterm_once_the_timeout_has_passed(tmp_path: Path) -> None:
+    stubborn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert stubborn.stdout is not None and stubborn.stdout.readline() == b"1\n"  # SIGTERM is ignored from here on
+    (tmp_path / "fakesnow.pid").write_text(f"{stubborn.pid} {stack.free_port()}")
+    started = time.monotonic()
+    stack.down(tmp_path, timeout=0.5)
+    assert 0.5 <= time.monotonic() - started < 10
+    assert exited_and_reaped(stubborn.pid)
+    assert not (tmp_path / "fakesnow.pid").exists()
+    stubborn.stdout.close()
