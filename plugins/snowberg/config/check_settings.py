@@ -31,7 +31,8 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from snowberg.core.identifiers import clip, validate_ref
+from snowberg.config.fields import ConnectionId
+from snowberg.core.identifiers import clip
 from snowberg.core.models import Duration, StrictModel
 
 
@@ -96,10 +97,6 @@ def parse_size(value: object) -> int:
 Size = Annotated[int, BeforeValidator(parse_size)]
 
 
-def _conn_id(v: str | None, what: str) -> str | None:
-    return validate_ref(v, what) if v is not None else None
-
-
 class AlertsConfig(StrictModel):
     """Where a table's failures are sent.
 
@@ -108,14 +105,14 @@ class AlertsConfig(StrictModel):
     """
 
     email: list[str] = Field(default_factory=list)
-    email_conn_id: str | None = None  # SMTP connection; default: [email] email_conn_id, else smtp_default
+    email_conn_id: ConnectionId | None = None  # SMTP connection; default: [email] email_conn_id, else smtp_default
     email_from: str | None = None  # default: the SMTP connection's from_email
-    slack_webhook_conn_id: str | None = None
+    slack_webhook_conn_id: ConnectionId | None = None
     sns_topic_arn: str | None = None
-    aws_conn_id: str | None = "aws_default"
+    aws_conn_id: ConnectionId | None = "aws_default"
     sns_region: str | None = None
     webhook_url: str | None = None
-    webhook_conn_id: str | None = None  # an HTTP connection (host, auth, headers in extras)
+    webhook_conn_id: ConnectionId | None = None  # an HTTP connection (host, auth, headers in extras)
     webhook_endpoint: str = ""  # path appended to the HTTP connection's host
     events: list[AlertEvent] = Field(default_factory=lambda: list(AlertEvent))
 
@@ -133,11 +130,6 @@ class AlertsConfig(StrictModel):
         if v is not None and (not _EMAIL.fullmatch(v.split("<")[-1].rstrip(">").strip()) or "\n" in v):
             raise ValueError(f"not an email address: {clip(v)}")
         return v
-
-    @field_validator("email_conn_id", "slack_webhook_conn_id", "aws_conn_id", "webhook_conn_id")
-    @classmethod
-    def _conn_ids(cls, v: str | None) -> str | None:
-        return _conn_id(v, "connection id")
 
     @field_validator("sns_topic_arn")
     @classmethod

@@ -19,9 +19,10 @@ Example::
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from snowberg.core.identifiers import IcebergName, TableName
+from snowberg.config.fields import IcebergTableRef, SnowflakeTableRef
+from snowberg.core.identifiers import TableName
 from snowberg.core.models import StrictModel
 
 STAGING_SUFFIX = "_SNOWBERG_STAGING"
@@ -51,28 +52,14 @@ class StreamSource(StrictModel):
                       within this many schedule intervals
     """
 
-    name: str
-    on_table: str | None = None
+    name: SnowflakeTableRef
+    on_table: SnowflakeTableRef | None = None
     create: bool = False
     append_only: bool = False
     show_initial_rows: bool = True
-    staging_table: str | None = None
-    changelog_target: str | None = None
+    staging_table: SnowflakeTableRef | None = None
+    changelog_target: IcebergTableRef | None = None
     stale_alert_intervals: int = Field(default=2, ge=1, le=100)
-
-    @field_validator("name", "on_table", "staging_table")
-    @classmethod
-    def _three_part(cls, v: str | None) -> str | None:
-        if v is not None:
-            TableName.parse(v)
-        return v
-
-    @field_validator("changelog_target")
-    @classmethod
-    def _iceberg(cls, v: str | None) -> str | None:
-        if v is not None:
-            IcebergName.parse(v)
-        return v
 
     @model_validator(mode="after")
     def _consistency(self) -> StreamSource:

@@ -19,12 +19,20 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
 from snowberg.config.check_settings import AlertsConfig, HealthThresholds
+from snowberg.config.fields import (
+    ColumnNames,
+    ConnectionRef,
+    ExternalVolumeName,
+    IcebergTableRef,
+    SnowflakeTableRef,
+    identifier,
+)
 from snowberg.config.maintenance_settings import MaintenanceSettings
 from snowberg.config.query import single_select
 from snowberg.config.stream_settings import StreamSource, stream_table_problems
 from snowberg.config.volume_settings import VolumeSettings
 from snowberg.config.yaml_loader import format_validation_error, merged_entries, read_yaml, validate_entries
-from snowberg.core.identifiers import IcebergName, TableName, clip, validate_identifier, validate_ref
+from snowberg.core.identifiers import IcebergName, clip, validate_identifier
 from snowberg.core.models import Duration, StrictModel
 
 _TRANSFORM = re.compile(
@@ -88,13 +96,8 @@ class MergeStrategy(StrEnum):
 
 
 class PartitionField(StrictModel):
-    column: str
+    column: Annotated[str, identifier("partition column")]
     transform: str  # identity | year | month | day | hour | bucket[N] | truncate[W]
-
-    @field_validator("column")
-    @classmethod
-    def _column(cls, v: str) -> str:
-        return validate_identifier(v, "partition column")
 
     @property
     def name(self) -> str:
@@ -128,15 +131,8 @@ def _parse_partition(item: object) -> PartitionField:
 class Source(StrictModel):
     """Where rows come from: a table ``db.schema.table`` or a custom SELECT."""
 
-    table: str | None = None
+    table: SnowflakeTableRef | None = None
     query: str | None = None
-
-    @field_validator("table")
-    @classmethod
-    def _table(cls, v: str | None) -> str | None:
-        if v is not None:
-            TableName.parse(v)
-        return v
 
     @field_validator("query")
     @classmethod
@@ -163,18 +159,13 @@ class Cursor(StrictModel):
     arrive later than that (and needs a primary key, so re-read rows merge).
     """
 
-    column: str
+    column: Annotated[str, identifier("cursor column")]
     initial_value: str | int | None = None
     lookback: Duration = timedelta(0)
     commit_lag: Duration = timedelta(0)
     null_policy: NullCursorPolicy = NullCursorPolicy.RAISE
     # The zone whose wall clock wrote a TIMESTAMP_NTZ cursor (and whose "today" dates a DATE cursor).
     timezone: str = "UTC"
-
-    @field_validator("column")
-    @classmethod
-    def _column(cls, v: str) -> str:
-        return validate_identifier(v, "cursor column")
 
     @field_validator("timezone")
     @classmethod
@@ -209,24 +200,24 @@ class TableConfig(StrictModel):
 
     name: str
     source: Source
-    target: str
+    target: IcebergTableRef
     cursor: Cursor | None = None
-    primary_key: list[str] = Field(default_factory=list)
+    primary_key: ColumnNames = Field(default_factory=list)
     write_mode: WriteMode | None = None
     merge_strategy: MergeStrategy = MergeStrategy.MERGE_ON_READ
     partition_by: list[Annotated[PartitionField, BeforeValidator(_parse_partition)]] = Field(default_factory=list)
     schedule: str | None = "@hourly"
     freshness_sla: Duration | None = None
     max_watermark_lag: Duration | None = None  # freshness: longest acceptable now - committed watermark
-    snowflake_conn_id: str = "snowflake_default"
-    catalog: str = "lake"
+    snowflake_conn_id: ConnectionRef = "snowflake_default"
+    catalog: ConnectionRef = "lake"
     owner: str = "data-engineering"
     retries: int = Field(default=2, ge=0, le=20)
     retry_delay: Duration = timedelta(minutes=2)
     tags: list[str] = Field(default_factory=list)
     description: str | None = None
     # Type-mapping opt-ins (see docs/type-mapping.md).
-    number_as_long: list[str] = Field(default_factory=list)
+    number_as_long: ColumnNames = Field(default_factory=list)
     timestamp_nanos: Literal["error", "truncate"] = "error"
     geo_format: Literal["geojson", "wkt"] = "geojson"
     batch_rows: int = Field(default=250_000, ge=1_000)
@@ -240,7 +231,7 @@ class TableConfig(StrictModel):
     # Checks and alerts (docs/checks-and-alerts.md).
     alerts: AlertsConfig | None = None
     health: HealthThresholds | None = None
-    external_volume: str | None = None
+    external_volume: ExternalVolumeName | None = None
     # Change capture from a Snowflake Stream instead of a cursor (docs/streams.md).
     stream: StreamSource | None = None
     checks_schedule: str | None = "@hourly"
@@ -249,34 +240,11 @@ class TableConfig(StrictModel):
     # Expiry, compaction, orphan files (docs/maintenance.md).
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
 
-    @field_validator("external_volume")
-    @classmethod
-    def _volume(cls, v: str | None) -> str | None:
-        return validate_identifier(v, "external volume") if v is not None else v
-
-    @field_validator("snowflake_conn_id", "catalog")
-    @classmethod
-    def _refs(cls, v: str) -> str:
-        return validate_ref(v, "connection id or catalog name")
-
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         if not _NAME.fullmatch(v):
             raise ValueError(f"name {clip(v)} must be lower-case letters, digits or '_' (it becomes the DAG id)")
-        return v
-
-    @field_validator("target")
-    @classmethod
-    def _target(cls, v: str) -> str:
-        IcebergName.parse(v)
-        return v
-
-    @field_validator("primary_key", "number_as_long")
-    @classmethod
-    def _columns(cls, v: list[str]) -> list[str]:
-        for c in v:
-            validate_identifier(c, "column")
         return v
 
     @model_validator(mode="after")

@@ -37,8 +37,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from snowberg.config.check_settings import AlertsConfig
+from snowberg.config.fields import ConnectionRef, ExternalVolumeName, IcebergTableRef, SnowflakeTableRef, identifier
 from snowberg.config.yaml_loader import read_yaml, validate_entries
-from snowberg.core.identifiers import IcebergName, TableName, validate_identifier, validate_ref
+from snowberg.core.identifiers import validate_identifier
 from snowberg.core.models import Duration, StrictModel
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
@@ -51,19 +52,8 @@ class SyncConfigError(ValueError):
 class IcebergSource(StrictModel):
     """A lake table: catalog = Airflow connection id or pyiceberg catalog name."""
 
-    catalog: str
-    table: str
-
-    @field_validator("catalog")
-    @classmethod
-    def _check_ref(cls, v: str) -> str:
-        return validate_ref(v, "connection id or catalog name")
-
-    @field_validator("table")
-    @classmethod
-    def _table(cls, v: str) -> str:
-        IcebergName.parse(v)
-        return v
+    catalog: ConnectionRef
+    table: IcebergTableRef
 
 
 class CreateInSnowflake(StrictModel):
@@ -72,38 +62,21 @@ class CreateInSnowflake(StrictModel):
     ``snowflake_conn_id`` and ``table`` (database.schema.table) default to the check's.
     """
 
-    external_volume: str
+    external_volume: ExternalVolumeName
     base_location: str
     snowflake_conn_id: str | None = None
-    table: str | None = None
-
-    @field_validator("external_volume")
-    @classmethod
-    def _volume(cls, v: str) -> str:
-        return validate_identifier(v, "external volume")
-
-    @field_validator("table")
-    @classmethod
-    def _table(cls, v: str | None) -> str | None:
-        if v is not None:
-            TableName.parse(v)
-        return v
+    table: SnowflakeTableRef | None = None
 
 
 class IcebergTarget(StrictModel):
     """A Snowflake-managed Iceberg table reached through an Iceberg REST catalog (Horizon)."""
 
     kind: Literal["iceberg"]
-    catalog: str
+    catalog: ConnectionRef
     table: str  # namespace.table: the Snowflake schema and table inside the catalog's warehouse (database)
     create_if_missing: bool = False
     create_in_snowflake: CreateInSnowflake | None = None
     batch_rows: int = Field(default=250_000, ge=1_000)
-
-    @field_validator("catalog")
-    @classmethod
-    def _check_ref(cls, v: str) -> str:
-        return validate_ref(v, "connection id or catalog name")
 
     @field_validator("table")
     @classmethod
@@ -120,43 +93,19 @@ class NativeTarget(StrictModel):
     """A native Snowflake table (created from the source schema if missing)."""
 
     kind: Literal["native"]
-    snowflake_conn_id: str = "snowflake_default"
-    table: str  # database.schema.table
-    state_table: str | None = None  # default: <database>.<schema>.SNOWBERG_SYNC_STATE
-    lineage_column: str | None = "_SNOWBERG_SOURCE_SNAPSHOT_ID"
+    snowflake_conn_id: ConnectionRef = "snowflake_default"
+    table: SnowflakeTableRef  # database.schema.table
+    state_table: SnowflakeTableRef | None = None  # default: <database>.<schema>.SNOWBERG_SYNC_STATE
+    lineage_column: Annotated[str, identifier("lineage column")] | None = "_SNOWBERG_SOURCE_SNAPSHOT_ID"
     insert_batch_rows: int = Field(default=1_000, ge=1, le=16_384)
-
-    @field_validator("snowflake_conn_id")
-    @classmethod
-    def _check_ref(cls, v: str) -> str:
-        return validate_ref(v, "connection id or catalog name")
-
-    @field_validator("table", "state_table")
-    @classmethod
-    def _tables(cls, v: str | None) -> str | None:
-        if v is not None:
-            TableName.parse(v)
-        return v
-
-    @field_validator("lineage_column")
-    @classmethod
-    def _lineage(cls, v: str | None) -> str | None:
-        return validate_identifier(v, "lineage column") if v is not None else v
 
 
 class VisibilityCheckConfig(StrictModel):
     """Where the check asks Snowflake (for native targets both default to the target's)."""
 
     snowflake_conn_id: str | None = None
-    table: str | None = None  # database.schema.table as Snowflake names it
+    table: SnowflakeTableRef | None = None  # database.schema.table as Snowflake names it
     timeout: Duration = timedelta(seconds=60)
-
-    @field_validator("table")
-    @classmethod
-    def _table(cls, v: str | None) -> str | None:
-        if v is not None:
-            TableName.parse(v)
-        return v
 
 
 class SyncConfig(StrictModel):
