@@ -115,6 +115,7 @@ _LAKE_TYPES: dict[ValueKind, tuple[str, ...]] = {
 
 
 def check_lake_type(kind: ValueKind, arrow_type: Any, *, table: str, column: str) -> None:
+    """Refuse to compare a column whose lake type does not match its Snowflake kind."""
     text = str(arrow_type)
     if not text.startswith(_LAKE_TYPES[kind]):
         raise VolumeInputError(
@@ -172,6 +173,7 @@ def sf_day(col: Column) -> str:
 
 
 def duck_text(col: Column) -> str:
+    """DuckDB SQL for the column's canonical text, the same text Snowflake's side hashes."""
     c = '"' + col.lake.replace('"', '""') + '"'
     if col.kind in (ValueKind.INTEGER, ValueKind.DECIMAL):
         return f"CAST({c} AS VARCHAR)"
@@ -184,6 +186,7 @@ def duck_text(col: Column) -> str:
 
 
 def duck_day(col: Column) -> str:
+    """DuckDB SQL for the day a row falls in (NULL for a cursor that is not a time)."""
     c = '"' + col.lake + '"'
     if col.kind in (ValueKind.TIMESTAMP_TZ, ValueKind.TIMESTAMP_NTZ, ValueKind.DATE):
         return f"CAST({c} AS DATE)"
@@ -206,6 +209,7 @@ def sf_weak(col: Column) -> str:
 
 
 def duck_weak(col: Column) -> str:
+    """DuckDB SQL for the column's cheap level-0 checksum term (kept below ``WEAK_MODULUS``)."""
     c = '"' + col.lake + '"'
     if col.kind in (ValueKind.TIMESTAMP_NTZ, ValueKind.TIMESTAMP_TZ):
         return f"epoch_us({c}) % {WEAK_MODULUS}"

@@ -70,11 +70,15 @@ PARAM_DEFAULTS: dict[str, Any] = {
 
 
 class RunParamError(ValueError):
+    """A trigger form's params are invalid; the message names the param."""
+
     pass
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunRequest:
+    """What a manual trigger asked for: the run mode, its window bounds, and a dry run (plan and count only)."""
+
     mode: Mode
     start: datetime | Decimal | None = None  # instants for time cursors, numbers for NUMBER cursors
     end: datetime | Decimal | None = None

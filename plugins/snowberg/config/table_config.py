@@ -96,6 +96,8 @@ class MergeStrategy(StrEnum):
 
 
 class PartitionField(StrictModel):
+    """One partition field: a source column and the Iceberg transform applied to it."""
+
     column: Annotated[str, identifier("partition column")]
     transform: str  # identity | year | month | day | hour | bucket[N] | truncate[W]
 
@@ -301,6 +303,8 @@ class TableConfig(StrictModel):
 
 
 class SnowbergConfig(StrictModel):
+    """A whole ``tables.yaml`` (``parse_config`` also refuses two tables of one name)."""
+
     tables: list[TableConfig]
 
 
@@ -317,6 +321,7 @@ def parse_config(data: Any, *, source: str = "<config>") -> SnowbergConfig:
 
 
 def load_config(path: str | Path) -> SnowbergConfig:
+    """Read and validate ``path`` strictly (``parse_config``): one bad entry fails the file."""
     return parse_config(read_yaml(path, ConfigError), source=str(path))
 
 
@@ -336,6 +341,8 @@ class BrokenEntry:
 
 @dataclass(frozen=True, kw_only=True)
 class IsolatedConfig:
+    """The entries of a ``tables.yaml`` that validated, and those that did not (each with its error)."""
+
     tables: list[TableConfig]
     broken: list[BrokenEntry]
 
@@ -376,4 +383,5 @@ def parse_config_isolated(data: Any, *, source: str = "<config>") -> IsolatedCon
 
 
 def load_config_isolated(path: str | Path) -> IsolatedConfig:
+    """Read ``path`` entry by entry (``parse_config_isolated``), as the DAG file does."""
     return parse_config_isolated(read_yaml(path, ConfigError), source=str(path))

@@ -90,6 +90,7 @@ def merged_entries(data: Any, *, list_key: str, source: str, error: type[Excepti
 
 
 def read_yaml(path: str | Path, error: type[Exception]) -> Any:
+    """The parsed YAML of ``path``; a syntax error is raised as the caller's ``error`` type, naming the file."""
     path = Path(path)
     try:
         return yaml.safe_load(path.read_text())

@@ -26,6 +26,11 @@ POINTS += ("compact_after_write", "compact_before_commit")
 
 
 def crash_point(name: str) -> None:
+    """Die (``SNOWBERG_FAULT=<name>``) or raise (``raise:<name>``) here when a test asks for it; else do nothing.
+
+    An unknown ``name`` is refused even when no fault is set, so a misspelt point in the code fails every
+    run instead of leaving a crash test that can never trigger.
+    """
     if name not in POINTS:
         raise ValueError(f"unknown fault point {name!r}")
     want = os.environ.get("SNOWBERG_FAULT")

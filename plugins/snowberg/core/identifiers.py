@@ -71,6 +71,7 @@ def quote_identifier(name: str, what: str = "identifier") -> str:
 
 
 def validate_iceberg_identifier(name: str, what: str = "identifier") -> str:
+    """Return ``name`` if it is a safe Iceberg namespace or table name, else raise (unlike Snowflake's, no ``$``)."""
     if not isinstance(name, str) or not _ICEBERG_IDENT.fullmatch(name):
         raise IdentifierError(
             f"invalid {what} {clip(name)}: expected letters, digits or '_', starting with a letter or '_'"
@@ -88,6 +89,7 @@ class TableName:
 
     @classmethod
     def parse(cls, text: str) -> TableName:
+        """Split and validate ``database.schema.table``; every part must be a plain identifier (no quoting)."""
         parts = text.split(".") if isinstance(text, str) else []
         if len(parts) != 3:
             raise IdentifierError(f"invalid table name {clip(text)}: expected database.schema.table")
@@ -96,6 +98,7 @@ class TableName:
         return cls(database=parts[0], schema=parts[1], table=parts[2])
 
     def quoted(self) -> str:
+        """The name as SQL: each part validated and double-quoted (see ``quote_identifier``)."""
         return ".".join(quote_identifier(p) for p in (self.database, self.schema, self.table))
 
     def __str__(self) -> str:
@@ -111,6 +114,7 @@ class IcebergName:
 
     @classmethod
     def parse(cls, text: str) -> IcebergName:
+        """Split and validate ``namespace.table``."""
         parts = text.split(".") if isinstance(text, str) else []
         if len(parts) != 2:
             raise IdentifierError(f"invalid Iceberg table {clip(text)}: expected namespace.table")

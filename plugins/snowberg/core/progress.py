@@ -17,6 +17,7 @@ class Progress:
         self._last = self.started
 
     def add(self, rows: int, nbytes: int) -> None:
+        """Count a batch; log the running totals at most once every ``every`` seconds."""
         self.rows += rows
         self.bytes += nbytes
         now = time.monotonic()
@@ -25,6 +26,7 @@ class Progress:
             self.log.info("%s: %s", self.what, self.summary())
 
     def summary(self) -> str:
+        """Rows, megabytes and their rates since the start, for the progress log lines."""
         secs = max(time.monotonic() - self.started, 1e-9)
         return (
             f"{self.rows:,} rows, {self.bytes / 1e6:,.1f} MB in {secs:,.1f} s "

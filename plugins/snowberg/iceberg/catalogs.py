@@ -263,6 +263,7 @@ def catalog_properties(conn: ConnectionLike) -> dict[str, str]:
 
 
 def catalog_name(conn: ConnectionLike) -> str:
+    """The pyiceberg catalog name for ``conn``: ``extra.catalog_name`` if set, else the connection id."""
     return str((conn.extra_dejson or {}).get("catalog_name") or conn.conn_id)
 
 

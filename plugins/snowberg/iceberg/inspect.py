@@ -73,6 +73,10 @@ def metadata_rows(table: Table, which: MetadataTable | str) -> list[dict[str, An
 
 
 def json_safe(value: Any) -> Any:
+    """``value`` with what ``json.dumps`` cannot write made text: UTC ISO times, Decimals as strings, base64 bytes.
+
+    Decimals stay strings so no precision is lost; a naive datetime is an Iceberg ``timestamp`` (UTC).
+    """
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -89,6 +93,7 @@ def json_safe(value: Any) -> Any:
 
 
 def to_json(rows: list[dict[str, Any]]) -> str:
+    """The rows as an indented JSON array, every value made JSON-safe (``--json``)."""
     return json.dumps([json_safe(r) for r in rows], indent=2)
 
 
@@ -117,6 +122,7 @@ def render_rows(rows: list[dict[str, Any]], columns: list[str] | None = None) ->
 
 
 def render_metadata(rows: list[dict[str, Any]], which: MetadataTable | str) -> str:
+    """A metadata table for the terminal: only the readable columns ``TERMINAL_COLUMNS`` picks for it."""
     return render_rows(rows, TERMINAL_COLUMNS[MetadataTable(which)])
 
 

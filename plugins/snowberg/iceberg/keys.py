@@ -47,6 +47,7 @@ class KeyCollector:
         self.chunks: list[pa.Table] = []
 
     def add(self, batch: pa.RecordBatch) -> None:
+        """Keep the key columns of ``batch``, refusing NULL keys (they could never be matched)."""
         import pyarrow as pa
 
         check_keys_not_null(batch, self.columns, self.table_name)

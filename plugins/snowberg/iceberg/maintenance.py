@@ -60,6 +60,8 @@ class CompactionVerificationError(RuntimeError):
 
 @dataclass(kw_only=True)
 class ExpireResult:
+    """What snapshot expiry removed and kept (``protected``: see ``protected_snapshot_ids``)."""
+
     expired: list[int]
     kept: int
     protected: list[int]
@@ -157,6 +159,8 @@ def expire_snapshots(
 
 @dataclass(kw_only=True)
 class CompactionResult:
+    """What a compaction rewrote, or why it did nothing."""
+
     status: str  # committed | nothing_to_do | dry_run
     files_before: int
     files_after: int
@@ -316,6 +320,7 @@ def _partition_label(spec: Any, partition: Any) -> str:
 
 
 def target_file_size(table: Table, override: int | None = None) -> int:
+    """The size compaction aims for: ``override``, else the table's ``write.target-file-size-bytes``."""
     if override:
         return override
     return int(table.properties.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
@@ -538,6 +543,8 @@ def follow_variable(table: Table, variable_key: str, variables: state.VariableSt
 
 @dataclass(kw_only=True)
 class OrphanResult:
+    """Files under the table location no snapshot references, and what was done with them."""
+
     orphans: list[str]
     too_young: int
     referenced: int

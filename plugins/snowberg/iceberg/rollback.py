@@ -46,6 +46,8 @@ class RollbackError(ValueError):
 
 @dataclass(kw_only=True)
 class RollbackPlan:
+    """What a rollback does (or would do): the target snapshot, the watermark and rows before and after."""
+
     table: str
     how: str
     current_snapshot_id: int | None
@@ -66,6 +68,7 @@ class RollbackPlan:
         return asdict(self)
 
     def describe(self) -> str:
+        """The plan for a person: snapshots, watermark, rows and the runs it undoes."""
         lines = [
             f"{'would roll back' if self.dry_run else 'rolled back'} {self.table} ({self.how}): "
             f"snapshot {self.current_snapshot_id} → {self.target_snapshot_id}",
@@ -168,6 +171,10 @@ def plan_rollback(
     before_run: str | None = None,
     to_tag: str | None = None,
 ) -> RollbackPlan:
+    """Resolve the target and describe the rollback without changing the table.
+
+    Refuses a target without snowberg state: rolling back to it would lose the watermark.
+    """
     target, how = resolve_target(table, to_snapshot=to_snapshot, before_run=before_run, to_tag=to_tag)
     head = table.current_snapshot()
     now = state.read_state(table)
@@ -261,6 +268,7 @@ def rollback(
 
 
 def list_tags(table: Table) -> dict[str, int]:
+    """``{tag name: snapshot id}`` of the table's tags (branches are left out)."""
     return {n: r.snapshot_id for n, r in table.metadata.refs.items() if r.snapshot_ref_type.value == "tag"}
 
 

@@ -86,6 +86,8 @@ class ConcurrentCommitError(RuntimeError):
 
 @dataclass(frozen=True, kw_only=True)
 class TableState:
+    """The watermark state of the newest snowberg commit, from its snapshot summary (or the table properties)."""
+
     watermark: str | None
     cursor_kind: str | None
     snapshot_id: int
@@ -210,6 +212,8 @@ def find_commit(table: Table | None, identity: Mapping[str, str]) -> Snapshot | 
 
 
 class VariableStore(Protocol):
+    """Where the watermark mirror lives: Airflow Variables in a task; the CLI and tests bring their own."""
+
     def get(self, key: str) -> str | None: ...
 
     def set(self, key: str, value: str) -> None: ...
@@ -230,6 +234,7 @@ class AirflowVariables:
 
 
 def mirror_value(state: TableState) -> str:
+    """The JSON the Variable mirror holds for ``state`` (what ``reconcile`` compares with the table)."""
     return json.dumps(
         {
             "watermark": state.watermark,

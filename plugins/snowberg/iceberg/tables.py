@@ -60,6 +60,7 @@ def find_table(catalog: Catalog, name: IcebergName | str) -> Table | None:
 
 
 def build_schema(columns: Sequence[MappedColumn]) -> Schema:
+    """An Iceberg schema of the mapped columns: ids in source order (a list element takes the next), all optional."""
     from pyiceberg.schema import Schema
     from pyiceberg.types import ListType, NestedField
 
@@ -83,6 +84,7 @@ def _transform(text: str) -> Any:
 
 
 def build_partition_spec(schema: Schema, fields: Sequence[PartitionField], table_name: str) -> PartitionSpec:
+    """The partition spec for the config's ``partition_by``, refusing a column or transform that does not fit."""
     from pyiceberg.partitioning import PartitionField as IcebergPartitionField
     from pyiceberg.partitioning import PartitionSpec
 
@@ -105,6 +107,7 @@ def build_partition_spec(schema: Schema, fields: Sequence[PartitionField], table
 
 
 def create_table(catalog: Catalog, cfg: TableConfig, columns: Sequence[MappedColumn]) -> Table:
+    """Create the lake table (and its namespace) with snowberg's table properties and identity."""
     n = cfg.iceberg_name
     catalog.create_namespace_if_not_exists(n.namespace)
     schema = build_schema(columns)
@@ -212,6 +215,7 @@ def check_key_columns(cfg: TableConfig, columns: Sequence[MappedColumn]) -> None
 def apply_schema_changes(
     tx: Transaction, add: Sequence[MappedColumn], widen: Sequence[tuple[MappedColumn, Any]]
 ) -> None:
+    """Add new columns and widen changed ones in the transaction, so they commit with the data."""
     if not add and not widen:
         return
     with tx.update_schema() as upd:

@@ -40,6 +40,7 @@ __all__ = ["DuplicateKeyError", "LoadResult", "cast_fetched", "key_columns", "lo
 
 
 def mapping_options(cfg: TableConfig) -> MappingOptions:
+    """The type-mapping opt-ins of ``cfg`` (column names upper-cased as Snowflake reports them)."""
     return MappingOptions(
         number_as_long=frozenset(c.upper() for c in cfg.number_as_long),
         timestamp_nanos=cfg.timestamp_nanos,

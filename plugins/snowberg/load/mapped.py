@@ -259,6 +259,7 @@ def _write_staging_manifest(table: Table, path: str, data_files: Sequence[Any]) 
 
 
 def read_staging_manifest(table: Table, r: SliceResult) -> list[Any]:
+    """The data files a slice task listed in its staging manifest (none if it wrote nothing)."""
     from pyiceberg.manifest import ManifestContent, ManifestFile
 
     if r.manifest_path is None:

@@ -59,6 +59,11 @@ def publish(
 def reconcile_before_plan(
     cfg: TableConfig, catalog: Catalog, variables: state.VariableStore
 ) -> tuple[Table | None, str]:
+    """The lake table (None before the first run) and what reconciling its Variable mirror with it did.
+
+    Runs before planning so a crash after an earlier commit is adopted from the table, and a Variable
+    ahead of the table (lost commits) stops the run with ``StateError`` before anything is read.
+    """
     table = load_table_or_none(catalog, cfg)
     st = state.read_state(table)
     return table, state.reconcile(cfg.variable_key, st, variables, table)

@@ -140,6 +140,7 @@ def clean_bounds(w: Window, candidates: Sequence[str | None]) -> list[str]:
 
 
 def with_slices(w: Window, bounds: Sequence[str]) -> Window:
+    """``w`` with these slice bounds (none: one slice); the bounds travel in ``extra`` to the load."""
     extra = dict(w.extra)
     if bounds:
         extra[SLICE_BOUNDS] = list(bounds)

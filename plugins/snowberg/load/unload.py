@@ -108,6 +108,7 @@ class UnloadTarget:
         return f"{self.prefix}/{cfg.name}/{readable}-{digest}/try-{int(try_number)}"
 
     def stage_location(self, cfg: TableConfig, run_id: str, try_number: int = 1) -> str:
+        """The attempt's folder as ``COPY INTO @stage/...`` addresses it."""
         return f"@{TableName.parse(self.stage).quoted()}/{self.run_path(cfg, run_id, try_number)}/"
 
     def lake_folder(self, cfg: TableConfig, run_id: str, try_number: int = 1) -> str:
@@ -115,6 +116,7 @@ class UnloadTarget:
         return f"{self.stage_url.rstrip('/')}/{self.run_path(cfg, run_id, try_number)}/"
 
     def lake_path(self, cfg: TableConfig, run_id: str, file_name: str, try_number: int = 1) -> str:
+        """Where the lake reads a file COPY wrote; a name climbing out of the folder is refused."""
         name = file_name.lstrip("/")
         if ".." in name.split("/"):
             raise UnloadError(f"unexpected file name from COPY: {file_name!r}")
@@ -315,6 +317,7 @@ def schema_problems(table_schema: Schema, file_schema: pa.Schema) -> list[str]:
 
 
 def read_footer(table: Table, path: str) -> Any:
+    """The Parquet footer of ``path`` (schema, row groups, row count) without reading the data."""
     import pyarrow.parquet as pq
 
     with table.io.new_input(path).open() as f:

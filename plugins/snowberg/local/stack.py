@@ -28,12 +28,14 @@ _STARTED: dict[int, FakesnowServer] = {}
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it), for a server started next."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 def wait_port(port: int, timeout: float = 30.0) -> None:
+    """Return once something accepts connections on ``port``; ``TimeoutError`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with socket.socket() as s:
@@ -63,6 +65,7 @@ def snowflake_connection_uri(port: int, database: str = "SNOWBERG_DEMO") -> str:
 
 
 def stack_env(stack_dir: Path, port: int) -> dict[str, str]:
+    """The settings a real deployment would set, pointing at the emulator on ``port`` and the SQLite lake."""
     lake = stack_dir / "lake"
     return {
         "AIRFLOW_CONN_SNOWFLAKE_DEFAULT": snowflake_connection_uri(port),
@@ -83,6 +86,7 @@ class FakesnowServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> FakesnowServer:
+        """Start the server and return once it accepts connections (stopped again if it never does)."""
         self.db_path.mkdir(parents=True, exist_ok=True)
         exe = Path(sys.executable).with_name("fakesnow")
         cmd = [str(exe), "-s", "-p", str(self.port), "-d", str(self.db_path)]
@@ -107,6 +111,7 @@ class FakesnowServer:
         self.proc = None
 
     def connect_kwargs(self) -> dict[str, object]:
+        """``snowflake.connector.connect`` arguments for this server (plain http, UTC session)."""
         return {
             "user": "fake",
             "password": "snow",
@@ -207,6 +212,7 @@ def _exited(pid: int) -> bool:
 
 
 def read_env(env_file: Path) -> dict[str, str]:
+    """The ``export K=V`` lines of an env file ``up`` wrote, unquoted as a shell would; other lines are ignored."""
     out = {}
     for line in env_file.read_text().splitlines():
         if line.startswith("export "):

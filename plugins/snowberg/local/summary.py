@@ -65,6 +65,7 @@ def asset_uri_and_name(catalog: str, target: str) -> tuple[str, str]:
 
 
 def load_summary_config(path: str | Path) -> SummaryConfig:
+    """The demo summary's settings from ``demo_summary.yaml`` (an empty file gives the defaults)."""
     from snowberg.config.yaml_loader import read_yaml
 
     return SummaryConfig.model_validate(read_yaml(path, ValueError) or {})
@@ -76,6 +77,8 @@ class SummaryCheckFailed(RuntimeError):
 
 @dataclass(kw_only=True)
 class SummaryResult:
+    """What the demo's downstream summary wrote: its rows, the orders it covers, totals and the snapshots involved."""
+
     rows: int
     orders: int
     revenue: str

@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
-
+from typing import Any
 
 # Snowflake's result type codes (snowflake.connector.constants.FIELD_TYPES
 # order). Kept here so mapping does not import the connector.
@@ -85,14 +81,20 @@ class TypeMappingError(ValueError):
 
 
 class UnsupportedTypeError(TypeMappingError):
+    """A Snowflake type snowberg has no lossless Iceberg mapping for."""
+
     pass
 
 
 class LossyConversionError(TypeMappingError):
+    """A value that would change on its way to the lake; the message names the column and the types."""
+
     pass
 
 
 class SchemaEvolutionError(TypeMappingError):
+    """The source and the lake table's schema (or partitioning, or key) do not fit together."""
+
     pass
 
 

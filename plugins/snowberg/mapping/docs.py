@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from snowberg.mapping.rules import TYPE_RULES, UNSUPPORTED
-
-if TYPE_CHECKING:
-    pass
 
 
 def render_markdown() -> str:

@@ -253,6 +253,7 @@ UNSUPPORTED: dict[str, str] = {
 
 
 def rule_for(col: SnowflakeColumn, options: MappingOptions | None = None) -> TypeRule:
+    """The first rule of ``TYPE_RULES`` that takes ``col``; an unsupported type is refused with the reason."""
     options = options or MappingOptions()
     for rule in TYPE_RULES:
         if rule.matches(col, options):
@@ -268,6 +269,8 @@ def iceberg_name(snowflake_name: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class MappedColumn:
+    """A source column with its Iceberg name and type, and the rule that chose them."""
+
     source: SnowflakeColumn
     name: str  # Iceberg column name
     iceberg_type: IcebergType
@@ -279,6 +282,7 @@ class MappedColumn:
 
 
 def map_columns(columns: Sequence[SnowflakeColumn], options: MappingOptions | None = None) -> list[MappedColumn]:
+    """Map every source column, refusing two that would get the same Iceberg name."""
     options = options or MappingOptions()
     out: list[MappedColumn] = []
     seen: dict[str, str] = {}
@@ -296,6 +300,7 @@ def map_columns(columns: Sequence[SnowflakeColumn], options: MappingOptions | No
 
 
 def arrow_type_for(t: IcebergType) -> pa.DataType:
+    """The Arrow type batches are cast to for an Iceberg type (large strings and binaries, microseconds)."""
     import pyarrow as pa
     from pyiceberg import types as it
 

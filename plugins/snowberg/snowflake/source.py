@@ -34,6 +34,7 @@ PINNED_SESSION = {
 
 
 def session_parameters(cfg: TableConfig | None, existing: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``existing`` with snowberg's pinned session settings, the table's geo format and a query tag."""
     params = dict(existing or {})
     params.update(PINNED_SESSION)
     fmt = "WKT" if cfg is not None and cfg.geo_format == "wkt" else "GeoJSON"
@@ -88,6 +89,7 @@ def snowflake_hook(conn_id: str, cfg: TableConfig | None = None) -> Any:
 
 
 def cursor_kind(col: SnowflakeColumn) -> CursorKind:
+    """The cursor kind of a column, refusing a type that cannot be a watermark."""
     kind = CursorKind.for_snowflake_type(col.type)
     if kind is None:
         raise ValueError(
@@ -108,6 +110,7 @@ class SourceQuery:
         self.cursor_sql = quote_identifier(cfg.cursor.column, "cursor column") if cfg.cursor else None
 
     def describe_cursor_sql(self) -> str:
+        """A query returning no rows whose result metadata types the cursor column."""
         return f"SELECT {self.cursor_sql} FROM {self.from_clause} LIMIT 0"
 
     def _typed(self, kind: CursorKind, scale: int, param: str) -> str:
@@ -138,6 +141,7 @@ class SourceQuery:
         return text, params
 
     def extract_sql(self, w: Window) -> tuple[str, dict[str, Any]]:
+        """The SELECT reading the window's rows, with its bound parameters."""
         where, params = self.predicate(w)
         return f"SELECT * FROM {self.from_clause} WHERE {where}", params
 
@@ -194,6 +198,7 @@ class SourceQuery:
 
 
 def describe_cursor(cur: Any, sq: SourceQuery) -> SnowflakeColumn:
+    """Snowflake's own metadata of the cursor column (type, precision, scale), read without rows."""
     cur.execute(sq.describe_cursor_sql())
     md = (getattr(cur, "_description", None) or cur.description)[0]
     return SnowflakeColumn.from_metadata(md)

@@ -105,6 +105,7 @@ def source_columns(conn: Any, stream: StreamSource) -> list[str]:
 
 
 def stored_key(conn_columns: Sequence[str], key: Sequence[str]) -> list[str]:
+    """The key columns as the stream stores them, refusing a key column the stream does not have."""
     by_upper = {c.upper(): c for c in conn_columns}
     out = []
     for k in key:
@@ -352,6 +353,7 @@ def _apply_target(
 
 
 def changelog_config(cfg: TableConfig, stream: StreamSource) -> TableConfig | None:
+    """The stream table's config retargeted at its changelog table (None without one): no key, cursor or partitions."""
     if not stream.changelog_target:
         return None
     return cfg.model_copy(

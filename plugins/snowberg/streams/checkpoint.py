@@ -81,6 +81,7 @@ def read_stream_state(table: Table | None) -> StreamState | None:
 
 
 def committed_batch(table: Table | None) -> int:
+    """The last staged batch committed to the lake table (0 before the first)."""
     st = read_stream_state(table)
     return st.batch_id if st else 0
 

@@ -50,6 +50,7 @@ REFRESH = "REFRESH"
 
 
 def q(name: str) -> str:
+    """Validate and quote one identifier (short, for the SQL below)."""
     return quote_identifier(name)
 
 
@@ -98,10 +99,12 @@ def _stored(name: str) -> str:
 
 
 def stored_name(name: str) -> str:
+    """How Snowflake stores a name snowberg quotes (all lower-case names are upper-cased)."""
     return _stored(name)
 
 
 def check_columns(columns: Sequence[SnowflakeColumn]) -> None:
+    """Refuse source columns whose names clash with the staging table's own columns."""
     clash = sorted({c.name for c in columns} & META_NAMES)
     if clash:
         raise ValueError(f"source columns {clash} clash with snowberg's staging columns; rename them in the source")

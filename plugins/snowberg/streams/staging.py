@@ -55,6 +55,7 @@ class ConsumeResult:
 
 
 def describe(conn: Any, sql_text: str) -> list[SnowflakeColumn]:
+    """The result columns of ``sql_text`` as Snowflake describes them."""
     cur = conn.cursor()
     try:
         cur.execute(sql_text)
@@ -117,6 +118,7 @@ def create_stream(conn: Any, stream: StreamSource, table: TableName | None, *, r
 
 
 def last_generation(conn: Any, staging: TableName, iceberg_generation: str | None) -> str | None:
+    """The stream generation last staged; falls back to the lake table's when nothing is staged."""
     staged = _scalar(conn, S.last_stream_created_sql(staging))
     return str(staged) if staged else iceberg_generation
 

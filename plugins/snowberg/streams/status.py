@@ -90,6 +90,7 @@ def read_status(conn: Any, stream: TableName) -> StreamStatus | None:
 
 
 def recovery_hint(stream: TableName) -> str:
+    """What to do about a stale stream, for the error and the alert."""
     return (
         f"Recover by triggering the DAG with param recover_stale_stream=true: snowberg re-creates the stream "
         f"(CREATE OR REPLACE STREAM {stream} … SHOW_INITIAL_ROWS = TRUE), drops the staged batches, and replaces "

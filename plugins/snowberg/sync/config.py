@@ -109,6 +109,8 @@ class VisibilityCheckConfig(StrictModel):
 
 
 class SyncConfig(StrictModel):
+    """One lake → Snowflake sync: a DAG is built for each."""
+
     name: str
     description: str | None = None
     source: IcebergSource
@@ -188,10 +190,13 @@ class SyncConfig(StrictModel):
 
 
 class SyncsFile(StrictModel):
+    """A whole ``syncs.yaml``."""
+
     syncs: list[SyncConfig]
 
 
 def parse_syncs(data: Any, *, source: str = "<syncs>") -> SyncsFile:
+    """Validate a parsed ``syncs.yaml`` strictly, naming the sync and field of each error."""
     cfg = validate_entries(
         data,
         SyncsFile,
@@ -218,4 +223,5 @@ def parse_syncs(data: Any, *, source: str = "<syncs>") -> SyncsFile:
 
 
 def load_syncs(path: str | Path) -> SyncsFile:
+    """Read and validate ``path`` (``parse_syncs``)."""
     return parse_syncs(read_yaml(path, SyncConfigError), source=str(path))

@@ -106,6 +106,7 @@ class NativeLoadResult:
 
 
 def default_state_table(target: TableName) -> TableName:
+    """The state table used when none is configured: ``SNOWBERG_SYNC_STATE`` next to the target."""
     return TableName(database=target.database, schema=target.schema, table=DEFAULT_STATE_TABLE)
 
 
@@ -134,6 +135,7 @@ def state_table_ddl(state: TableName) -> str:
 
 
 def read_state(cur: Any, state: TableName, target: TableName) -> NativeState | None:
+    """The target's row of the state table (None before the first sync); two rows mean two first runs raced."""
     cur.execute(
         f'SELECT "SOURCE_TABLE_UUID", "SOURCE_SNAPSHOT_ID", "RUN_ID" FROM {state.quoted()} '
         'WHERE "TARGET_TABLE" = %(t)s',
@@ -192,6 +194,7 @@ def delete_by_key_sql(target: TableName, keys: Sequence[TargetColumn], rows: int
 
 
 def key_columns_of(columns: Sequence[TargetColumn], keys: Sequence[str], source_label: str) -> list[TargetColumn]:
+    """The target columns of the source's key columns, refusing a key the schema lacks."""
     by_source = {c.source_name: c for c in columns}
     missing = [k for k in keys if k not in by_source]
     if missing:

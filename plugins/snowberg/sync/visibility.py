@@ -66,6 +66,7 @@ def check_native(conn: Any, result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def snowflake_count(conn: Any, table: TableName) -> int:
+    """``COUNT(*)`` of ``table`` as Snowflake sees it now."""
     cur = conn.cursor()
     try:
         cur.execute(f"SELECT COUNT(*) FROM {table.quoted()}")
