@@ -62,7 +62,7 @@ def test_alerts_rejects(doc: dict[str, object], message: str) -> None:
         AlertsConfig.model_validate(doc)
 
 
-def test_health_thresholds() -> None:
+def test_health_thresholds_read_sizes_and_durations_report_only_the_limits_set_and_refuse_bad_values() -> None:
     th = HealthThresholds.model_validate(
         {"min_stats_coverage": 0.9, "small_file_size": "8MiB", "max_snapshot_age": "7d"}
     )
@@ -88,7 +88,7 @@ def test_health_thresholds() -> None:
     ("text", "n"),
     [(4096, 4096), ("4096", 4096), ("32MiB", 32 * 1024**2), ("128 MB", 128 * 1000**2), ("1.5GiB", int(1.5 * 1024**3))],
 )
-def test_parse_size(text: object, n: int) -> None:
+def test_a_size_is_bytes_or_a_number_with_a_binary_or_decimal_unit(text: object, n: int) -> None:
     assert parse_size(text) == n
 
 

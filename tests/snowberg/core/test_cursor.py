@@ -20,7 +20,7 @@ def test_kinds_are_one_closed_set_equal_to_their_text() -> None:
     assert CursorKind.for_snowflake_type("VARCHAR") is None
 
 
-def test_sql_types() -> None:
+def test_each_kind_names_its_snowflake_type_and_only_number_takes_the_scale() -> None:
     assert [k.sql_type(2) for k in CursorKind] == ["TIMESTAMP_NTZ(9)", "TIMESTAMP_TZ(9)", "DATE", "NUMBER(38,2)"]
 
 
@@ -81,7 +81,7 @@ def test_shift_and_numeric_projection() -> None:
     assert CursorKind.NUMBER.from_numeric(Decimal("2.379"), 2) == "2.37"
 
 
-def test_iceberg_literals() -> None:
+def test_a_stored_watermark_becomes_an_iceberg_literal_of_its_kind() -> None:
     assert CursorKind.TIMESTAMP_NTZ.iceberg_literal("2026-09-02 00:00:00.000000") == "2026-09-02T00:00:00"
     assert CursorKind.DATE.iceberg_literal("2026-09-02") == "2026-09-02"
     assert CursorKind.NUMBER.iceberg_literal("10.50") == Decimal("10.50")

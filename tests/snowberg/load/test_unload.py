@@ -237,7 +237,9 @@ def data_files(catalog: Any, ident: str = "shop.orders") -> set[str]:
 # the statement
 
 
-def test_copy_statement_shape(sfdb: Any, catalog: Any) -> None:
+def test_the_copy_writes_the_attempts_folder_partitioned_like_the_table_and_binds_the_bound(
+    sfdb: Any, catalog: Any
+) -> None:
     from snowberg.load.extract import mapping_options
     from snowberg.mapping.rules import map_columns
     from snowberg.snowflake.source import result_columns
@@ -551,7 +553,7 @@ def test_day_partitioned_table_gets_partitions_from_file_statistics(
     assert catalog.load_table("shop.orders2").current_snapshot() is None
 
 
-def test_register_files_directly(sfdb: Any, catalog: Any, stage: Any) -> None:
+def test_register_files_on_its_own_refuses_files_already_in_the_table(sfdb: Any, catalog: Any, stage: Any) -> None:
     """``register_files`` is usable on its own (files unloaded by another tool into the lake)."""
     root, target = stage
     src = make_source(sfdb, 800)
