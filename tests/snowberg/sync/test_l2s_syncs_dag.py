@@ -72,36 +72,6 @@ def test_parsing_imports_no_heavy_library() -> None:
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-2000:]
 
 
-@pytest.mark.parametrize(
-    "entry,message",
-    [
-        ({"target": {"kind": "native", "table": "DB.S.T", "bogus": 1}}, "field 'target.bogus': unknown key"),
-        ({"target": {"kind": "native", "table": "S.T"}}, "field 'target.table'"),
-        (
-            {"target": {"kind": "iceberg", "catalog": "h", "table": "S.T"}},
-            "needs check.snowflake_conn_id and check.table",
-        ),
-        ({"target": {"kind": "native", "table": "DB.S.T"}, "on_rewrite": "maybe"}, "field 'on_rewrite'"),
-        ({"source": {"catalog": "lake", "table": "no_namespace"}}, "field 'source.table'"),
-    ],
-)
-def test_config_errors_name_the_sync_and_field(entry: dict[str, Any], message: str) -> None:
-    base = {
-        "name": "s1",
-        "source": {"catalog": "lake", "table": "shop.orders"},
-        "target": {"kind": "native", "table": "DB.S.T"},
-    }
-    with pytest.raises(SyncConfigError, match="sync 's1'") as exc:
-        parse_syncs({"syncs": [{**base, **entry}]})
-    assert message in str(exc.value)
-
-
-def test_two_syncs_into_one_target_are_refused() -> None:
-    s = {"source": {"catalog": "lake", "table": "shop.orders"}, "target": {"kind": "native", "table": "DB.S.T"}}
-    with pytest.raises(SyncConfigError, match="another sync already writes DB.S.T"):
-        parse_syncs({"syncs": [{"name": "a", **s}, {"name": "b", **s}]})
-
-
 @pytest.mark.slow
 def test_dag_test_runs_sync_then_check_on_the_emulator(lake, snowflake, connection, tmp_path, monkeypatch) -> None:
     """``dag.test()``: the real task runner, XCom from ``sync`` into ``check_visible``, connections from env."""
