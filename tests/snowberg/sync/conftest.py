@@ -1,12 +1,13 @@
 """Fixtures for the lake → Snowflake tests: services are started by the tests and stopped after them.
 
-* ``fakesnow``: the Snowflake emulator in server mode (a child process, shared
-  by the session; every test gets its own database).
-* ``moto``: S3 and Glue endpoints over HTTP (moto's threaded server).
-* ``horizon``: the Horizon-shaped Iceberg REST catalog of ``rest_catalog.py``.
-* ``lake``: a pyiceberg SQL catalog on SQLite in the test's tmp dir.
-* ``connection``, ``snowflake``, ``moto_endpoint``, ``s3_bucket``: from
-  ``l2s_services.py`` (shared with ``tests/scenarios``).
+* ``fakesnow_server``: the Snowflake emulator in server mode (a child process,
+  shared by the session; every test gets its own database).
+* ``horizon_store``, ``horizon``, ``horizon_conn``: the Horizon-shaped Iceberg
+  REST catalog of ``l2s_rest_catalog.py`` and an Airflow connection to it.
+* from ``l2s_services.py`` (shared with ``tests/scenarios`` and ``tests/dags``):
+  ``connection``, ``snowflake`` (the emulator as an Airflow connection),
+  ``moto_endpoint`` and ``s3_bucket`` (moto's S3 and Glue over HTTP), ``lake``
+  (a pyiceberg SQL catalog on SQLite in the test's tmp dir).
 
 Airflow connections are given the way deployments give them without a
 metadata DB: ``AIRFLOW_CONN_<ID>`` environment variables (JSON).
@@ -33,17 +34,7 @@ connection = l2s_services.connection
 snowflake = l2s_services.snowflake
 moto_endpoint = l2s_services.moto_endpoint
 s3_bucket = l2s_services.s3_bucket
-
-
-@pytest.fixture
-def lake(tmp_path: Path) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    wh = tmp_path / "lake"
-    wh.mkdir()
-    cat = SqlCatalog("lake", uri=f"sqlite:///{wh / 'catalog.db'}", warehouse=f"file://{wh}")
-    cat.create_namespace("shop")
-    return cat
+lake = l2s_services.lake
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@
 * ``snowflake``: an Airflow connection to the session's fakesnow server and a
   fresh database (needs a ``fakesnow_server`` fixture: ``tests/conftest.py``);
 * ``moto_endpoint`` / ``s3_bucket``: S3 and Glue over HTTP (moto's threaded
-  server) and a bucket of the test's own.
+  server) and a bucket of the test's own;
+* ``lake``: a pyiceberg SQL catalog on SQLite in the test's tmp dir, with
+  namespace ``shop``.
 
 Import the fixtures into a conftest or test module to use them.
 """
@@ -16,6 +18,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,3 +83,14 @@ def s3_bucket(moto_endpoint: str, request: pytest.FixtureRequest) -> str:
         region_name="us-east-1",
     ).create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    wh = tmp_path / "lake"
+    wh.mkdir()
+    cat = SqlCatalog("lake", uri=f"sqlite:///{wh / 'catalog.db'}", warehouse=f"file://{wh}")
+    cat.create_namespace("shop")
+    return cat

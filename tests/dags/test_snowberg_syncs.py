@@ -12,13 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from l2s_data import orders, orders_schema
 
-from snowberg.sync.config import SyncConfigError, load_syncs, parse_syncs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "snowberg" / "sync"))
+import l2s_services  # noqa: E402
+from l2s_data import orders, orders_schema  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[3]
+from snowberg.sync.config import SyncConfigError, load_syncs, parse_syncs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 DAG_FILE = ROOT / "dags" / "snowberg_syncs.py"
 HEAVY = ("pyiceberg", "pyarrow", "snowflake.connector", "fakesnow", "duckdb", "pandas")
+
+# The lake → Snowflake service fixtures (tests/snowberg/sync/l2s_services.py); the emulator is tests/conftest.py's.
+connection = l2s_services.connection
+snowflake = l2s_services.snowflake
+lake = l2s_services.lake
 
 
 def _load_dags(monkeypatch: pytest.MonkeyPatch, config: Path | None = None) -> dict[str, Any]:
