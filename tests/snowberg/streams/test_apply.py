@@ -47,17 +47,6 @@ def test_several_staged_batches_resolve_last_wins(harness: Harness) -> None:
     assert h.target_rows() == h.source_rows()
 
 
-def test_bare_select_consumes_nothing_but_the_run_does(harness: Harness) -> None:
-    h = harness
-    h.insert((1, "new", "10.00"))
-    h.run()
-    h.update(1, "paid")
-    assert h.stream_pending() == 2
-    assert h.stream_pending() == 2  # reading the stream twice: still there
-    h.run()
-    assert h.stream_pending() == 0
-
-
 def test_append_only_stream_without_key_appends(fakesnow_server: dict[str, Any], tmp_path: Path) -> None:
     h = Harness(fakesnow_server, tmp_path, append_only=True, primary_key=[])
     try:

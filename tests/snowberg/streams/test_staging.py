@@ -62,6 +62,17 @@ def test_append_only_stream_returns_inserts_and_the_initial_rows(harness: Harnes
     assert _rows(cur) == [(1, "new", "INSERT"), (2, "new", "INSERT")]
 
 
+def test_bare_select_consumes_nothing_but_the_run_does(harness: Harness) -> None:
+    h = harness
+    h.insert((1, "new", "10.00"))
+    h.run()
+    h.update(1, "paid")
+    assert h.stream_pending() == 2
+    assert h.stream_pending() == 2  # reading the stream twice: still there
+    h.run()
+    assert h.stream_pending() == 0
+
+
 def test_failure_inside_consume_transaction_rolls_back(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     """The offset moves only with a committed consume: a failure before COMMIT leaves the changes in the stream."""
     from snowberg.streams.steps import consume_step
