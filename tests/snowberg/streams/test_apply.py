@@ -47,17 +47,6 @@ def test_several_staged_batches_resolve_last_wins(harness: Harness) -> None:
     assert h.target_rows() == h.source_rows()
 
 
-def test_bare_select_consumes_nothing_but_the_run_does(harness: Harness) -> None:
-    h = harness
-    h.insert((1, "new", "10.00"))
-    h.run()
-    h.update(1, "paid")
-    assert h.stream_pending() == 2
-    assert h.stream_pending() == 2  # reading the stream twice: still there
-    h.run()
-    assert h.stream_pending() == 0
-
-
 def test_append_only_stream_without_key_appends(fakesnow_server: dict[str, Any], tmp_path: Path) -> None:
     h = Harness(fakesnow_server, tmp_path, append_only=True, primary_key=[])
     try:
@@ -144,26 +133,3 @@ def test_two_live_rows_for_one_key_in_a_batch_fail_instead_of_keeping_one(harnes
     h.update(1, "paid")
     h.run()
     assert {r["id"]: r["status"] for r in h.target_rows()} == {1: "paid", 2: "first"}
-
-
-def test_batch_id_survives_expiry_of_every_stream_snapshot(harness: Harness) -> None:
-    from datetime import UTC, datetime, timedelta
-
-    from snowberg.streams import checkpoint as cp
-
-    h = harness
-    h.insert((1, "new", "10.00"), (2, "new", "20.00"))
-    h.run()
-    h.update(1, "paid")
-    h.run()
-    t = h.catalog().load_table("shop.orders")
-    batch = cp.committed_batch(t)
-    t.overwrite(t.scan().to_arrow())  # another engine rewrites the table (a compaction, say)
-    t = h.catalog().load_table("shop.orders")
-    t.maintenance.expire_snapshots().older_than(datetime.now(UTC) + timedelta(seconds=1)).commit()
-    t = h.catalog().load_table("shop.orders")
-    assert len(t.snapshots()) == 1 and cp.committed_batch(t) == batch
-    h.insert((3, "new", "30.00"))
-    res = h.run()
-    assert res["load"]["batches"] == [batch + 1] and not res["load"]["refresh"]
-    assert h.target_rows() == h.source_rows()

@@ -255,28 +255,3 @@ def test_a_sync_into_a_missing_snowflake_managed_table_creates_it_then_syncs(
         create_in_snowflake=create,
     )
     assert r2.rows == 1 and len(seen) == 1
-
-
-def test_sync_config_create_in_snowflake_defaults_to_the_check() -> None:
-    from snowberg.sync.config import SyncConfigError, parse_syncs
-
-    entry = {
-        "name": "s",
-        "source": {"catalog": "lake", "table": "shop.orders"},
-        "target": {
-            "kind": "iceberg",
-            "catalog": "horizon",
-            "table": "SHOP.ORDERS",
-            "create_in_snowflake": {"external_volume": "VOL", "base_location": "shop/orders/"},
-        },
-        "check": {"snowflake_conn_id": "sf", "table": "LAKEHOUSE.SHOP.ORDERS"},
-    }
-    cfg = parse_syncs({"syncs": [entry]}).syncs[0]
-    assert cfg.snowflake_create == {
-        "snowflake_conn_id": "sf",
-        "table": "LAKEHOUSE.SHOP.ORDERS",
-        "external_volume": "VOL",
-        "base_location": "shop/orders/",
-    }
-    with pytest.raises(SyncConfigError, match="create_in_snowflake needs"):
-        parse_syncs({"syncs": [{**entry, "check": None, "check_enabled": False}]})

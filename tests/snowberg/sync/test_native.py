@@ -1,4 +1,4 @@
-"""Lake → native Snowflake table on the emulator: types, exactly once, rewrites, and the visibility check."""
+"""Lake → native Snowflake table on the emulator: types, exactly once, rewrites, and the load + check operators."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from snowberg.core.identifiers import TableName
 from snowberg.sync import native
 from snowberg.sync.native import ConcurrentSyncError, load_native
 from snowberg.sync.snapshots import SourceRewriteError
-from snowberg.sync.visibility import VisibilityError, check_iceberg, check_native
+from snowberg.sync.visibility import VisibilityError, check_native
 
 pytestmark = pytest.mark.slow
 
@@ -281,43 +281,6 @@ def test_a_populated_target_without_state_is_not_appended_to(lake, snowflake) ->
     assert _ids(conn, db) == [99]
     r = _load(src, conn, db, "r2", on_rewrite="full_reload")
     assert r.mode == "full_reload" and _ids(conn, db) == [1]
-
-
-def test_visibility_check_fails_when_rows_or_state_are_missing(lake, snowflake) -> None:
-    _, conn, db = snowflake
-    src = lake.create_table("shop.orders", schema=orders_schema())
-    src.append(orders([1, 2, 3]))
-    result = _load(src, conn, db, "r1").to_dict()
-    check_native(conn, result)
-    cur = conn.cursor()
-    cur.execute(f'DELETE FROM {_target(db).quoted()} WHERE "ORDER_ID" = 2')
-    with pytest.raises(VisibilityError, match=r"expected 3, found 2"):
-        check_native(conn, result)
-    cur.execute(
-        f'INSERT INTO {_target(db).quoted()} ("ORDER_ID", "_SNOWBERG_SOURCE_SNAPSHOT_ID") VALUES (2, %(s)s)',
-        {"s": result["to_snapshot_id"]},
-    )
-    check_native(conn, result)
-    cur.execute(f'UPDATE "{db}"."SHOP"."SNOWBERG_SYNC_STATE" SET "SOURCE_SNAPSHOT_ID" = 1')
-    with pytest.raises(VisibilityError, match="synced to source snapshot 1"):
-        check_native(conn, result)
-    cur.close()
-    with pytest.raises(SourceRewriteError, match="1 is not an ancestor"):  # a state the load cannot place
-        _load(src, conn, db, "r2")
-
-
-def test_iceberg_visibility_check_compares_snowflake_count_with_the_catalog(snowflake) -> None:
-    """The Horizon check is Snowflake SQL; on the emulator a native table stands in for the Iceberg table."""
-    _, conn, db = snowflake
-    t = TableName(database=db, schema="SHOP", table="ICEBERG_VIEW")
-    cur = conn.cursor()
-    cur.execute(f'CREATE TABLE {t.quoted()} ("X" NUMBER)')
-    cur.execute(f"INSERT INTO {t.quoted()} VALUES (1), (2), (3)")
-    cur.close()
-    assert check_iceberg(conn, t, {"target_total_rows": 3, "target_snapshot_id": 7})["rows"] == 3
-    assert check_iceberg(conn, t, {"target_total_rows": 2}, current_rows=lambda: 3)["rows"] == 3  # a later commit
-    with pytest.raises(VisibilityError, match="Snowflake returns 3 rows.*holds \\[4\\]"):
-        check_iceberg(conn, t, {"target_total_rows": 4}, timeout=0.5, interval=0.2)
 
 
 def test_operators_load_then_check(lake, snowflake, connection) -> None:

@@ -1,4 +1,4 @@
-"""Live lane: a real Snowflake account (Horizon Iceberg REST + SQL). Skipped without credentials.
+"""Live lane of the visibility checks: a real Snowflake account (Horizon REST + SQL). Skipped without credentials.
 
 Set (see docs/lake-to-snowflake.md, "Live tests"):
 

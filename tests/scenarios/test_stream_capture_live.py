@@ -1,4 +1,4 @@
-"""The live lane: the same scenarios against a real Snowflake account (real Streams, real CHANGES).
+"""Stream capture, live lane: the emulator scenarios against a real Snowflake account (real Streams, CHANGES).
 
 Skipped unless these are set (see docs/streams.md, "Live tests"):
 SNOWBERG_LIVE_SNOWFLAKE_ACCOUNT, _USER, _PASSWORD, _WAREHOUSE (optional _ROLE;
@@ -9,14 +9,17 @@ database ``SNOWBERG_TEST_<random>``.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import streams_scenarios as sc
-from streams_harness import LIVE_ENV, Harness
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "snowberg" / "streams"))
+import streams_scenarios as sc  # noqa: E402
+from streams_harness import LIVE_ENV, Harness  # noqa: E402
 
 pytestmark = [
     pytest.mark.live,

@@ -1,4 +1,4 @@
-"""AWS Glue + S3 end to end on moto's server (real boto3 and pyarrow S3 over HTTP), in both directions.
+"""A lake on AWS Glue + S3, end to end on moto's server (real boto3 and pyarrow S3 over HTTP), in both directions.
 
 * an Airflow ``aws`` connection → pyiceberg GlueCatalog with S3 storage;
 * Snowflake (emulator) → Iceberg on Glue/S3 with snowberg's watermark load,
@@ -10,17 +10,28 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
-from l2s_data import DATABASE, PAT, ROLE, orders, orders_schema
 
-from snowberg.core.identifiers import IcebergName, TableName
-from snowberg.iceberg.catalogs import open_catalog
-from snowberg.sync.horizon import sync_iceberg
-from snowberg.sync.native import load_native
-from snowberg.sync.visibility import check_native
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "snowberg" / "sync"))
+import l2s_services  # noqa: E402
+from l2s_data import DATABASE, PAT, ROLE, orders, orders_schema  # noqa: E402
+
+from snowberg.core.identifiers import IcebergName, TableName  # noqa: E402
+from snowberg.iceberg.catalogs import open_catalog  # noqa: E402
+from snowberg.sync.horizon import sync_iceberg  # noqa: E402
+from snowberg.sync.native import load_native  # noqa: E402
+from snowberg.sync.visibility import check_native  # noqa: E402
 
 pytestmark = pytest.mark.slow
+
+# The lake → Snowflake service fixtures (tests/snowberg/sync/l2s_services.py); the emulator is tests/conftest.py's.
+connection = l2s_services.connection
+snowflake = l2s_services.snowflake
+moto_endpoint = l2s_services.moto_endpoint
+s3_bucket = l2s_services.s3_bucket
 
 KEY_ID, SECRET = "AKIAMOTOEXAMPLE", "moto-secret-access-key"
 
