@@ -86,11 +86,25 @@ class CountingConnection:
         self._conn.close()
 
 
-def connect(spec: dict[str, Any]) -> Any:
+# The session snowberg pins (snowberg.snowflake.source.session_parameters(None)), written out so the raw
+# limit's process imports nothing of snowberg; the snowberg phases check that the two agree.
+RAW_SESSION = {
+    "TIMEZONE": "UTC",
+    "TIMESTAMP_TYPE_MAPPING": "TIMESTAMP_NTZ",
+    "WEEK_START": 0,
+    "GEOGRAPHY_OUTPUT_FORMAT": "GeoJSON",
+    "GEOMETRY_OUTPUT_FORMAT": "GeoJSON",
+}
+
+
+def connect(spec: dict[str, Any], session: dict[str, Any] | None = None) -> Any:
     import snowflake.connector
 
-    from snowberg.snowflake.source import session_parameters
+    if session is None:
+        from snowberg.snowflake.source import session_parameters
 
+        session = session_parameters(None)
+        assert session == RAW_SESSION, "bench.worker.RAW_SESSION no longer matches snowberg's pinned session"
     return snowflake.connector.connect(
         user="fake",
         password="snow",
@@ -99,7 +113,7 @@ def connect(spec: dict[str, Any]) -> Any:
         port=spec["port"],
         protocol="http",
         database="SNOWBERG_DEMO",
-        session_parameters=session_parameters(None),
+        session_parameters=session,
         arrow_number_to_decimal=True,
         network_timeout=600,
     )
@@ -155,7 +169,7 @@ def phase_raw(spec: dict[str, Any]) -> dict[str, Any]:
     cat.create_namespace_if_not_exists(ident.split(".")[0])
     files_before, commits_before = count_files(spec), catalog_commits(cat, ident)
     t_start = time.monotonic()
-    conn = connect(spec)
+    conn = connect(spec, RAW_SESSION)  # nothing of snowberg is imported by the raw limit
     cur = conn.cursor()
     source = spec.get("source", "SNOWBERG_DEMO.SHOP.ORDERS")  # a bench-built name, never user input
     if spec.get("since") is not None:
