@@ -4,7 +4,9 @@
 * ``probe``     — write/read/list/delete a probe object with the lake writer's FileIO
 * ``freshness`` — snapshot age and watermark lag against an SLA (metadata only)
 * ``health``    — snapshots, files, rows, statistics coverage, partition skew (manifests only)
-* ``settings``  — the ``alerts:`` and ``health:`` YAML sections
+* ``volume``, ``hashdiff``, ``anomaly`` — the lake's rows against Snowflake's, and run-to-run volume
+
+Their settings (the ``alerts:``, ``health:`` and ``volume:`` sections) live in ``snowberg.config``.
 
 This package imports nothing heavy at module level; the Airflow operators
 live in ``snowberg.airflow.operators`` (freshness, health, storage).
