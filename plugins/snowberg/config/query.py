@@ -10,13 +10,17 @@ provider) is a well-kept one whose lexer knows all four.
 
 from __future__ import annotations
 
-import sqlparse
-from sqlparse import tokens as T
+from typing import TYPE_CHECKING
 
 from snowberg.core.identifiers import clip
 
+if TYPE_CHECKING:
+    from sqlparse.sql import Token
 
-def _meaningless(tok: sqlparse.sql.Token) -> bool:
+
+def _meaningless(tok: Token) -> bool:
+    from sqlparse import tokens as T
+
     return tok.is_whitespace or tok.ttype in T.Comment or (tok.ttype is T.Punctuation and tok.value == ";")
 
 
@@ -26,6 +30,10 @@ def single_select(text: str) -> str:
     Raises ``ValueError`` for a second statement, an unterminated quote or a
     statement that is not a SELECT.
     """
+    # Imported here: a load task validates its config on every run, and most sources are tables, not queries.
+    import sqlparse
+    from sqlparse import tokens as T
+
     statements = []
     for stmt in sqlparse.parse(text):
         tokens = list(stmt.flatten())

@@ -12,7 +12,6 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from snowberg.core.identifiers import CLIP_CHARS, clip
@@ -91,6 +90,8 @@ def merged_entries(data: Any, *, list_key: str, source: str, error: type[Excepti
 
 def read_yaml(path: str | Path, error: type[Exception]) -> Any:
     """The parsed YAML of ``path``; a syntax error is raised as the caller's ``error`` type, naming the file."""
+    import yaml  # here, not at module level: tasks build configs from dicts and never read YAML
+
     path = Path(path)
     try:
         return yaml.safe_load(path.read_text())
