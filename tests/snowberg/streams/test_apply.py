@@ -133,3 +133,50 @@ def test_two_live_rows_for_one_key_in_a_batch_fail_instead_of_keeping_one(harnes
     h.update(1, "paid")
     h.run()
     assert {r["id"]: r["status"] for r in h.target_rows()} == {1: "paid", 2: "first"}
+
+
+def _recreate_stream(h: Harness, *, initial_rows: bool) -> None:
+    """Drop the stream and create it again by hand: a new generation whose offset starts now."""
+    h.sql(f'DROP STREAM "{h.db}"."SRC"."ORDERS_STREAM"')
+    tail = " SHOW_INITIAL_ROWS = TRUE" if initial_rows else ""
+    h.sql(f'CREATE STREAM "{h.db}"."SRC"."ORDERS_STREAM" ON TABLE "{h.db}"."SRC"."ORDERS"{tail}')
+
+
+def test_a_stream_recreated_after_an_empty_first_run_without_initial_rows_is_refused(harness: Harness) -> None:
+    """The first run stages nothing; the stream's generation must still be remembered to notice a re-creation."""
+    from snowberg.streams import checkpoint as cp
+    from snowberg.streams.errors import StreamError
+
+    h = harness
+    h.stream = h.stream.model_copy(update={"show_initial_rows": False})
+    h.insert((1, "new", "10.00"))  # before the stream: not asked for
+    first = h.run()
+    assert (first["consume"]["created_stream"], first["consume"]["rows"]) == (True, 0)
+    # The generation is in the Iceberg table (staging is cleaned up): the next run compares against it.
+    state = cp.read_stream_state(h.catalog().load_table("shop.orders"))
+    assert state is not None and state.generation == first["consume"]["status"]["created_on"]
+    assert h.target_rows() == [] and h.staged_count() == 0
+    h.insert((2, "new", "20.00"))  # the old stream holds this change ...
+    _recreate_stream(h, initial_rows=False)  # ... the new one cannot show it
+    h.insert((3, "new", "30.00"))
+    with pytest.raises(StreamError, match=r"was re-created .* configured without initial rows"):
+        h.run()
+    h.run(recover=True)
+    assert h.target_rows() == h.source_rows()
+
+
+def test_an_empty_first_run_without_initial_rows_leaves_no_marker_in_the_changelog(
+    fakesnow_server: dict[str, Any], tmp_path: Path
+) -> None:
+    h = Harness(fakesnow_server, tmp_path, changelog=True)
+    try:
+        h.stream = h.stream.model_copy(update={"show_initial_rows": False})
+        first = h.run()
+        assert first["consume"]["rows"] == 0 and first["load"]["changelog_rows"] == 0
+        h.insert((1, "new", "10.00"))
+        h.run()
+        log = [(r["snowberg_batch_id"], r["snowberg_action"], r["id"]) for r in h.changelog_rows()]
+        assert log == [(2, "INSERT", 1)]
+        assert h.target_rows() == h.source_rows()
+    finally:
+        h.close()
