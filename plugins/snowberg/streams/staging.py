@@ -174,6 +174,17 @@ def consume(
             "initial rows: the changes in between are lost. Trigger with recover_stale_stream=true to re-create it "
             "with initial rows and fully refresh the target."
         )
+    if new_generation and stream.show_initial_rows and not recover:
+        # SHOW STREAMS does not say whether a stream shows initial rows: snowberg has to trust the config here.
+        log.warning(
+            "stream %s was re-created (created_on %s → %s): its first read is taken as a full copy of the table "
+            "and replaces the target. That holds only if it was created with SHOW_INITIAL_ROWS = TRUE (as "
+            "recover_stale_stream does); a stream re-created without it shows only later changes, and the target "
+            "then misses rows until a run with recover_stale_stream=true.",
+            name,
+            previous,
+            generation,
+        )
     refresh = (
         recover or (new_generation and stream.show_initial_rows) or (previous is None and stream.show_initial_rows)
     )
