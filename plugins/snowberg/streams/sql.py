@@ -47,6 +47,12 @@ META_NAMES = frozenset(n for n, _ in STAGING_META)
 # A staged marker row (action REFRESH, source columns NULL) says "this batch is
 # a full copy of the table": the load replaces the target instead of merging.
 REFRESH = "REFRESH"
+# A GENERATION marker row (source columns NULL) carries only the stream's
+# generation: the first batch of a stream without initial rows may hold no
+# change, and without a row its generation would reach neither staging nor the
+# Iceberg commit, so a later re-creation of the stream would go unnoticed.
+GENERATION = "GENERATION"
+MARKERS = (REFRESH, GENERATION)
 
 
 def q(name: str) -> str:
@@ -150,13 +156,22 @@ def consume_sql(
     return sql, {}
 
 
-def refresh_marker_sql(staging: TableName) -> str:
+def _marker_sql(staging: TableName, action: str) -> str:
     cols = [q(BATCH_ID), q(SEQ), q(S_ACTION), q(S_ISUPDATE), q(RUN_ID), q(CONSUMED_AT), q(STREAM_CREATED)]
     return (
         f"INSERT INTO {staging.quoted()} ({', '.join(cols)}) "
-        f"SELECT CAST(%(batch_id)s AS NUMBER(38,0)), 0, '{REFRESH}', FALSE, %(run_id)s, CURRENT_TIMESTAMP(), "
+        f"SELECT CAST(%(batch_id)s AS NUMBER(38,0)), 0, '{action}', FALSE, %(run_id)s, CURRENT_TIMESTAMP(), "
         "%(stream_created)s"
     )
+
+
+def refresh_marker_sql(staging: TableName) -> str:
+    return _marker_sql(staging, REFRESH)
+
+
+def generation_marker_sql(staging: TableName) -> str:
+    """A row that records the stream's generation in a batch that staged no change."""
+    return _marker_sql(staging, GENERATION)
 
 
 def last_stream_created_sql(staging: TableName) -> str:
@@ -179,7 +194,8 @@ def pending_batches_sql(staging: TableName) -> str:
 
 
 def _range(low_param: str = "low", high_param: str = "high") -> str:
-    return f"{q(BATCH_ID)} > %({low_param})s AND {q(BATCH_ID)} <= %({high_param})s AND {q(S_ACTION)} <> '{REFRESH}'"
+    markers = ", ".join(f"'{m}'" for m in MARKERS)
+    return f"{q(BATCH_ID)} > %({low_param})s AND {q(BATCH_ID)} <= %({high_param})s AND {q(S_ACTION)} NOT IN ({markers})"
 
 
 def changed_keys_sql(staging: TableName, key: Sequence[str]) -> str:
@@ -212,12 +228,15 @@ CHANGELOG_META = (BATCH_ID, SEQ, S_ACTION, S_ISUPDATE, S_ROW_ID, CONSUMED_AT)
 
 
 def changelog_rows_sql(staging: TableName, columns: Sequence[str]) -> str:
-    """Every staged change in the range, in order, with its action and batch id (REFRESH markers included)."""
+    """Every staged change in the range, in order, with its action and batch id (REFRESH markers included).
+
+    GENERATION markers are left out: they are bookkeeping, not a change to the table.
+    """
     cols = ", ".join(q(c) for c in columns)
     meta = ", ".join(q(c) for c in CHANGELOG_META)
     return (
         f"SELECT {cols}, {meta} FROM {staging.quoted()} WHERE {q(BATCH_ID)} > %(low)s AND {q(BATCH_ID)} <= %(high)s "
-        f"ORDER BY {q(BATCH_ID)}, {q(SEQ)}"
+        f"AND {q(S_ACTION)} <> '{GENERATION}' ORDER BY {q(BATCH_ID)}, {q(SEQ)}"
     )
 
 

@@ -17,6 +17,12 @@ the stream was (re-)created: with SHOW_INITIAL_ROWS its first read is the
 whole table, so that batch is staged as a full refresh (a ``REFRESH`` marker
 row) and the load replaces the target. This also makes a recovery that died
 half-way safe to re-run with or without the recovery param.
+
+The generation must be known from the first batch on. A stream without
+initial rows may stage nothing at first; that batch then gets a
+``GENERATION`` marker row, so the load commits the generation to the Iceberg
+table like any batch's. Without it neither staging nor the table would hold
+a generation, and a re-creation before the first change would go unnoticed.
 """
 
 from __future__ import annotations
@@ -168,6 +174,17 @@ def consume(
             "initial rows: the changes in between are lost. Trigger with recover_stale_stream=true to re-create it "
             "with initial rows and fully refresh the target."
         )
+    if new_generation and stream.show_initial_rows and not recover:
+        # SHOW STREAMS does not say whether a stream shows initial rows: snowberg has to trust the config here.
+        log.warning(
+            "stream %s was re-created (created_on %s → %s): its first read is taken as a full copy of the table "
+            "and replaces the target. That holds only if it was created with SHOW_INITIAL_ROWS = TRUE (as "
+            "recover_stale_stream does); a stream re-created without it shows only later changes, and the target "
+            "then misses rows until a run with recover_stale_stream=true.",
+            name,
+            previous,
+            generation,
+        )
     refresh = (
         recover or (new_generation and stream.show_initial_rows) or (previous is None and stream.show_initial_rows)
     )
@@ -183,6 +200,11 @@ def consume(
         sql_text, extra = S.consume_sql(name, staging, columns)
         cur.execute(sql_text, {**params, **extra})
         rows = int(cur.rowcount or 0)
+        remember = rows == 0 and not refresh and previous is None and generation is not None
+        if remember:
+            # Nothing staged and no generation known yet: without this row the load would not commit, and a
+            # stream re-created before its first change would go unnoticed (the changes in between lost).
+            cur.execute(S.generation_marker_sql(staging), params)
         faults.crash_point("stream_in_consume")
         cur.execute("COMMIT")
     except BaseException:
@@ -202,6 +224,8 @@ def consume(
         rows,
         " (full refresh: new stream generation)" if refresh else "",
     )
+    if remember:
+        log.info("%s: no changes yet; staged a marker recording the stream's generation %s", name, generation)
     after = read_status(conn, name)
     return ConsumeResult(
         stream=str(name),

@@ -133,3 +133,92 @@ def test_two_live_rows_for_one_key_in_a_batch_fail_instead_of_keeping_one(harnes
     h.update(1, "paid")
     h.run()
     assert {r["id"]: r["status"] for r in h.target_rows()} == {1: "paid", 2: "first"}
+
+
+def _recreate_stream(h: Harness, *, initial_rows: bool) -> None:
+    """Drop the stream and create it again by hand: a new generation whose offset starts now."""
+    h.sql(f'DROP STREAM "{h.db}"."SRC"."ORDERS_STREAM"')
+    tail = " SHOW_INITIAL_ROWS = TRUE" if initial_rows else ""
+    h.sql(f'CREATE STREAM "{h.db}"."SRC"."ORDERS_STREAM" ON TABLE "{h.db}"."SRC"."ORDERS"{tail}')
+
+
+def test_a_stream_recreated_after_an_empty_first_run_without_initial_rows_is_refused(harness: Harness) -> None:
+    """The first run stages nothing; the stream's generation must still be remembered to notice a re-creation."""
+    from snowberg.streams import checkpoint as cp
+    from snowberg.streams.errors import StreamError
+
+    h = harness
+    h.stream = h.stream.model_copy(update={"show_initial_rows": False})
+    h.insert((1, "new", "10.00"))  # before the stream: not asked for
+    first = h.run()
+    assert (first["consume"]["created_stream"], first["consume"]["rows"]) == (True, 0)
+    # The generation is in the Iceberg table (staging is cleaned up): the next run compares against it.
+    state = cp.read_stream_state(h.catalog().load_table("shop.orders"))
+    assert state is not None and state.generation == first["consume"]["status"]["created_on"]
+    assert h.target_rows() == [] and h.staged_count() == 0
+    h.insert((2, "new", "20.00"))  # the old stream holds this change ...
+    _recreate_stream(h, initial_rows=False)  # ... the new one cannot show it
+    h.insert((3, "new", "30.00"))
+    with pytest.raises(StreamError, match=r"was re-created .* configured without initial rows"):
+        h.run()
+    h.run(recover=True)
+    assert h.target_rows() == h.source_rows()
+
+
+def test_an_empty_first_run_without_initial_rows_leaves_no_marker_in_the_changelog(
+    fakesnow_server: dict[str, Any], tmp_path: Path
+) -> None:
+    h = Harness(fakesnow_server, tmp_path, changelog=True)
+    try:
+        h.stream = h.stream.model_copy(update={"show_initial_rows": False})
+        first = h.run()
+        assert first["consume"]["rows"] == 0 and first["load"]["changelog_rows"] == 0
+        h.insert((1, "new", "10.00"))
+        h.run()
+        log = [(r["snowberg_batch_id"], r["snowberg_action"], r["id"]) for r in h.changelog_rows()]
+        assert log == [(2, "INSERT", 1)]
+        assert h.target_rows() == h.source_rows()
+    finally:
+        h.close()
+
+
+def test_a_stream_recreated_after_a_first_run_with_changes_without_initial_rows_is_refused(harness: Harness) -> None:
+    """Staging is cleaned up after the commit: the generation the next run compares with is the Iceberg table's."""
+    from snowberg.streams.errors import StreamError
+
+    h = harness
+    h.stream = h.stream.model_copy(update={"show_initial_rows": False})
+    h.sql(f'CREATE STREAM "{h.db}"."SRC"."ORDERS_STREAM" ON TABLE "{h.db}"."SRC"."ORDERS"')
+    h.insert((1, "new", "10.00"), (2, "new", "20.00"))
+    first = h.run()
+    assert (first["consume"]["created_stream"], first["consume"]["rows"], h.staged_count()) == (False, 2, 0)
+    h.update(1, "paid")  # the old stream holds this change ...
+    _recreate_stream(h, initial_rows=False)  # ... the new one cannot show it
+    h.delete(2)
+    with pytest.raises(StreamError, match=r"was re-created .* configured without initial rows"):
+        h.run()
+    assert {r["id"]: r["status"] for r in h.target_rows()} == {1: "new", 2: "new"}  # nothing half-applied
+    h.run(recover=True)
+    assert h.target_rows() == h.source_rows()
+
+
+@pytest.mark.parametrize("first_rows", [0, 2], ids=["empty-first-run", "first-run-with-rows"])
+def test_a_stream_recreated_with_initial_rows_fully_refreshes_the_target(
+    harness: Harness, caplog: pytest.LogCaptureFixture, first_rows: int
+) -> None:
+    """show_initial_rows: true: the new stream's first read is the whole table, so nothing in between is lost."""
+    import logging
+
+    h = harness
+    h.insert(*[(i, "new", f"{i}0.00") for i in range(1, first_rows + 1)])
+    first = h.run()
+    assert (first["consume"]["refresh"], first["consume"]["rows"]) == (True, first_rows)
+    h.insert((5, "new", "50.00"))  # the old stream holds this change ...
+    h.update(1, "paid")
+    _recreate_stream(h, initial_rows=True)  # ... the new one shows the table's rows instead
+    h.insert((6, "new", "60.00"))
+    with caplog.at_level(logging.WARNING, logger="snowberg.streams.staging"):
+        res = h.run()
+    assert res["consume"]["refresh"] is True and res["load"]["refresh"] is True
+    assert h.target_rows() == h.source_rows()
+    assert any("was re-created" in r.getMessage() and "SHOW_INITIAL_ROWS" in r.getMessage() for r in caplog.records)

@@ -44,7 +44,7 @@ def test_create_and_show_stream_sql() -> None:
 def test_final_rows_take_the_last_change_per_key() -> None:
     text = S.final_rows_sql(STAGING, ["ID", "STATUS"], ["ID"])
     assert 'PARTITION BY "ID" ORDER BY "SNOWBERG_BATCH_ID" DESC, "SNOWBERG_SEQ" DESC' in text
-    assert "snowberg_last_action = 'INSERT'" in text and "<> 'REFRESH'" in text
+    assert "snowberg_last_action = 'INSERT'" in text and "NOT IN ('REFRESH', 'GENERATION')" in text
 
 
 def test_changes_sql_reads_a_range_without_an_offset() -> None:
@@ -130,6 +130,22 @@ def test_staging_queries_resolve_last_change_wins_on_the_emulator(harness: Harne
     assert [(r[1], r[3]) for r in changelog] == [(1, "REFRESH"), (1, "INSERT"), (1, "INSERT")]
     assert h.sql(S.generation_sql(staging), {"high": 2}) == [("g1",)]
     assert h.sql(S.last_stream_created_sql(staging)) == [("g1",)]
+
+
+def test_a_generation_marker_is_a_pending_batch_but_no_change_on_the_emulator(harness: Harness) -> None:
+    """Batch 5 holds only the stream's new generation: the load commits it, yet it changes no row."""
+    h = harness
+    staging = _staging(h)
+    h.sql(S.generation_marker_sql(staging), {"batch_id": 5, "run_id": "r5", "stream_created": "g2"})
+    assert [(int(b), int(n), int(r)) for b, n, r, _ in h.sql(S.pending_batches_sql(staging), {"low": 4})] == [(5, 1, 0)]
+    rng = {"low": 4, "high": 5}
+    assert h.sql(S.changed_keys_sql(staging, ["ID"]), rng) == []
+    assert h.sql(S.final_rows_sql(staging, ["ID", "STATUS"], ["ID"]), rng) == []
+    assert h.sql(S.final_rows_sql(staging, ["ID", "STATUS"], []), rng) == []
+    assert not any(h.sql(S.null_keys_sql(staging, ["ID"]), rng)[0])  # the marker's NULL ID is not a NULL key
+    assert h.sql(S.changelog_rows_sql(staging, ["ID"]), rng) == []
+    assert h.sql(S.generation_sql(staging), {"high": 5}) == [("g2",)]
+    assert h.sql(S.last_stream_created_sql(staging)) == [("g2",)]
 
 
 def test_staging_checks_find_null_keys_and_duplicate_inserts_on_the_emulator(harness: Harness) -> None:

@@ -153,6 +153,23 @@ def test_a_recreated_stream_without_initial_rows_is_refused_as_lost_changes(harn
     assert recovered.refresh is True and recovered.rows == 1
 
 
+def test_an_empty_first_consume_without_initial_rows_stages_the_generation(harness: Harness) -> None:
+    """Nothing to stage, nothing committed yet: a marker row keeps the generation, so a re-creation is noticed."""
+    h = harness
+    h.stream = h.stream.model_copy(update={"show_initial_rows": False})
+    h.insert((1, "new", "10.00"))
+    first = _consume(h)
+    assert (first.rows, first.refresh, first.batch_id) == (0, False, 1)
+    staged = h.sql(f'SELECT "SNOWBERG_ACTION", "SNOWBERG_STREAM_CREATED_ON" FROM "{h.db}"."STAGE"."ORDERS_STAGING"')
+    assert staged == [("GENERATION", first.status["created_on"])]
+    again = _consume(h)  # the generation is known now: an empty batch stages nothing more
+    assert (again.rows, again.batch_id, h.staged_count()) == (0, 2, 1)
+    h.insert((2, "new", "20.00"))
+    h.sql(f'CREATE OR REPLACE STREAM "{h.db}"."SRC"."ORDERS_STREAM" ON TABLE "{h.db}"."SRC"."ORDERS"')
+    with pytest.raises(StreamError, match="was re-created .* configured without initial rows"):
+        _consume(h)
+
+
 def test_a_foreign_table_in_the_staging_place_is_refused(harness: Harness) -> None:
     h = harness
     h.sql(f'CREATE TABLE "{h.db}"."STAGE"."ORDERS_STAGING" (ID NUMBER(38,0))')
