@@ -11,7 +11,7 @@ Example::
       primary_key: [order_id]
       stream:
         name: SHOP.PUBLIC.ORDERS_SNOWBERG_STREAM
-        create: true            # CREATE STREAM IF NOT EXISTS … SHOW_INITIAL_ROWS = TRUE
+        create: true            # CREATE STREAM IF NOT EXISTS … (SHOW_INITIAL_ROWS = TRUE by default)
         append_only: false
         staging_table: SHOP.SNOWBERG.ORDERS_STAGING
         changelog_target: shop.orders_changelog
@@ -36,9 +36,10 @@ class StreamSource(StrictModel):
                       when snowberg creates the stream (``create: true``) and
                       for ``CHANGES`` backfills; defaults to ``source.table``
     create:           create the stream when it does not exist (``CREATE
-                      STREAM IF NOT EXISTS … SHOW_INITIAL_ROWS = TRUE``, so the
-                      first load carries the rows already in the table);
-                      false uses an existing stream and fails if it is missing
+                      STREAM IF NOT EXISTS …``, with ``SHOW_INITIAL_ROWS = TRUE``
+                      when ``show_initial_rows`` is on, so the first load carries
+                      the rows already in the table); false uses an existing
+                      stream and fails if it is missing
     append_only:      an APPEND_ONLY stream (inserts only; cheaper to read)
     show_initial_rows: the first consumption returns the table's rows at
                       creation as inserts (recommended: the first load is
