@@ -1,4 +1,4 @@
-"""The Airflow operators: construction rules, params, and a consume → load → cleanup run through them."""
+"""The stream capture operators: construction rules, params, and a consume → load → cleanup run through them."""
 
 from __future__ import annotations
 
