@@ -1,4 +1,9 @@
-"""Fixtures for the operators' tests: the stream capture harness of tests/snowberg/streams, on the session emulator."""
+"""Fixtures for the operators' tests.
+
+The check operators' tests use the checks' fixtures (tests/snowberg/checks/checks_harness.py: Iceberg
+tables on a SQLite catalog, a task context, a moto S3 server, recorded Snowflake outputs); the stream
+operators' tests use the stream capture harness of tests/snowberg/streams on the session's fakesnow server.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,18 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "streams"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "checks"))
 
+from checks_harness import (  # noqa: E402,F401 - fixtures, registered by being here
+    catalog,
+    context,
+    lake,
+    moto_endpoint,
+    orders,
+    partitioned,
+    s3_props,
+    use_catalog,
+)
 from streams_harness import Harness  # noqa: E402
 
 
