@@ -31,11 +31,15 @@ tags and lineage.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from snowberg.config.table_config import TableConfig
+
+Settings = Mapping[str, Any]
+"""A nested setting given as the dict the YAML would hold (``{"column": "updated_at"}`` for a ``Cursor``)."""
 
 TABLE_NAME = "table_name"
 """The operator argument that carries the table config's ``name`` (``name`` alone would read as the task's)."""
@@ -125,4 +129,4 @@ class TableSettings:
                 setattr(self, p, values[f])
 
 
-__all__ = ["TABLE_NAME", "TableSettings", "config_parameters", "describe_error", "operator_arguments"]
+__all__ = ["TABLE_NAME", "Settings", "TableSettings", "config_parameters", "describe_error", "operator_arguments"]

@@ -36,13 +36,13 @@ docs/configuration.md):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from snowberg.airflow.lineage import LoadLineage
-from snowberg.airflow.operators.arguments import TableSettings
+from snowberg.airflow.operators.arguments import Settings, TableSettings
 from snowberg.config.table_config import (
     ColumnDropPolicy,
     Cursor,
@@ -52,9 +52,6 @@ from snowberg.config.table_config import (
     TableConfig,
     WriteMode,
 )
-
-Settings = Mapping[str, Any]
-"""A nested setting's JSON form (``{"column": "updated_at"}`` for a ``Cursor``)."""
 
 
 def _attempt_id(context: Any) -> str:

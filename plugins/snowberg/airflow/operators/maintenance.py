@@ -30,14 +30,14 @@ The operator takes the table settings it reads as keyword arguments
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
 from airflow.sdk import BaseOperator, Param
 from airflow.sdk.exceptions import AirflowSkipException
 
-from snowberg.airflow.operators.arguments import TableSettings
+from snowberg.airflow.operators.arguments import Settings, TableSettings
 from snowberg.config.maintenance_settings import MaintenanceSettings
 from snowberg.config.table_config import Source, TableConfig
 
@@ -101,9 +101,9 @@ class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
         *,
         step: MaintenanceStep | str,
         table_name: str,
-        source: Source | Mapping[str, Any],
+        source: Source | Settings,
         target: str,
-        maintenance: MaintenanceSettings | Mapping[str, Any] | None = None,
+        maintenance: MaintenanceSettings | Settings | None = None,
         catalog: str = "lake",
         **kwargs: Any,
     ) -> None:

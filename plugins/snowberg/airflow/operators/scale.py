@@ -37,8 +37,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from snowberg.airflow.lineage import LoadLineage
-from snowberg.airflow.operators.arguments import operator_arguments
-from snowberg.airflow.operators.incremental import Settings, SnowbergTableOperator
+from snowberg.airflow.operators.arguments import Settings, operator_arguments
+from snowberg.airflow.operators.incremental import SnowbergTableOperator
 from snowberg.config.table_config import (
     ColumnDropPolicy,
     Cursor,

@@ -26,18 +26,16 @@ Run params (``snowberg.streams.params``): ``recover_stale_stream``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from snowberg.airflow.lineage import StreamLoadLineage
-from snowberg.airflow.operators.arguments import TableSettings, operator_arguments
+from snowberg.airflow.operators.arguments import Settings, TableSettings, operator_arguments
 from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import ColumnDropPolicy, PartitionField, Source, TableConfig
-
-Settings = Mapping[str, Any]
 
 
 class _StreamOperator(TableSettings, BaseOperator):

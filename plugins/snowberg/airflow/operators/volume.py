@@ -10,12 +10,12 @@ keys; an anomalous run volume logs a warning or, with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from snowberg.airflow.operators.arguments import TableSettings
+from snowberg.airflow.operators.arguments import Settings, TableSettings
 from snowberg.airflow.operators.check_base import SnowbergCheckFailed
 from snowberg.config.table_config import Cursor, Source, WriteMode
 from snowberg.config.volume_settings import AnomalyAction, DeletePolicy, VolumeSettings
@@ -57,13 +57,13 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         self,
         *,
         table_name: str,
-        source: Source | Mapping[str, Any],
+        source: Source | Settings,
         target: str,
-        cursor: Cursor | Mapping[str, Any] | None = None,
+        cursor: Cursor | Settings | None = None,
         primary_key: Sequence[str] = (),
         write_mode: WriteMode | str | None = None,
         geo_format: str = "geojson",
-        volume: VolumeSettings | Mapping[str, Any] | None = None,
+        volume: VolumeSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
