@@ -77,6 +77,12 @@ class SnowbergTableOperator(TableSettings, BaseOperator):
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog")
     ui_color = "#d6ecfa"
 
+    def __init__(self, **kwargs: Any) -> None:
+        # Defined (not inherited) on purpose: for a mapped task, Airflow reads the defaults of every
+        # ``__init__`` between the operator and BaseOperator, and an inherited one would hand it
+        # BaseOperator's own (``inlets=None`` ...), which breaks the mapped slices' task context.
+        super().__init__(**kwargs)
+
     @property
     def cfg(self) -> TableConfig:
         """The table config of this operator's arguments (what the library calls take)."""

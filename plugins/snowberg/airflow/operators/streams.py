@@ -44,6 +44,10 @@ class _StreamOperator(TableSettings, BaseOperator):
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog")
     ui_color = "#e0f2f1"
 
+    def __init__(self, **kwargs: Any) -> None:
+        # Defined, not inherited: see ``SnowbergTableOperator.__init__`` (Airflow reads each class's defaults).
+        super().__init__(**kwargs)
+
     def configs(self) -> tuple[TableConfig, StreamSource]:
         """The table config built from the arguments, and its stream settings."""
         cfg = self.build_config()

@@ -50,6 +50,13 @@ def test_sliced_load_wires_plan_slices_mapped_loads_and_one_commit() -> None:
     assert commit.merge_strategy == "copy_on_write" and commit.trigger_rule == "none_failed"
 
 
+def test_the_mapped_slice_task_keeps_airflows_defaults() -> None:
+    """A mapped task's defaults come from every ``__init__`` up to BaseOperator: none may hand it ``inlets=None``."""
+    dag, _ = _dag()
+    slices = dag.get_task("load_slice")
+    assert slices.inlets == [] and slices.outlets == [] and slices.partial_kwargs["executor_config"] == {}
+
+
 def test_sliced_load_can_override_the_tables_slice_size() -> None:
     dag, _ = _dag(max_rows_per_slice=2000, slice_method="range")
     prepare = dag.get_task("plan_slices")
