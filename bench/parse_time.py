@@ -72,7 +72,7 @@ if sliced:
         dag = original(cfg)
         plan, load = dag.get_task("plan"), dag.get_task("load")
         with dag:
-            commit = sliced_load(cfg.model_dump(mode="json"), plan)
+            commit = sliced_load(cfg, plan)
         return dag
     f.build_dag = build_with_slices
 t2 = time.perf_counter()

@@ -194,20 +194,26 @@ def run_step(spec: StepSpec) -> None:
     _install_trace(trace)
     if spec.lose_commit_response:
         _lose_sql_commit_responses()
+    from snowberg.airflow.operators.arguments import operator_arguments
     from snowberg.airflow.operators.incremental import (
         SnowbergLoadOperator,
         SnowbergPlanOperator,
         SnowbergPublishOperator,
     )
+    from snowberg.config.table_config import TableConfig
 
-    common = {"task_id": spec.step, "table_config": spec.table_config}
+    cfg = TableConfig.model_validate(spec.table_config)
     op: Any
     if spec.step == "plan":
-        op = SnowbergPlanOperator(**common)
+        op = SnowbergPlanOperator(task_id=spec.step, **operator_arguments(SnowbergPlanOperator, cfg))
     elif spec.step == "load":
-        op = SnowbergLoadOperator(**common, window=spec.window)
+        op = SnowbergLoadOperator(
+            task_id=spec.step, window=spec.window, **operator_arguments(SnowbergLoadOperator, cfg)
+        )
     elif spec.step == "publish":
-        op = SnowbergPublishOperator(**common, window=spec.window)
+        op = SnowbergPublishOperator(
+            task_id=spec.step, window=spec.window, **operator_arguments(SnowbergPublishOperator, cfg)
+        )
     else:
         raise ValueError(f"unknown step {spec.step!r}")
     context = {

@@ -2,6 +2,11 @@
 
 Parse-time cost is the YAML read and pydantic validation; no connection,
 Variable or heavy library is touched until a task runs.
+
+The operators take a table's settings as explicit keyword arguments; this
+module is where a ``TableConfig`` becomes them, through
+``snowberg.airflow.operators.arguments.operator_arguments`` (each operator's
+signature says which settings it takes).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import pendulum
 from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param
 
 from snowberg.airflow.alerts import build_notifiers
+from snowberg.airflow.operators.arguments import operator_arguments
 from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
 from snowberg.airflow.operators.health import TableHealthOperator
 from snowberg.airflow.operators.incremental import SnowbergLoadOperator, SnowbergPlanOperator, SnowbergPublishOperator
@@ -142,7 +148,7 @@ def _volume_check(cfg: TableConfig) -> Any | None:
     """The source-vs-lake volume check (docs/volume-checks.md): watermark tables only, in the checks DAG."""
     if cfg.stream is not None or cfg.cursor is None or not cfg.volume.enabled:
         return None
-    return VolumeCheckOperator(task_id="check_volume", table_config=cfg.model_dump(mode="json"), retries=0)
+    return VolumeCheckOperator(task_id="check_volume", retries=0, **operator_arguments(VolumeCheckOperator, cfg))
 
 
 def build_checks_dag(cfg: TableConfig) -> DAG:
@@ -177,7 +183,6 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
 
 def build_stream_dag(cfg: TableConfig) -> DAG:
     """Change capture from a Snowflake Stream: consume → load → cleanup (docs/streams.md)."""
-    raw = cfg.model_dump(mode="json")
     params = {k: Param(STREAM_PARAM_DEFAULTS[k], **s) for k, s in STREAM_PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=cfg.dag_id,
@@ -190,7 +195,7 @@ def build_stream_dag(cfg: TableConfig) -> DAG:
         params=params,
         default_args=_default_args(cfg),
     ) as dag:
-        tasks = build_stream_tasks(raw, schedule=cfg.schedule, outlets=[table_asset(cfg)])
+        tasks = build_stream_tasks(cfg, outlets=[table_asset(cfg)])
         tasks["cleanup"] >> _checks(cfg)
     return dag
 
@@ -198,7 +203,6 @@ def build_stream_dag(cfg: TableConfig) -> DAG:
 def build_dag(cfg: TableConfig) -> DAG:
     if cfg.stream is not None:
         return build_stream_dag(cfg)
-    raw = cfg.model_dump(mode="json")
     params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=cfg.dag_id,
@@ -211,14 +215,14 @@ def build_dag(cfg: TableConfig) -> DAG:
         params=params,
         default_args=_default_args(cfg),
     ) as dag:
-        plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
+        plan = SnowbergPlanOperator(task_id="plan", **operator_arguments(SnowbergPlanOperator, cfg))
         if cfg.scale_out:
             # Slices as mapped tasks (spread over Celery workers); one commit at the end.
-            load: Any = sliced_load(
-                raw, plan, max_rows_per_slice=cfg.max_rows_per_slice, max_parallel=cfg.max_parallel_slices
-            )
+            load: Any = sliced_load(cfg, plan, max_parallel=cfg.max_parallel_slices)
         else:
-            load = SnowbergLoadOperator(task_id="load", table_config=raw, window=plan.output)
+            load = SnowbergLoadOperator(
+                task_id="load", window=plan.output, **operator_arguments(SnowbergLoadOperator, cfg)
+            )
             plan >> load
         # Backfill runs do not count toward max_active_runs (Airflow 3 gives each
         # backfill its own limit), so a backfill and a scheduled run of one table
@@ -226,7 +230,10 @@ def build_dag(cfg: TableConfig) -> DAG:
         # all runs (docs/airflow-deployment.md).
         load.max_active_tis_per_dag = 1
         publish = SnowbergPublishOperator(
-            task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)]
+            task_id="publish",
+            window=plan.output,
+            outlets=[table_asset(cfg)],
+            **operator_arguments(SnowbergPublishOperator, cfg),
         )
         load >> publish >> _checks(cfg)
     return dag
@@ -235,7 +242,6 @@ def build_dag(cfg: TableConfig) -> DAG:
 def build_unload_dag(cfg: TableConfig) -> DAG:
     """Push-down unload, triggered by hand: Snowflake writes Parquet to the lake, Iceberg registers it."""
     assert cfg.unload is not None
-    raw = cfg.model_dump(mode="json")
     params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=f"{cfg.dag_id}__unload",
@@ -251,18 +257,15 @@ def build_unload_dag(cfg: TableConfig) -> DAG:
         params=params,
         default_args=_default_args(cfg, f"{cfg.dag_id}__unload"),
     ) as dag:
-        plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
+        plan = SnowbergPlanOperator(task_id="plan", **operator_arguments(SnowbergPlanOperator, cfg))
         unload = SnowbergUnloadOperator(
-            task_id="unload",
-            table_config=raw,
-            window=plan.output,
-            stage=cfg.unload.stage,
-            stage_url=cfg.unload.stage_url,
-            prefix=cfg.unload.prefix,
-            max_file_size=cfg.unload.max_file_size,
+            task_id="unload", window=plan.output, **operator_arguments(SnowbergUnloadOperator, cfg)
         )
         publish = SnowbergPublishOperator(
-            task_id="publish", table_config=raw, window=plan.output, outlets=[table_asset(cfg)]
+            task_id="publish",
+            window=plan.output,
+            outlets=[table_asset(cfg)],
+            **operator_arguments(SnowbergPublishOperator, cfg),
         )
         plan >> unload >> publish
     return dag
@@ -320,7 +323,6 @@ def table_dags(t: TableConfig) -> list[DAG]:
 
 def build_maintenance_dag(cfg: TableConfig) -> DAG:
     """Expire, compact, sweep orphans on the table's own schedule; rollback and tags as manual runs."""
-    raw = cfg.model_dump(mode="json")
     s = cfg.maintenance
     with DAG(
         dag_id=f"{cfg.dag_id}__maintenance",
@@ -338,9 +340,10 @@ def build_maintenance_dag(cfg: TableConfig) -> DAG:
         params=maintenance_params(),
         default_args=_default_args(cfg),
     ) as dag:
+        arguments = operator_arguments(SnowbergMaintenanceOperator, cfg)
         steps = [
             SnowbergMaintenanceOperator(
-                task_id=step.value, table_config=raw, step=step, trigger_rule="none_failed", max_active_tis_per_dag=1
+                task_id=step.value, step=step, trigger_rule="none_failed", max_active_tis_per_dag=1, **arguments
             )
             for step in MaintenanceStep
         ]

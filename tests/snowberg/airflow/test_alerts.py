@@ -589,8 +589,10 @@ def test_maintenance_task_failure_is_a_maintenance_failure() -> None:
     ctx = _context(RuntimeError("compaction verification failed"), task_id="compact")
     ctx["task"] = SnowbergMaintenanceOperator(
         task_id="compact",
-        table_config={"name": "orders", "source": {"table": "DB.S.ORDERS"}, "target": "shop.orders"},
         step=MaintenanceStep("compact"),
+        table_name="orders",
+        source={"table": "DB.S.ORDERS"},
+        target="shop.orders",
     )
     a = build_alert(ctx, table="orders", dag_id="snowberg_orders__maintenance")
     assert a.event == "maintenance_failure"

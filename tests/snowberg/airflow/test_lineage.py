@@ -73,10 +73,11 @@ def _event_json(obj: Any) -> Any:
 
 def test_a_load_reports_the_snowflake_table_in_and_the_iceberg_table_out(loaded: Any) -> None:
     from snowberg.airflow.lineage import remember_result
+    from snowberg.airflow.operators.arguments import operator_arguments
     from snowberg.airflow.operators.incremental import SnowbergLoadOperator
 
     cfg, result, tmp_path = loaded
-    op = SnowbergLoadOperator(task_id="load", table_config=cfg.model_dump(mode="json"), window={})
+    op = SnowbergLoadOperator(task_id="load", window={}, **operator_arguments(SnowbergLoadOperator, cfg))
     remember_result(op, result)
     lineage = op.get_openlineage_facets_on_complete(task_instance=None)
 
@@ -184,6 +185,7 @@ def test_lineage_that_cannot_be_built_never_fails_the_task(monkeypatch: pytest.M
     from airflow.providers.openlineage.extractors.base import DefaultExtractor
 
     from snowberg.airflow.lineage import remember_result
+    from snowberg.airflow.operators.arguments import operator_arguments
     from snowberg.airflow.operators.incremental import SnowbergLoadOperator
 
     cfg = parse_config(
@@ -199,7 +201,7 @@ def test_lineage_that_cannot_be_built_never_fails_the_task(monkeypatch: pytest.M
             ]
         }
     ).tables[0]
-    op = SnowbergLoadOperator(task_id="load", table_config=cfg.model_dump(mode="json"), window={})
+    op = SnowbergLoadOperator(task_id="load", window={}, **operator_arguments(SnowbergLoadOperator, cfg))
     remember_result(op, {"status": "committed", "rows": 1})
     assert DefaultExtractor(op).extract_on_complete(None) is None
 
@@ -209,10 +211,17 @@ def test_a_stream_load_reports_the_table_the_stream_tracks(loaded: Any, sfdb: An
     from snowberg.airflow.operators.streams import SnowbergStreamLoadOperator
 
     cfg, result, tmp_path = loaded
-    raw = cfg.model_dump(mode="json")
-    raw["primary_key"] = ["id"]
     stream = {"name": sfdb.table("SRC_STREAM"), "on_table": sfdb.table("SRC")}
-    op = SnowbergStreamLoadOperator(task_id="load", table_config=raw, stream=stream)
+    op = SnowbergStreamLoadOperator(
+        task_id="load",
+        table_name=cfg.name,
+        source=cfg.source,
+        target=cfg.target,
+        primary_key=["id"],
+        stream=stream,
+        snowflake_conn_id=cfg.snowflake_conn_id,
+        catalog=cfg.catalog,
+    )
     remember_result(op, {"status": "committed", "rows_appended": 7, "snapshot_id": result["snapshot_id"]})
     lineage = op.get_openlineage_facets_on_complete(task_instance=None)
     assert [(d.namespace, d.name) for d in lineage.inputs] == [("snowflake://myorg-myacct", sfdb.table("SRC"))]

@@ -1,4 +1,5 @@
-"""SYSTEM$VERIFY_EXTERNAL_VOLUME: the parser and diagnosis on recorded outputs, and the operator.
+"""SYSTEM$VERIFY_EXTERNAL_VOLUME: the parser and diagnosis on recorded outputs (the operator:
+tests/snowberg/airflow/operators/test_storage.py).
 
 The emulator has no such function, so the outputs in tests/fixtures/verify_external_volume/
 follow the shape Snowflake documents and returns (one JSON object in one VARCHAR).
@@ -7,23 +8,12 @@ follow the shape Snowflake documents and returns (one JSON object in one VARCHAR
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
 import pytest
+from checks_harness import RecordedConn, RecordedCursor, describe_rows, volume_output
 
 from snowberg.checks import external_volume as volume
 from snowberg.checks.external_volume import FAILED, PASSED, SKIPPED
-
-VOL_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "verify_external_volume"
-
-
-def raw(name: str) -> str:
-    return (VOL_FIXTURES / f"{name}.json").read_text()
-
-
-def describe_rows(name: str) -> list[tuple[Any, ...]]:
-    return [tuple(r) for r in json.loads(raw(name))["rows"]]
 
 
 def statuses(v: volume.VolumeVerification) -> dict[str, str]:
@@ -31,7 +21,7 @@ def statuses(v: volume.VolumeVerification) -> dict[str, str]:
 
 
 def test_success_s3_every_step_parsed() -> None:
-    v = volume.parse_verification(raw("success_s3"), "iceberg_external_volume")
+    v = volume.parse_verification(volume_output("success_s3"), "iceberg_external_volume")
     assert v.success is True
     assert statuses(v) == {
         "storageLocationSelectionResult": PASSED,
@@ -54,7 +44,7 @@ def test_success_s3_every_step_parsed() -> None:
 
 
 def test_success_azure_documented_example() -> None:
-    v = volume.parse_verification(raw("success_azure"), "azure_vol")
+    v = volume.parse_verification(volume_output("success_azure"), "azure_vol")
     assert v.ok() and v.provider == "AZURE"
     assert v.storage_account == "myStorageAccount"
     assert v.principal["AZURE_CONSENT_URL"].startswith("https://login.microsoftonline.com/")
@@ -62,7 +52,7 @@ def test_success_azure_documented_example() -> None:
 
 
 def test_read_only_volume_fails_when_writes_are_required() -> None:
-    v = volume.parse_verification(raw("read_only"), "iceberg_external_volume")
+    v = volume.parse_verification(volume_output("read_only"), "iceberg_external_volume")
     assert v.success is True  # Snowflake calls it a success: it skipped what it could not do
     assert v.writes_skipped
     assert v.ok(require_writes=False)
@@ -78,7 +68,7 @@ def test_read_only_volume_fails_when_writes_are_required() -> None:
 
 
 def test_write_denied_names_step_action_and_resource() -> None:
-    v = volume.parse_verification(raw("write_denied"), "iceberg_external_volume")
+    v = volume.parse_verification(volume_output("write_denied"), "iceberg_external_volume")
     assert not v.success
     assert [s.key for s in v.failed] == ["writeResult"]
     w = v.step("writeResult")
@@ -96,7 +86,7 @@ def test_write_denied_names_step_action_and_resource() -> None:
 
 
 def test_trust_policy_failure_names_principal_and_external_id() -> None:
-    v = volume.parse_verification(raw("trust_policy"), "iceberg_external_volume")
+    v = volume.parse_verification(volume_output("trust_policy"), "iceberg_external_volume")
     desc = volume.parse_describe(describe_rows("describe_read_write"), "iceberg_external_volume")
     d = volume.diagnose(v, desc)
     failed = {s.key: s for s in d.steps if s.status == FAILED}
@@ -113,7 +103,7 @@ def test_trust_policy_failure_names_principal_and_external_id() -> None:
 
 
 def test_trust_policy_role_taken_from_message_without_desc() -> None:
-    v = volume.parse_verification(raw("trust_policy"), "vol")
+    v = volume.parse_verification(volume_output("trust_policy"), "vol")
     cause = volume.diagnose(v).steps[[s.key for s in v.steps].index("awsRoleArnValidationResult")].cause
     assert cause is not None and "arn:aws:iam::001234567890:role/iceberg_snowflake" in cause
 
@@ -132,7 +122,7 @@ def test_trust_policy_role_taken_from_message_without_desc() -> None:
     ],
 )
 def test_failure_shapes_have_a_likely_cause(fixture: str, step: str, needle: str) -> None:
-    v = volume.parse_verification(raw(fixture), "iceberg_external_volume")
+    v = volume.parse_verification(volume_output(fixture), "iceberg_external_volume")
     assert not v.success
     d = volume.diagnose(v)
     assert not d.ok
@@ -143,7 +133,7 @@ def test_failure_shapes_have_a_likely_cause(fixture: str, step: str, needle: str
 
 
 def test_list_denied_other_steps_still_pass() -> None:
-    v = volume.parse_verification(raw("list_denied"), "v")
+    v = volume.parse_verification(volume_output("list_denied"), "v")
     assert statuses(v)["writeResult"] == PASSED
     assert statuses(v)["deleteResult"] == PASSED
     assert [s.key for s in v.failed] == ["listResult"]
@@ -170,7 +160,7 @@ def test_booleans_unknown_steps_and_bad_input() -> None:
 
 def test_parse_describe_from_dict_rows() -> None:
     rows = [
-        dict(zip(json.loads(raw("describe_read_only"))["columns"], r, strict=True))
+        dict(zip(json.loads(volume_output("describe_read_only"))["columns"], r, strict=True))
         for r in describe_rows("describe_read_only")
     ]
     desc = volume.parse_describe(rows, "v")
@@ -181,50 +171,14 @@ def test_parse_describe_from_dict_rows() -> None:
     )
 
 
-class _Cursor:
-    def __init__(self, results: dict[str, Any]) -> None:
-        self.results = results
-        self.executed: list[tuple[str, Any]] = []
-        self._last: Any = None
-        self.closed = False
-
-    def execute(self, sql: str, params: Any = None) -> None:
-        self.executed.append((sql, params))
-        for prefix, result in self.results.items():
-            if sql.startswith(prefix):
-                if isinstance(result, Exception):
-                    raise result
-                self._last = result
-                return
-        raise AssertionError(f"unexpected SQL {sql!r}")
-
-    def fetchone(self) -> Any:
-        return self._last[0]
-
-    def fetchall(self) -> Any:
-        return self._last
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class _Conn:
-    def __init__(self, cursor: _Cursor) -> None:
-        self.cur = cursor
-        self.closed = False
-
-    def cursor(self) -> _Cursor:
-        return self.cur
-
-    def close(self) -> None:
-        self.closed = True
-
-
 def test_verify_binds_the_volume_name_and_quotes_desc() -> None:
-    cur = _Cursor(
-        {"SELECT SYSTEM$VERIFY": [(raw("read_only"),)], "DESC EXTERNAL VOLUME": describe_rows("describe_read_only")}
+    cur = RecordedCursor(
+        {
+            "SELECT SYSTEM$VERIFY": [(volume_output("read_only"),)],
+            "DESC EXTERNAL VOLUME": describe_rows("describe_read_only"),
+        }
     )
-    v, desc = volume.verify_external_volume(_Conn(cur), "iceberg_external_volume")
+    v, desc = volume.verify_external_volume(RecordedConn(cur), "iceberg_external_volume")
     assert cur.executed[0] == (
         "SELECT SYSTEM$VERIFY_EXTERNAL_VOLUME(%(volume)s)",
         {"volume": "iceberg_external_volume"},
@@ -235,119 +189,16 @@ def test_verify_binds_the_volume_name_and_quotes_desc() -> None:
 
 
 def test_verify_goes_on_without_desc_privilege() -> None:
-    cur = _Cursor(
+    cur = RecordedCursor(
         {
-            "SELECT SYSTEM$VERIFY": [(raw("write_denied"),)],
+            "SELECT SYSTEM$VERIFY": [(volume_output("write_denied"),)],
             "DESC EXTERNAL VOLUME": RuntimeError("insufficient privileges"),
         }
     )
-    v, desc = volume.verify_external_volume(_Conn(cur), "vol")
+    v, desc = volume.verify_external_volume(RecordedConn(cur), "vol")
     assert desc is None and not v.success
 
 
 def test_verify_refuses_a_name_that_is_not_an_identifier() -> None:
     with pytest.raises(ValueError, match="invalid external volume"):
-        volume.verify_external_volume(_Conn(_Cursor({})), "vol'); DROP TABLE x; --")
-
-
-# ---------------------------------------------------------------------------
-# The operator, with the Snowflake hook replaced by a recorded connection
-
-
-@pytest.fixture
-def fake_snowflake(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    import snowberg.snowflake.source
-
-    state: dict[str, Any] = {}
-
-    class Hook:
-        def __init__(self, conn_id: str) -> None:
-            state["conn_id"] = conn_id
-
-        def get_conn(self) -> _Conn:
-            state["conn"] = _Conn(_Cursor(state["results"]))
-            return state["conn"]
-
-    monkeypatch.setattr(snowberg.snowflake.source, "snowflake_hook", lambda conn_id, cfg=None: Hook(conn_id))
-    return state
-
-
-def test_operator_success_returns_steps(fake_snowflake: dict[str, Any], context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
-
-    fake_snowflake["results"] = {
-        "SELECT SYSTEM$VERIFY": [(raw("success_s3"),)],
-        "DESC EXTERNAL VOLUME": describe_rows("describe_read_write"),
-    }
-    op = VerifyExternalVolumeOperator(
-        task_id="verify", external_volume="iceberg_external_volume", snowflake_conn_id="sf"
-    )
-    out = op.execute(context)
-    assert out["ok"] is True and out["probe"] is None
-    assert {s["key"]: s["status"] for s in out["volume"]["steps"]}["writeResult"] == PASSED
-    assert fake_snowflake["conn_id"] == "sf" and fake_snowflake["conn"].closed
-
-
-def test_operator_failure_names_step_and_cause(fake_snowflake: dict[str, Any], context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
-    from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
-
-    fake_snowflake["results"] = {
-        "SELECT SYSTEM$VERIFY": [(raw("trust_policy"),)],
-        "DESC EXTERNAL VOLUME": describe_rows("describe_read_write"),
-    }
-    op = VerifyExternalVolumeOperator(task_id="verify", external_volume="iceberg_external_volume", table_name="orders")
-    with pytest.raises(SnowbergCheckFailed) as ei:
-        op.execute(context)
-    err = ei.value
-    assert err.check == "external_volume"
-    assert "write" in err.observed and "AWS role ARN validation" in err.observed
-    assert "trust policy" in str(err) and "arn:aws:iam::123456789001:user/k7ab0000-s" in str(err)
-    assert context["ti"].xcom["result"]["ok"] is False
-
-
-def test_operator_read_only_volume(fake_snowflake: dict[str, Any], context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
-    from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
-
-    fake_snowflake["results"] = {
-        "SELECT SYSTEM$VERIFY": [(raw("read_only"),)],
-        "DESC EXTERNAL VOLUME": describe_rows("describe_read_only"),
-    }
-    with pytest.raises(SnowbergCheckFailed, match="ALLOW_WRITES = FALSE"):
-        VerifyExternalVolumeOperator(task_id="v", external_volume="iceberg_external_volume").execute(context)
-    out = VerifyExternalVolumeOperator(
-        task_id="v", external_volume="iceberg_external_volume", require_writes=False
-    ).execute(context)
-    assert out["ok"] is True
-
-
-def test_operator_missing_volume_is_a_check_failure(fake_snowflake: dict[str, Any], context: dict[str, Any]) -> None:
-    from snowflake.connector.errors import ProgrammingError
-
-    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
-    from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
-
-    err = ProgrammingError(
-        msg="SQL compilation error:\nExternal volume 'NOPE' does not exist or not authorized.", errno=2003
-    )
-    fake_snowflake["results"] = {"SELECT SYSTEM$VERIFY": err}
-    with pytest.raises(SnowbergCheckFailed, match="does not exist or not authorized"):
-        VerifyExternalVolumeOperator(task_id="v", external_volume="nope").execute(context)
-
-
-def test_operator_also_probes_the_lake(
-    fake_snowflake: dict[str, Any], use_catalog: Any, orders: Any, context: dict[str, Any]
-) -> None:
-    from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
-
-    fake_snowflake["results"] = {
-        "SELECT SYSTEM$VERIFY": [(raw("success_s3"),)],
-        "DESC EXTERNAL VOLUME": describe_rows("describe_read_write"),
-    }
-    out = VerifyExternalVolumeOperator(task_id="v", external_volume="vol", catalog="lake", table="lake.orders").execute(
-        context
-    )
-    assert out["ok"] is True
-    assert [s["status"] for s in out["probe"]["steps"]] == [PASSED] * 4
-    assert out["probe"]["location"] == orders.location()
+        volume.verify_external_volume(RecordedConn(RecordedCursor({})), "vol'); DROP TABLE x; --")

@@ -6,28 +6,8 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-
 from snowberg.checks import health
 from snowberg.config.check_settings import HealthThresholds
-
-
-@pytest.fixture
-def partitioned(catalog: Any, lake: Any) -> Any:
-    """``lake.sales`` partitioned by region: eu gets 4 files, us 1."""
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.transforms import IdentityTransform
-
-    t = catalog.create_table("lake.sales", schema=lake.schema())
-    region_id = t.schema().find_field("region").field_id
-    with t.update_spec() as u:
-        u.add_field("region", IdentityTransform(), "region")
-    t = catalog.load_table("lake.sales")
-    assert t.spec() == PartitionSpec(PartitionField(region_id, 1000, IdentityTransform(), "region"), spec_id=1)
-    for i in range(4):
-        lake.append(t, lake.batch([10 * i + 1, 10 * i + 2], region="eu"), run_id=f"eu{i}")
-    lake.append(t, lake.batch([99], region="us"), run_id="us")
-    return t
 
 
 def test_report_counts_from_manifests(orders: Any, lake: Any) -> None:
@@ -132,60 +112,3 @@ def test_empty_table(catalog: Any, lake: Any) -> None:
     assert r.data_files == 0 and r.snapshots == 0 and r.current_snapshot_id is None
     assert r.healthy  # nothing to judge
     assert "HEALTHY" in health.render(r)
-
-
-# ---------------------------------------------------------------------------
-# The operator
-
-
-def test_operator_returns_report(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.health import TableHealthOperator
-
-    out = TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 10}).execute(context)
-    assert out["healthy"] and out["data_files"] == 5 and out["partition_skew"] == 4.0
-    assert out["limits"] == {"small_file_size": 32 * 1024 * 1024, "max_partition_skew": 10.0}
-
-
-def test_operator_fails_on_breach(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
-    from snowberg.airflow.operators.health import TableHealthOperator
-
-    op = TableHealthOperator(
-        task_id="h",
-        table="lake.sales",
-        thresholds={"max_partition_skew": 2, "min_stats_coverage": 0.5},
-        table_name="sales",
-    )
-    with pytest.raises(SnowbergCheckFailed) as ei:
-        op.execute(context)
-    err = ei.value
-    assert err.check == "health" and str(err).startswith("sales is unhealthy")
-    assert err.observed == {"partition_skew": 4.0}
-    assert err.expected == {"partition_skew": "<= 2.0"}
-    assert context["ti"].xcom["result"]["healthy"] is False
-
-
-def test_operator_warn_only(use_catalog: Any, partitioned: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.health import TableHealthOperator
-
-    out = TableHealthOperator(
-        task_id="h", table="lake.sales", thresholds={"max_partition_skew": 2, "fail_on_breach": False}
-    ).execute(context)
-    assert out["healthy"] is False and out["breaches"][0]["metric"] == "partition_skew"
-
-
-def test_operator_missing_table(use_catalog: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
-    from snowberg.airflow.operators.health import TableHealthOperator
-
-    with pytest.raises(SnowbergCheckFailed, match="does not exist"):
-        TableHealthOperator(task_id="h", table="lake.missing").execute(context)
-
-
-def test_operator_rejects_bad_thresholds() -> None:
-    from pydantic import ValidationError
-
-    from snowberg.airflow.operators.health import TableHealthOperator
-
-    with pytest.raises(ValidationError, match="max_partition_skew"):
-        TableHealthOperator(task_id="h", table="lake.sales", thresholds={"max_partition_skew": 0.5})

@@ -103,33 +103,6 @@ def test_writer_file_io_s3_table_on_moto(tmp_path: Path, s3_bucket: str, s3_prop
     assert r.ok, probe.render(r)
 
 
-def test_probe_operator_local(use_catalog: Any, orders: Any, context: dict[str, Any]) -> None:
-    from snowberg.airflow.operators.storage import LakeProbeOperator
-
-    out = LakeProbeOperator(task_id="probe", catalog="lake", table="lake.orders").execute(context)
-    assert out["ok"] is True
-    assert [s["status"] for s in out["steps"]] == [PASSED] * 4
-
-
-def test_probe_operator_fails_with_the_step(
-    monkeypatch: pytest.MonkeyPatch, s3_props: dict[str, str], context: dict[str, Any]
-) -> None:
-    import snowberg.iceberg.catalogs
-    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
-    from snowberg.airflow.operators.storage import LakeProbeOperator
-
-    class Cat:
-        properties = {**s3_props, "warehouse": "s3://no-such-bucket-snowberg/wh"}
-
-    monkeypatch.setattr(snowberg.iceberg.catalogs, "open_catalog", lambda name: Cat())
-    with pytest.raises(SnowbergCheckFailed) as ei:
-        LakeProbeOperator(task_id="probe", catalog="lake").execute(context)
-    assert ei.value.check == "lake_probe"
-    assert "write" in ei.value.observed
-    assert "bucket does not exist" in str(ei.value)
-    assert context["ti"].xcom["result"]["ok"] is False
-
-
 # ---------------------------------------------------------------------------
 # moto with IAM enforced: a writer whose policy only allows reads
 

@@ -51,7 +51,7 @@ def test_checks_dag_gets_the_volume_task_and_the_yaml_watermark_lag() -> None:
     dag = build_checks_dag(_table(freshness_sla="2h", max_watermark_lag="6h"))  # type: ignore[arg-type]
     assert dag.get_task("check_freshness").max_watermark_lag == timedelta(hours=6)
     vol = dag.get_task("check_volume")
-    assert vol.retries == 0 and vol.table_config["volume"]["deletes"] == "detect"
+    assert vol.retries == 0 and vol.volume["deletes"] == "detect"
     off = build_checks_dag(_table(volume={"enabled": False}))  # type: ignore[arg-type]
     assert "check_volume" not in off.task_ids
     no_cursor = build_checks_dag(_table(cursor=None))  # type: ignore[arg-type]

@@ -265,11 +265,11 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import DAG
 from snowberg.config.table_config import parse_config
+from snowberg.airflow.operators.arguments import operator_arguments
 from snowberg.airflow.operators.incremental import SnowbergPlanOperator, SnowbergPublishOperator
 from snowberg.airflow.operators.scale import SnowbergSliceLoadOperator, sliced_load
 
 cfg = parse_config({"tables": [json.loads(os.environ["E2E_TABLE"])]}).tables[0]
-raw = cfg.model_dump(mode="json")
 
 # Slice 1 fails on its first try. (dag.test() imports this file a second time to serialize the DAG: patch once.)
 if not getattr(SnowbergSliceLoadOperator.execute, "flaky", False):
@@ -288,9 +288,11 @@ if not getattr(SnowbergSliceLoadOperator.execute, "flaky", False):
 
 with DAG("snowberg_sliced", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
          default_args={"retries": 1, "retry_delay": timedelta(seconds=0)}) as dag:
-    plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
-    commit = sliced_load(raw, plan, max_rows_per_slice=int(os.environ["E2E_SLICE_ROWS"]), max_parallel=2)
-    publish = SnowbergPublishOperator(task_id="publish", table_config=raw, window=plan.output)
+    plan = SnowbergPlanOperator(task_id="plan", **operator_arguments(SnowbergPlanOperator, cfg))
+    commit = sliced_load(cfg, plan, max_rows_per_slice=int(os.environ["E2E_SLICE_ROWS"]), max_parallel=2)
+    publish = SnowbergPublishOperator(
+        task_id="publish", window=plan.output, **operator_arguments(SnowbergPublishOperator, cfg)
+    )
     commit >> publish
 
 if __name__ == "__main__":  # dag.test() parses this file again to serialize the DAG

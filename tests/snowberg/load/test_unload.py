@@ -647,6 +647,7 @@ def test_unload_operator_is_keyword_only_templated_and_runs_push_down(
 ) -> None:
     import snowberg.iceberg.catalogs
     import snowberg.snowflake.source
+    from snowberg.airflow.operators.arguments import operator_arguments
     from snowberg.airflow.operators.scale import SnowbergUnloadOperator
 
     root, target = stage
@@ -657,10 +658,10 @@ def test_unload_operator_is_keyword_only_templated_and_runs_push_down(
         SnowbergUnloadOperator("unload", raw)  # type: ignore[misc]  # keyword-only
     sf = UnloadingSnowflake(sfdb.conn, root)
     w = plan(cfg, sf, catalog, "r1")
-    op = SnowbergUnloadOperator(
-        task_id="unload", table_config=raw, window=w.to_dict(), stage=target.stage, stage_url=target.stage_url
-    )
-    assert {"window", "stage", "stage_url", "prefix"} <= set(op.template_fields)
+    args = operator_arguments(SnowbergUnloadOperator, cfg)
+    args["unload"] = {"stage": target.stage, "stage_url": target.stage_url}
+    op = SnowbergUnloadOperator(task_id="unload", window=w.to_dict(), **args)
+    assert {"window", "unload"} <= set(op.template_fields)
 
     class Hook:
         def get_conn(self) -> Any:

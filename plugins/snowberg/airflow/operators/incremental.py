@@ -1,11 +1,37 @@
 """Operators for watermark loads: plan → load → publish.
 
-Example (what ``snowberg.airflow.dag_factory`` builds for each configured table)::
+Each takes the table settings its code path reads as keyword arguments named
+after the table config's keys (``snowberg.airflow.operators.arguments``); the
+DAG factory passes a configured table's values with ``operator_arguments``::
 
-    plan = SnowbergPlanOperator(task_id="plan", table_config=cfg.model_dump(mode="json"))
-    load = SnowbergLoadOperator(task_id="load", table_config=..., window=plan.output)
-    publish = SnowbergPublishOperator(task_id="publish", table_config=..., window=plan.output)
+    plan = SnowbergPlanOperator(task_id="plan", **operator_arguments(SnowbergPlanOperator, cfg))
+    load = SnowbergLoadOperator(task_id="load", window=plan.output, **operator_arguments(SnowbergLoadOperator, cfg))
+    publish = SnowbergPublishOperator(
+        task_id="publish", window=plan.output, **operator_arguments(SnowbergPublishOperator, cfg)
+    )
     plan >> load >> publish
+
+Written by hand, a load of ``SHOP.PUBLIC.ORDERS`` merged on ``id``::
+
+    SnowbergLoadOperator(
+        task_id="load",
+        table_name="orders",
+        source={"table": "SHOP.PUBLIC.ORDERS"},
+        target="shop.orders",
+        cursor={"column": "updated_at", "lookback": "10m"},
+        primary_key=["id"],
+        window=plan.output,
+    )
+
+Arguments shared by these operators (their meaning is the table config's, see
+docs/configuration.md):
+
+* ``table_name``: the table's ``name`` (logs, the Snowflake query tag);
+* ``source``: ``{"table": "DB.SCHEMA.TABLE"}`` or ``{"query": "SELECT ..."}``
+  (a ``Source`` or its dict);
+* ``target``: the Iceberg table ``namespace.table``;
+* ``snowflake_conn_id``, ``catalog``: the Airflow connection and the pyiceberg
+  catalog (templated).
 """
 
 from __future__ import annotations
@@ -16,11 +42,16 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from snowberg.airflow.lineage import LoadLineage
-from snowberg.config.table_config import TableConfig
-
-
-def _cfg(raw: dict[str, Any] | TableConfig) -> TableConfig:
-    return raw if isinstance(raw, TableConfig) else TableConfig.model_validate(raw)
+from snowberg.airflow.operators.arguments import Settings, TableSettings
+from snowberg.config.table_config import (
+    ColumnDropPolicy,
+    Cursor,
+    MergeStrategy,
+    PartitionField,
+    Source,
+    TableConfig,
+    WriteMode,
+)
 
 
 def _attempt_id(context: Any) -> str:
@@ -36,33 +67,26 @@ def _attempt_id(context: Any) -> str:
     return str(context["run_id"]) if n == 0 else f"{context['run_id']}#clear{n}"
 
 
-class SnowbergTableOperator(BaseOperator):
-    """The base of the operators that load one configured table: the config, its Snowflake connection and catalog.
+class SnowbergTableOperator(TableSettings, BaseOperator):
+    """The base of the operators that work on one configured table: its connection, catalog and settings.
 
-    ``table_config`` is the table's entry as the DAG factory validated it
-    (JSON, so the operator serializes); it is validated again here, cheaply.
+    Subclasses take the settings they read as keyword arguments (see the
+    module doc), set them as attributes and call ``check_table_settings()``.
     """
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog")
     ui_color = "#d6ecfa"
 
-    def __init__(
-        self,
-        *,
-        table_config: dict[str, Any],
-        snowflake_conn_id: str | None = None,
-        catalog: str | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, **kwargs: Any) -> None:
+        # Defined (not inherited) on purpose: for a mapped task, Airflow reads the defaults of every
+        # ``__init__`` between the operator and BaseOperator, and an inherited one would hand it
+        # BaseOperator's own (``inlets=None`` ...), which breaks the mapped slices' task context.
         super().__init__(**kwargs)
-        cfg = _cfg(table_config)  # validates; cheap (pydantic only)
-        self.table_config = cfg.model_dump(mode="json")
-        self.snowflake_conn_id = snowflake_conn_id or cfg.snowflake_conn_id
-        self.catalog = catalog or cfg.catalog
 
     @property
     def cfg(self) -> TableConfig:
-        return _cfg(self.table_config)
+        """The table config of this operator's arguments (what the library calls take)."""
+        return self.build_config()
 
 
 class SnowbergPlanOperator(SnowbergTableOperator):
@@ -73,7 +97,43 @@ class SnowbergPlanOperator(SnowbergTableOperator):
     of a NUMBER cursor's range), ``full_refresh``, ``dry_run``. A run created
     by a backfill without params reloads its data interval (time cursors; a
     NUMBER cursor fails before any SQL and says to use the number params).
+
+    :param table_name: the table's name (logs, the Snowflake query tag).
+    :param source: the Snowflake table or query (``Source`` or its dict).
+    :param target: the Iceberg table ``namespace.table``.
+    :param cursor: the watermark cursor (``Cursor`` or its dict); None: every run is a full refresh.
+    :param primary_key: the key columns (checked against the table's recorded identity; slices cut by it).
+    :param geo_format: the session's GEOGRAPHY/GEOMETRY output format (``geojson`` or ``wkt``).
+    :param max_rows_per_slice: a window with more rows is cut into slices by cursor value.
+    :param snowflake_conn_id: the Snowflake connection (templated).
+    :param catalog: the pyiceberg catalog (templated).
     """
+
+    def __init__(
+        self,
+        *,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        cursor: Cursor | Settings | None = None,
+        primary_key: Sequence[str] = (),
+        geo_format: str = "geojson",
+        max_rows_per_slice: int = 250_000,
+        snowflake_conn_id: str = "snowflake_default",
+        catalog: str = "lake",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.cursor = cursor
+        self.primary_key = primary_key
+        self.geo_format = geo_format
+        self.max_rows_per_slice = max_rows_per_slice
+        self.snowflake_conn_id = snowflake_conn_id
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.config.run_params import resolve_run
@@ -123,13 +183,67 @@ class SnowbergPlanOperator(SnowbergTableOperator):
 
 
 class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
-    """Extract the planned window and commit it to Iceberg in one commit (idempotent per run)."""
+    r"""Extract the planned window and commit it to Iceberg in one commit (idempotent per run).
+
+    :param window: the plan task's XCom (``plan.output``; templated).
+    :param table_name: the table's name (logs, the Snowflake query tag).
+    :param source: the Snowflake table or query (``Source`` or its dict).
+    :param target: the Iceberg table ``namespace.table``.
+    :param cursor: the watermark cursor (``Cursor`` or its dict); None for a full-refresh table.
+    :param primary_key: the key columns: rows merge on them, and each must be filled.
+    :param write_mode: ``merge`` or ``append``; None: merge when there is a primary key.
+    :param merge_strategy: ``merge_on_read`` (position deletes) or ``copy_on_write``.
+    :param partition_by: the partition spec of a new table (``["day(updated_at)"]`` or ``PartitionField``\ s).
+    :param number_as_long: NUMBER columns written as long (see docs/type-mapping.md).
+    :param timestamp_nanos: ``error`` or ``truncate`` for nanosecond timestamps.
+    :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
+    :param batch_rows: rows per written batch.
+    :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
+    :param snowflake_conn_id: the Snowflake connection (templated).
+    :param catalog: the pyiceberg catalog (templated).
+    """
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window")
 
-    def __init__(self, *, window: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        window: Any,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        cursor: Cursor | Settings | None = None,
+        primary_key: Sequence[str] = (),
+        write_mode: WriteMode | str | None = None,
+        merge_strategy: MergeStrategy | str = MergeStrategy.MERGE_ON_READ,
+        partition_by: Sequence[PartitionField | Settings | str] = (),
+        number_as_long: Sequence[str] = (),
+        timestamp_nanos: str = "error",
+        geo_format: str = "geojson",
+        batch_rows: int = 250_000,
+        on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        snowflake_conn_id: str = "snowflake_default",
+        catalog: str = "lake",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.window = window
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.cursor = cursor
+        self.primary_key = primary_key
+        self.write_mode = write_mode
+        self.merge_strategy = merge_strategy
+        self.partition_by = partition_by
+        self.number_as_long = number_as_long
+        self.timestamp_nanos = timestamp_nanos
+        self.geo_format = geo_format
+        self.batch_rows = batch_rows
+        self.on_column_dropped = on_column_dropped
+        self.snowflake_conn_id = snowflake_conn_id
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.airflow.metrics import observed_load
@@ -151,13 +265,36 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
 
 
 class SnowbergPublishOperator(SnowbergTableOperator):
-    """Read the commit back, then mirror the watermark into the table's Airflow Variable."""
+    """Read the commit back, then mirror the watermark into the table's Airflow Variable.
 
-    template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window")
+    Reads the Iceberg table only (no Snowflake connection).
 
-    def __init__(self, *, window: Any, **kwargs: Any) -> None:
+    :param window: the plan task's XCom (``plan.output``; templated).
+    :param table_name: the table's name.
+    :param source: the Snowflake table or query (``Source`` or its dict): part of the table's identity.
+    :param target: the Iceberg table ``namespace.table`` (its Variable is named after it).
+    :param catalog: the pyiceberg catalog (templated).
+    """
+
+    template_fields: Sequence[str] = ("catalog", "window")
+
+    def __init__(
+        self,
+        *,
+        window: Any,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        catalog: str = "lake",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.window = window
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.core.window import Window

@@ -14,6 +14,18 @@ Run params (validated before anything is read or written):
 * ``tag`` (+ ``tag_snapshot``, default the current snapshot) — tag a snapshot;
 * ``dry_run`` — log and return what would be done, change nothing (orphan
   files are listed).
+
+The operator takes the table settings it reads as keyword arguments
+(``snowberg.airflow.operators.arguments``)::
+
+    SnowbergMaintenanceOperator(
+        task_id="compact",
+        step="compact",
+        table_name="orders",
+        source={"table": "SHOP.PUBLIC.ORDERS"},
+        target="shop.orders",
+        maintenance={"snapshot_retention": "7d", "min_snapshots": 48},
+    )
 """
 
 from __future__ import annotations
@@ -25,7 +37,9 @@ from typing import Any
 from airflow.sdk import BaseOperator, Param
 from airflow.sdk.exceptions import AirflowSkipException
 
-from snowberg.config.table_config import TableConfig
+from snowberg.airflow.operators.arguments import Settings, TableSettings
+from snowberg.config.maintenance_settings import MaintenanceSettings
+from snowberg.config.table_config import Source, TableConfig
 
 
 class MaintenanceStep(StrEnum):
@@ -66,8 +80,16 @@ def manual_request(params: dict[str, Any]) -> dict[str, Any]:
     return asked
 
 
-class SnowbergMaintenanceOperator(BaseOperator):
-    """One maintenance step on one configured table (see the module doc)."""
+class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
+    """One maintenance step on one configured table (see the module doc).
+
+    :param step: which step (``MaintenanceStep`` or its value).
+    :param table_name: the table's name (logs, the rollback's plan).
+    :param source: the Snowflake table or query (``Source`` or its dict): part of the table's identity.
+    :param target: the Iceberg table ``namespace.table`` (its watermark Variable is named after it).
+    :param maintenance: what compaction, expiry and orphan removal do (``MaintenanceSettings`` or its dict).
+    :param catalog: the pyiceberg catalog (templated).
+    """
 
     snowberg_alert_event = "maintenance_failure"  # what its failure alerts (airflow.alerts.build_alert)
 
@@ -75,20 +97,30 @@ class SnowbergMaintenanceOperator(BaseOperator):
     ui_color = "#e8f4e8"
 
     def __init__(
-        self, *, table_config: dict[str, Any], step: MaintenanceStep | str, catalog: str | None = None, **kwargs: Any
+        self,
+        *,
+        step: MaintenanceStep | str,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        maintenance: MaintenanceSettings | Settings | None = None,
+        catalog: str = "lake",
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        # Validated in execute(): the DAG factory built this dict from a validated config, and
-        # validating it again for every step of every table would double the DAG parse time.
-        self.table_config = dict(table_config)
         self.step = MaintenanceStep(step)
-        self.catalog = catalog or str(table_config.get("catalog") or "lake")
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.maintenance = maintenance if maintenance is not None else MaintenanceSettings()
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.iceberg.tables import load_table_or_none
 
-        cfg = TableConfig.model_validate(self.table_config)
+        cfg = self.build_config()
         params = dict(context.get("params") or {})
         asked = manual_request(params)
         dry_run = bool(params.get("dry_run"))

@@ -20,11 +20,14 @@ over the workers; ``max_active_tis_per_dagrun`` caps how many read Snowflake at
 once. ``sliced_load`` wires the four tasks into a DAG (used by the factory
 when a table opts in to scale-out).
 
-Example::
+Example (the operators take the table settings they read as keyword
+arguments, like ``snowberg.airflow.operators.incremental``'s)::
 
-    plan = SnowbergPlanOperator(task_id="plan", table_config=raw)
-    commit = sliced_load(raw, plan, max_parallel=4)
-    publish = SnowbergPublishOperator(task_id="publish", table_config=raw, window=plan.output)
+    plan = SnowbergPlanOperator(task_id="plan", **operator_arguments(SnowbergPlanOperator, cfg))
+    commit = sliced_load(cfg, plan, max_parallel=4)
+    publish = SnowbergPublishOperator(
+        task_id="publish", window=plan.output, **operator_arguments(SnowbergPublishOperator, cfg)
+    )
     commit >> publish
 """
 
@@ -34,7 +37,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from snowberg.airflow.lineage import LoadLineage
+from snowberg.airflow.operators.arguments import Settings, operator_arguments
 from snowberg.airflow.operators.incremental import SnowbergTableOperator
+from snowberg.config.table_config import (
+    ColumnDropPolicy,
+    Cursor,
+    MergeStrategy,
+    PartitionField,
+    Source,
+    TableConfig,
+    UnloadSettings,
+    WriteMode,
+)
 
 
 class SnowbergSlicePlanOperator(SnowbergTableOperator):
@@ -43,18 +57,67 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
     An empty list (nothing new, a dry run, or the run already committed) makes
     Airflow skip the mapped ``load_slice`` tasks; ``commit`` still runs and
     records nothing.
+
+    :param window: the plan task's XCom (``plan.output``; templated).
+    :param max_rows_per_slice: the most rows in one slice (templated).
+    :param slice_method: how the cursor range is cut (``quantiles``; see ``snowberg.load.slices``).
+    :param table_name: the table's name (logs, the Snowflake query tag).
+    :param source: the Snowflake table or query (``Source`` or its dict).
+    :param target: the Iceberg table ``namespace.table`` (created or evolved here).
+    :param cursor: the watermark cursor (``Cursor`` or its dict).
+    :param primary_key: the key columns (a first merge load checks them unique in Snowflake).
+    :param write_mode: ``merge`` or ``append``; None: merge when there is a primary key.
+    :param partition_by: the partition spec of a new table.
+    :param number_as_long: NUMBER columns written as long.
+    :param timestamp_nanos: ``error`` or ``truncate`` for nanosecond timestamps.
+    :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
+    :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
+    :param snowflake_conn_id: the Snowflake connection (templated).
+    :param catalog: the pyiceberg catalog (templated).
     """
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window", "max_rows_per_slice")
     ui_color = "#c9e4f5"
 
     def __init__(
-        self, *, window: Any, max_rows_per_slice: int | None = None, slice_method: str = "quantiles", **kwargs: Any
+        self,
+        *,
+        window: Any,
+        max_rows_per_slice: int = 250_000,
+        slice_method: str = "quantiles",
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        cursor: Cursor | Settings | None = None,
+        primary_key: Sequence[str] = (),
+        write_mode: WriteMode | str | None = None,
+        partition_by: Sequence[PartitionField | Settings | str] = (),
+        number_as_long: Sequence[str] = (),
+        timestamp_nanos: str = "error",
+        geo_format: str = "geojson",
+        on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        snowflake_conn_id: str = "snowflake_default",
+        catalog: str = "lake",
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.window = window
         self.max_rows_per_slice = max_rows_per_slice
         self.slice_method = slice_method
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.cursor = cursor
+        self.primary_key = primary_key
+        self.write_mode = write_mode
+        self.partition_by = partition_by
+        self.number_as_long = number_as_long
+        self.timestamp_nanos = timestamp_nanos
+        self.geo_format = geo_format
+        self.on_column_dropped = on_column_dropped
+        self.snowflake_conn_id = snowflake_conn_id
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> list[dict[str, Any]]:
         from snowberg.core.window import Window
@@ -79,14 +142,60 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
 
 
 class SnowbergSliceLoadOperator(SnowbergTableOperator):
-    """Extract one slice and write its data files (not committed). Map it over ``plan_slices``' output."""
+    """Extract one slice and write its data files (not committed). Map it over ``plan_slices``' output.
+
+
+    :param slice_task: one entry of ``plan_slices``' XCom (mapped; templated).
+    :param table_name: the table's name (logs, the Snowflake query tag).
+    :param source: the Snowflake table or query (``Source`` or its dict).
+    :param target: the Iceberg table ``namespace.table``.
+    :param cursor: the watermark cursor (``Cursor`` or its dict).
+    :param primary_key: the key columns: collected for the commit's merge, and each must be filled.
+    :param write_mode: ``merge`` or ``append``; None: merge when there is a primary key.
+    :param number_as_long: NUMBER columns written as long.
+    :param timestamp_nanos: ``error`` or ``truncate`` for nanosecond timestamps.
+    :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
+    :param batch_rows: rows per written batch.
+    :param snowflake_conn_id: the Snowflake connection (templated).
+    :param catalog: the pyiceberg catalog (templated).
+    """
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "slice_task")
     ui_color = "#b3d9f2"
 
-    def __init__(self, *, slice_task: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        slice_task: Any,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        cursor: Cursor | Settings | None = None,
+        primary_key: Sequence[str] = (),
+        write_mode: WriteMode | str | None = None,
+        number_as_long: Sequence[str] = (),
+        timestamp_nanos: str = "error",
+        geo_format: str = "geojson",
+        batch_rows: int = 250_000,
+        snowflake_conn_id: str = "snowflake_default",
+        catalog: str = "lake",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.slice_task = slice_task
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.cursor = cursor
+        self.primary_key = primary_key
+        self.write_mode = write_mode
+        self.number_as_long = number_as_long
+        self.timestamp_nanos = timestamp_nanos
+        self.geo_format = geo_format
+        self.batch_rows = batch_rows
+        self.snowflake_conn_id = snowflake_conn_id
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import open_catalog
@@ -106,16 +215,53 @@ class SnowbergSliceCommitOperator(LoadLineage, SnowbergTableOperator):
 
     Runs when no upstream failed (``none_failed``), so a window with nothing
     new — whose mapped tasks were skipped — still ends cleanly.
+
+    :param window: the plan task's XCom (``plan.output``; templated).
+    :param slice_results: the mapped ``load_slice`` tasks' XComs (templated).
+    :param table_name: the table's name (logs).
+    :param source: the Snowflake table or query (``Source`` or its dict): recorded in the table's identity.
+    :param target: the Iceberg table ``namespace.table``.
+    :param cursor: the watermark cursor (``Cursor`` or its dict).
+    :param primary_key: the key columns whose earlier versions the commit replaces.
+    :param write_mode: ``merge`` or ``append``; None: merge when there is a primary key.
+    :param merge_strategy: ``merge_on_read`` (position deletes) or ``copy_on_write``.
+    :param snowflake_conn_id: the Snowflake connection (lineage only; templated).
+    :param catalog: the pyiceberg catalog (templated).
     """
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window", "slice_results")
     ui_color = "#d6ecfa"
 
-    def __init__(self, *, window: Any, slice_results: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        window: Any,
+        slice_results: Any,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        cursor: Cursor | Settings | None = None,
+        primary_key: Sequence[str] = (),
+        write_mode: WriteMode | str | None = None,
+        merge_strategy: MergeStrategy | str = MergeStrategy.MERGE_ON_READ,
+        snowflake_conn_id: str = "snowflake_default",
+        catalog: str = "lake",
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("trigger_rule", "none_failed")
         super().__init__(**kwargs)
         self.window = window
         self.slice_results = slice_results
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.cursor = cursor
+        self.primary_key = primary_key
+        self.write_mode = write_mode
+        self.merge_strategy = merge_strategy
+        self.snowflake_conn_id = snowflake_conn_id
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.core.window import Window
@@ -125,39 +271,40 @@ class SnowbergSliceCommitOperator(LoadLineage, SnowbergTableOperator):
         results = [dict(r) for r in (self.slice_results or []) if r]
         from snowberg.airflow.metrics import observed_load
 
-        result = commit_slices(self.cfg, open_catalog(self.catalog), Window.from_dict(self.window), results)
-        return observed_load(self, self.cfg.name, result)
+        cfg = self.cfg
+        result = commit_slices(cfg, open_catalog(self.catalog), Window.from_dict(self.window), results)
+        return observed_load(self, cfg.name, result)
 
 
 def sliced_load(
-    table_config: dict[str, Any],
+    cfg: TableConfig,
     plan: Any,
     *,
     max_rows_per_slice: int | None = None,
     max_parallel: int | None = None,
     slice_method: str = "quantiles",
 ) -> SnowbergSliceCommitOperator:
-    """Add plan_slices → load_slice (mapped) → commit after ``plan``; return the commit task.
+    """Add plan_slices → load_slice (mapped) → commit for table ``cfg`` after ``plan``; return the commit task.
 
-    Call inside a ``with DAG(...)`` block. ``max_parallel`` caps the mapped
-    slices running at once in one DAG run (``max_active_tis_per_dagrun``).
+    Call inside a ``with DAG(...)`` block. ``max_rows_per_slice`` overrides
+    the table's; ``max_parallel`` caps the mapped slices running at once in
+    one DAG run (``max_active_tis_per_dagrun``).
     """
+    prepare_args = operator_arguments(SnowbergSlicePlanOperator, cfg)
+    if max_rows_per_slice is not None:
+        prepare_args["max_rows_per_slice"] = max_rows_per_slice
     prepare = SnowbergSlicePlanOperator(
-        task_id="plan_slices",
-        table_config=table_config,
-        window=plan.output,
-        max_rows_per_slice=max_rows_per_slice,
-        slice_method=slice_method,
+        task_id="plan_slices", window=plan.output, slice_method=slice_method, **prepare_args
     )
-    partial_kwargs: dict[str, Any] = {"task_id": "load_slice", "table_config": table_config}
+    partial_kwargs: dict[str, Any] = {"task_id": "load_slice", **operator_arguments(SnowbergSliceLoadOperator, cfg)}
     if max_parallel:
         partial_kwargs["max_active_tis_per_dagrun"] = max_parallel
     slices = SnowbergSliceLoadOperator.partial(**partial_kwargs).expand(slice_task=prepare.output)
     commit = SnowbergSliceCommitOperator(
         task_id="commit",
-        table_config=table_config,
         window=plan.output,
         slice_results=slices.output,
+        **operator_arguments(SnowbergSliceCommitOperator, cfg),
     )
     plan >> prepare >> slices >> commit
     return commit
@@ -167,34 +314,78 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
     """Push-down: Snowflake unloads the planned window as Parquet into a stage in the lake; one commit registers it.
 
     For initial loads and full refreshes of very large tables (see
-    docs/performance.md). ``stage`` is ``DB.SCHEMA.STAGE``, an external stage
-    whose URL (``stage_url``, as the lake's FileIO addresses it) is in the
-    lake's storage. Use in place of the load task::
+    docs/performance.md). ``unload.stage`` is ``DB.SCHEMA.STAGE``, an
+    external stage whose URL (``unload.stage_url``, as the lake's FileIO
+    addresses it) is in the lake's storage. Use in place of the load task::
 
-        plan >> SnowbergUnloadOperator(task_id="unload", table_config=raw, window=plan.output,
-                                       stage="LAKE.PUBLIC.LAKE_STAGE",
-                                       stage_url="s3://lake/warehouse/shop/orders/data") >> publish
+        plan >> SnowbergUnloadOperator(
+            task_id="unload",
+            window=plan.output,
+            unload={"stage": "LAKE.PUBLIC.LAKE_STAGE", "stage_url": "s3://lake/warehouse/shop/orders/data"},
+            **operator_arguments(SnowbergUnloadOperator, cfg),  # or the table settings below, by hand
+        ) >> publish
+
+    :param window: the plan task's XCom (``plan.output``; templated).
+    :param unload: the stage, its URL, the file prefix and size (``UnloadSettings`` or its dict; templated:
+        a templated value is validated once rendered).
+    :param table_name: the table's name (logs, the Snowflake query tag).
+    :param source: the Snowflake table or query (``Source`` or its dict).
+    :param target: the Iceberg table ``namespace.table`` (created or evolved here).
+    :param cursor: the watermark cursor (``Cursor`` or its dict).
+    :param primary_key: the key columns (a merge table cannot take push-down increments; see the docs).
+    :param write_mode: ``merge`` or ``append``; None: merge when there is a primary key.
+    :param merge_strategy: ``merge_on_read`` (position deletes) or ``copy_on_write``.
+    :param partition_by: the partition spec of a new table (the unload writes its files by it).
+    :param number_as_long: NUMBER columns written as long.
+    :param timestamp_nanos: ``error`` or ``truncate`` for nanosecond timestamps.
+    :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
+    :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
+    :param snowflake_conn_id: the Snowflake connection (templated).
+    :param catalog: the pyiceberg catalog (templated).
     """
 
-    template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window", "stage", "stage_url", "prefix")
+    template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "window", "unload")
     ui_color = "#e1f0fa"
 
     def __init__(
         self,
         *,
         window: Any,
-        stage: str,
-        stage_url: str,
-        prefix: str = "snowberg-unload",
-        max_file_size: int | None = None,
+        unload: UnloadSettings | Settings,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        cursor: Cursor | Settings | None = None,
+        primary_key: Sequence[str] = (),
+        write_mode: WriteMode | str | None = None,
+        merge_strategy: MergeStrategy | str = MergeStrategy.MERGE_ON_READ,
+        partition_by: Sequence[PartitionField | Settings | str] = (),
+        number_as_long: Sequence[str] = (),
+        timestamp_nanos: str = "error",
+        geo_format: str = "geojson",
+        on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        snowflake_conn_id: str = "snowflake_default",
+        catalog: str = "lake",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.window = window
-        self.stage = stage
-        self.stage_url = stage_url
-        self.prefix = prefix
-        self.max_file_size = max_file_size
+        self.unload = unload
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.cursor = cursor
+        self.primary_key = primary_key
+        self.write_mode = write_mode
+        self.merge_strategy = merge_strategy
+        self.partition_by = partition_by
+        self.number_as_long = number_as_long
+        self.timestamp_nanos = timestamp_nanos
+        self.geo_format = geo_format
+        self.on_column_dropped = on_column_dropped
+        self.snowflake_conn_id = snowflake_conn_id
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.core.window import Window
@@ -203,11 +394,12 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
         from snowberg.snowflake.source import snowflake_hook
 
         cfg = self.cfg
+        assert cfg.unload is not None  # a required argument
         target = UnloadTarget(
-            stage=self.stage,
-            stage_url=self.stage_url,
-            prefix=self.prefix,
-            max_file_size=int(self.max_file_size or DEFAULT_MAX_FILE_SIZE),
+            stage=cfg.unload.stage,
+            stage_url=cfg.unload.stage_url,
+            prefix=cfg.unload.prefix,
+            max_file_size=cfg.unload.max_file_size or DEFAULT_MAX_FILE_SIZE,
         )
         from snowberg.airflow.metrics import observed_load
 

@@ -1,15 +1,24 @@
 """Operators for stream capture: consume → load → cleanup, a staleness check, and a CHANGES backfill.
 
-Example (what the DAG factory builds for a table with ``stream:``)::
+Each takes the table settings its code path reads as keyword arguments named
+after the table config's keys (``snowberg.airflow.operators.arguments``): at
+least ``table_name``, ``source``, ``target``, ``primary_key`` and ``stream``
+(the ``StreamSource`` or its dict). ``build_stream_tasks`` wires them for a
+configured table (what the DAG factory builds for a table with ``stream:``)::
 
-    raw = cfg.model_dump(mode="json")
-    backfill = SnowbergStreamChangesOperator(task_id="changes_backfill", table_config=raw)
-    consume = SnowbergStreamConsumeOperator(task_id="consume", table_config=raw)
-    load = SnowbergStreamLoadOperator(task_id="load", table_config=raw, consumed=consume.output)
-    cleanup = SnowbergStreamCleanupOperator(task_id="cleanup", table_config=raw, outlets=[table_asset(cfg)])
-    check = SnowbergStreamStalenessOperator(task_id="stream_staleness", table_config=raw,
-                                            schedule=cfg.schedule, trigger_rule="all_done", retries=0)
-    backfill >> consume >> load >> cleanup >> check
+    tasks = build_stream_tasks(cfg, outlets=[table_asset(cfg)])
+    # changes_backfill >> consume >> load >> cleanup >> stream_staleness
+
+By hand::
+
+    consume = SnowbergStreamConsumeOperator(
+        task_id="consume",
+        table_name="orders_cdc",
+        source={"table": "SHOP.PUBLIC.ORDERS"},
+        target="shop.orders",
+        primary_key=["order_id"],
+        stream={"name": "SHOP.PUBLIC.ORDERS_SNOWBERG_STREAM", "create": True},
+    )
 
 Run params (``snowberg.streams.params``): ``recover_stale_stream``,
 ``changes_start``/``changes_end``/``changes_target``.
@@ -24,60 +33,32 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from snowberg.airflow.lineage import StreamLoadLineage
+from snowberg.airflow.operators.arguments import Settings, TableSettings, operator_arguments
 from snowberg.config.stream_settings import StreamSource
-from snowberg.config.table_config import TableConfig
+from snowberg.config.table_config import ColumnDropPolicy, PartitionField, Source, TableConfig
 
 
-def split_config(
-    raw: dict[str, Any] | TableConfig, stream: dict[str, Any] | StreamSource | None
-) -> tuple[TableConfig, StreamSource]:
-    """The table config and its stream settings (``table_config['stream']`` unless given apart)."""
-    if isinstance(raw, TableConfig):
-        cfg, embedded = raw, getattr(raw, "stream", None)
-    else:
-        data = dict(raw)
-        embedded = data.get("stream")
-        if "stream" not in TableConfig.model_fields:
-            data.pop("stream", None)
-        cfg = TableConfig.model_validate(data)
-        if "stream" in TableConfig.model_fields:
-            embedded = getattr(cfg, "stream", None)
-    src = stream if stream is not None else embedded
-    if src is None:
-        raise ValueError(f"table {cfg.name!r} has no stream settings ('stream:' in the table config)")
-    return cfg, src if isinstance(src, StreamSource) else StreamSource.model_validate(src)
+class _StreamOperator(TableSettings, BaseOperator):
+    """The stream operators' base: the config of their arguments, its stream settings, a Snowflake connection."""
 
-
-class _StreamOperator(BaseOperator):
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog")
     ui_color = "#e0f2f1"
 
-    def __init__(
-        self,
-        *,
-        table_config: dict[str, Any] | TableConfig,
-        stream: dict[str, Any] | StreamSource | None = None,
-        snowflake_conn_id: str | None = None,
-        catalog: str | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, **kwargs: Any) -> None:
+        # Defined, not inherited: see ``SnowbergTableOperator.__init__`` (Airflow reads each class's defaults).
         super().__init__(**kwargs)
-        cfg, src = split_config(table_config, stream)  # validates; pydantic only
-        self.table_config = (
-            table_config.model_dump(mode="json") if isinstance(table_config, TableConfig) else dict(table_config)
-        )
-        self.stream = src.model_dump(mode="json")
-        self.snowflake_conn_id = snowflake_conn_id or cfg.snowflake_conn_id
-        self.catalog = catalog or cfg.catalog
 
     def configs(self) -> tuple[TableConfig, StreamSource]:
-        return split_config(self.table_config, self.stream)
+        """The table config built from the arguments, and its stream settings."""
+        cfg = self.build_config()
+        assert cfg.stream is not None  # a required argument of every stream operator
+        return cfg, cfg.stream
 
     def connect(self, cfg: TableConfig) -> Any:
         """A Snowflake connection (autocommit; the consume step opens its own transaction)."""
         from snowberg.snowflake.source import snowflake_hook
 
-        return snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
+        return snowflake_hook(cfg.snowflake_conn_id, cfg).get_conn()
 
 
 class SnowbergStreamConsumeOperator(_StreamOperator):
@@ -87,7 +68,40 @@ class SnowbergStreamConsumeOperator(_StreamOperator):
     recovery hint when it is stale. With the run param
     ``recover_stale_stream=true`` it re-creates the stream with initial rows
     first; the load then replaces the target. Returns the batch (XCom).
+
+    :param table_name: the table's name (logs, the Snowflake query tag).
+    :param source: the Snowflake table (``Source`` or its dict): the stream's table unless ``stream.on_table``.
+    :param target: the Iceberg table ``namespace.table``.
+    :param primary_key: the key columns updates and deletes apply by (a standard stream needs them).
+    :param stream: the stream, its staging table and changelog (``StreamSource`` or its dict).
+    :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt`` (the session's output format).
+    :param snowflake_conn_id: the Snowflake connection (templated).
+    :param catalog: the pyiceberg catalog (templated).
     """
+
+    def __init__(
+        self,
+        *,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        primary_key: Sequence[str] = (),
+        stream: StreamSource | Settings,
+        geo_format: str = "geojson",
+        snowflake_conn_id: str = "snowflake_default",
+        catalog: str = "lake",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.primary_key = primary_key
+        self.stream = stream
+        self.geo_format = geo_format
+        self.snowflake_conn_id = snowflake_conn_id
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import open_catalog
@@ -111,13 +125,61 @@ class SnowbergStreamConsumeOperator(_StreamOperator):
 
 
 class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):
-    """Apply the staged batches up to the consumed one to Iceberg in one commit (idempotent)."""
+    """Apply the staged batches up to the consumed one to Iceberg in one commit (idempotent).
+
+    :param consumed: the consume task's XCom (``consume.output``; templated).
+    :param table_name: the table's name (logs, the Snowflake query tag).
+    :param source: the Snowflake table (``Source`` or its dict): the stream's table unless ``stream.on_table``.
+    :param target: the Iceberg table ``namespace.table``.
+    :param primary_key: the key columns updates and deletes apply by (a standard stream needs them).
+    :param stream: the stream, its staging table and changelog (``StreamSource`` or its dict).
+    :param partition_by: the partition spec of a new table.
+    :param number_as_long: NUMBER columns written as long.
+    :param timestamp_nanos: ``error`` or ``truncate`` for nanosecond timestamps.
+    :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
+    :param batch_rows: rows per written batch.
+    :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
+    :param snowflake_conn_id: the Snowflake connection (templated).
+    :param catalog: the pyiceberg catalog (templated).
+    """
 
     template_fields: Sequence[str] = ("snowflake_conn_id", "catalog", "consumed")
 
-    def __init__(self, *, consumed: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        consumed: Any = None,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        primary_key: Sequence[str] = (),
+        stream: StreamSource | Settings,
+        partition_by: Sequence[PartitionField | Settings | str] = (),
+        number_as_long: Sequence[str] = (),
+        timestamp_nanos: str = "error",
+        geo_format: str = "geojson",
+        batch_rows: int = 250_000,
+        on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        snowflake_conn_id: str = "snowflake_default",
+        catalog: str = "lake",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.consumed = consumed
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.primary_key = primary_key
+        self.stream = stream
+        self.partition_by = partition_by
+        self.number_as_long = number_as_long
+        self.timestamp_nanos = timestamp_nanos
+        self.geo_format = geo_format
+        self.batch_rows = batch_rows
+        self.on_column_dropped = on_column_dropped
+        self.snowflake_conn_id = snowflake_conn_id
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.airflow.metrics import observed_load
@@ -141,7 +203,41 @@ class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):
 
 
 class SnowbergStreamCleanupOperator(_StreamOperator):
-    """Read the commit back, delete the staged rows it holds, mirror the batch id to a Variable."""
+    """Read the commit back, delete the staged rows it holds, mirror the batch id to a Variable.
+
+    :param table_name: the table's name (logs, the Snowflake query tag).
+    :param source: the Snowflake table (``Source`` or its dict): the stream's table unless ``stream.on_table``.
+    :param target: the Iceberg table ``namespace.table``.
+    :param primary_key: the key columns updates and deletes apply by (a standard stream needs them).
+    :param stream: the stream, its staging table and changelog (``StreamSource`` or its dict).
+    :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt`` (the session's output format).
+    :param snowflake_conn_id: the Snowflake connection (templated).
+    :param catalog: the pyiceberg catalog (templated).
+    """
+
+    def __init__(
+        self,
+        *,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        primary_key: Sequence[str] = (),
+        stream: StreamSource | Settings,
+        geo_format: str = "geojson",
+        snowflake_conn_id: str = "snowflake_default",
+        catalog: str = "lake",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.primary_key = primary_key
+        self.stream = stream
+        self.geo_format = geo_format
+        self.snowflake_conn_id = snowflake_conn_id
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import open_catalog
@@ -159,21 +255,54 @@ class SnowbergStreamCleanupOperator(_StreamOperator):
 class SnowbergStreamStalenessOperator(_StreamOperator):
     """Fail (and so alert through the DAG's notifiers) when the stream is stale or will be within N intervals.
 
-    ``schedule``: the DAG's schedule (preset, cron or duration); the margin is
-    ``stream.stale_alert_intervals`` (default 2) × its longest interval.
+    The margin is ``stream.stale_alert_intervals`` (default 2) × the longest
+    interval of ``schedule``. Reads Snowflake only (no catalog).
+
+    :param schedule: the DAG's schedule (preset, cron or duration; the table's ``schedule``); None: daily.
+    :param interval: the margin's interval, in place of the schedule's.
+    :param table_name: the table's name (logs, the Snowflake query tag).
+    :param source: the Snowflake table (``Source`` or its dict): the stream's table unless ``stream.on_table``.
+    :param target: the Iceberg table ``namespace.table``.
+    :param primary_key: the key columns updates and deletes apply by (a standard stream needs them).
+    :param stream: the stream, its staging table and changelog (``StreamSource`` or its dict).
+    :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt`` (the session's output format).
+    :param snowflake_conn_id: the Snowflake connection (templated).
     """
 
-    def __init__(self, *, schedule: str | None = None, interval: timedelta | None = None, **kwargs: Any) -> None:
+    template_fields: Sequence[str] = ("snowflake_conn_id",)
+
+    def __init__(
+        self,
+        *,
+        schedule: str | None = "@hourly",
+        interval: timedelta | None = None,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        primary_key: Sequence[str] = (),
+        stream: StreamSource | Settings,
+        geo_format: str = "geojson",
+        snowflake_conn_id: str = "snowflake_default",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
-        self.schedule_text = schedule
+        self.schedule = schedule
         self.interval = interval
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.primary_key = primary_key
+        self.stream = stream
+        self.geo_format = geo_format
+        self.snowflake_conn_id = snowflake_conn_id
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.streams.params import schedule_interval
         from snowberg.streams.steps import staleness_step
 
         cfg, stream = self.configs()
-        interval = self.interval or schedule_interval(self.schedule_text) or timedelta(days=1)
+        interval = self.interval or schedule_interval(self.schedule) or timedelta(days=1)
         conn = self.connect(cfg)
         try:
             return staleness_step(stream, conn, interval=interval)
@@ -182,7 +311,58 @@ class SnowbergStreamStalenessOperator(_StreamOperator):
 
 
 class SnowbergStreamChangesOperator(_StreamOperator):
-    """Backfill a window of changes with CHANGES (AT/END) when the run params give one; consumes nothing."""
+    """Backfill a window of changes with CHANGES (AT/END) when the run params give one; consumes nothing.
+
+    The changes land in the table or in ``stream.changelog_target`` (run param ``changes_target``).
+
+    :param table_name: the table's name (logs, the Snowflake query tag).
+    :param source: the Snowflake table (``Source`` or its dict): the stream's table unless ``stream.on_table``.
+    :param target: the Iceberg table ``namespace.table``.
+    :param primary_key: the key columns updates and deletes apply by (a standard stream needs them).
+    :param stream: the stream, its staging table and changelog (``StreamSource`` or its dict).
+    :param partition_by: the partition spec of a new table.
+    :param number_as_long: NUMBER columns written as long.
+    :param timestamp_nanos: ``error`` or ``truncate`` for nanosecond timestamps.
+    :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
+    :param batch_rows: rows per written batch.
+    :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
+    :param snowflake_conn_id: the Snowflake connection (templated).
+    :param catalog: the pyiceberg catalog (templated).
+    """
+
+    def __init__(
+        self,
+        *,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        primary_key: Sequence[str] = (),
+        stream: StreamSource | Settings,
+        partition_by: Sequence[PartitionField | Settings | str] = (),
+        number_as_long: Sequence[str] = (),
+        timestamp_nanos: str = "error",
+        geo_format: str = "geojson",
+        batch_rows: int = 250_000,
+        on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        snowflake_conn_id: str = "snowflake_default",
+        catalog: str = "lake",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.primary_key = primary_key
+        self.stream = stream
+        self.partition_by = partition_by
+        self.number_as_long = number_as_long
+        self.timestamp_nanos = timestamp_nanos
+        self.geo_format = geo_format
+        self.batch_rows = batch_rows
+        self.on_column_dropped = on_column_dropped
+        self.snowflake_conn_id = snowflake_conn_id
+        self.catalog = catalog
+        self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import open_catalog
@@ -210,17 +390,25 @@ class SnowbergStreamChangesOperator(_StreamOperator):
             conn.close()
 
 
-def build_stream_tasks(
-    table_config: dict[str, Any], *, schedule: str | None, outlets: Sequence[Any] = ()
-) -> dict[str, BaseOperator]:
+def build_stream_tasks(cfg: TableConfig, *, outlets: Sequence[Any] = ()) -> dict[str, BaseOperator]:
     """Create and chain a stream table's tasks (call inside ``with DAG(...)``; the DAG takes
-    ``snowberg.streams.params.STREAM_PARAM_SCHEMAS`` as its params)."""
-    backfill = SnowbergStreamChangesOperator(task_id="changes_backfill", table_config=table_config)
-    consume = SnowbergStreamConsumeOperator(task_id="consume", table_config=table_config)
-    load = SnowbergStreamLoadOperator(task_id="load", table_config=table_config, consumed=consume.output)
-    cleanup = SnowbergStreamCleanupOperator(task_id="cleanup", table_config=table_config, outlets=list(outlets))
+    ``snowberg.streams.params.STREAM_PARAM_SCHEMAS`` as its params). The staleness check's
+    margin follows the table's ``schedule``."""
+    backfill = SnowbergStreamChangesOperator(
+        task_id="changes_backfill", **operator_arguments(SnowbergStreamChangesOperator, cfg)
+    )
+    consume = SnowbergStreamConsumeOperator(task_id="consume", **operator_arguments(SnowbergStreamConsumeOperator, cfg))
+    load = SnowbergStreamLoadOperator(
+        task_id="load", consumed=consume.output, **operator_arguments(SnowbergStreamLoadOperator, cfg)
+    )
+    cleanup = SnowbergStreamCleanupOperator(
+        task_id="cleanup", outlets=list(outlets), **operator_arguments(SnowbergStreamCleanupOperator, cfg)
+    )
     check = SnowbergStreamStalenessOperator(
-        task_id="stream_staleness", table_config=table_config, schedule=schedule, trigger_rule="all_done", retries=0
+        task_id="stream_staleness",
+        trigger_rule="all_done",
+        retries=0,
+        **operator_arguments(SnowbergStreamStalenessOperator, cfg),
     )
     backfill >> consume >> load >> cleanup >> check
     return {

@@ -10,36 +10,76 @@ keys; an anomalous run volume logs a warning or, with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from snowberg.airflow.operators.arguments import Settings, TableSettings
 from snowberg.airflow.operators.check_base import SnowbergCheckFailed
-from snowberg.config.table_config import TableConfig
-from snowberg.config.volume_settings import AnomalyAction, DeletePolicy
+from snowberg.config.table_config import Cursor, Source, WriteMode
+from snowberg.config.volume_settings import AnomalyAction, DeletePolicy, VolumeSettings
 
 
-class VolumeCheckOperator(BaseOperator):
+class VolumeCheckOperator(TableSettings, BaseOperator):
     """Compare a table's source and lake rows up to the committed watermark.
 
     .. code-block:: python
 
-        VolumeCheckOperator(task_id="check_volume", table_config=cfg.model_dump(mode="json"))
+        VolumeCheckOperator(
+            task_id="check_volume",
+            table_name="orders",
+            source={"table": "SHOP.PUBLIC.ORDERS"},
+            target="shop.orders",
+            cursor={"column": "updated_at"},
+            primary_key=["id"],
+            volume={"deletes": "propagate"},
+        )
 
-    :param table_config: the table's config (``TableConfig`` or its JSON dict); its ``volume:`` section
-        holds every setting.
+    :param table_name: the table's name (logs, alerts, the Snowflake query tag).
+    :param source: the Snowflake table or query (``Source`` or its dict) the lake is compared with.
+    :param target: the Iceberg table ``namespace.table``.
+    :param cursor: the watermark cursor (``Cursor`` or its dict): rows up to the watermark are compared, by day.
+    :param primary_key: the key columns differing rows are named by (none: counts only).
+    :param write_mode: ``merge`` or ``append``; None: merge when there is a primary key (an append table is
+        compared by counts).
+    :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt`` (the session's output format).
+    :param volume: what is compared and what a difference does (``VolumeSettings`` or its dict).
+    :param snowflake_conn_id: the Snowflake connection (templated).
+    :param catalog: the pyiceberg catalog (templated).
     """
 
-    template_fields: Sequence[str] = ()
+    template_fields: Sequence[str] = ("snowflake_conn_id", "catalog")
     snowberg_check = "volume"
     ui_color = "#d6eaf8"
 
-    def __init__(self, *, table_config: Mapping[str, Any] | TableConfig, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        table_name: str,
+        source: Source | Settings,
+        target: str,
+        cursor: Cursor | Settings | None = None,
+        primary_key: Sequence[str] = (),
+        write_mode: WriteMode | str | None = None,
+        geo_format: str = "geojson",
+        volume: VolumeSettings | Settings | None = None,
+        snowflake_conn_id: str = "snowflake_default",
+        catalog: str = "lake",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
-        self.table_config = (
-            table_config.model_dump(mode="json") if isinstance(table_config, TableConfig) else dict(table_config)
-        )
+        self.table_name = table_name
+        self.source = source
+        self.target = target
+        self.cursor = cursor
+        self.primary_key = primary_key
+        self.write_mode = write_mode
+        self.geo_format = geo_format
+        self.volume = volume if volume is not None else VolumeSettings()
+        self.snowflake_conn_id = snowflake_conn_id
+        self.catalog = catalog
+        self.check_table_settings()
 
     def _fail(self, context: Any, check: str, message: str, **kw: Any) -> SnowbergCheckFailed:
         ti = context.get("ti")
@@ -57,7 +97,7 @@ class VolumeCheckOperator(BaseOperator):
         from snowberg.iceberg.tables import load_table_or_none
         from snowberg.snowflake.source import snowflake_hook
 
-        cfg = TableConfig.model_validate(self.table_config)
+        cfg = self.build_config()
         settings = cfg.volume
         catalog = open_catalog(cfg.catalog)
         table = load_table_or_none(catalog, cfg)

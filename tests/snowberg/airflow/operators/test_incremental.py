@@ -113,3 +113,35 @@ def test_bad_params_fail_before_any_sql(table_env: Any, capfd: pytest.CaptureFix
     text = "".join(capfd.readouterr())
     assert "must be after window_start" in text
     assert "extracting" not in text and "planned" not in text
+
+
+def test_operators_built_by_hand_plan_load_and_publish(
+    table_env: Any, variables: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The explicit arguments alone carry the table: plan → load → publish run outside any DAG file."""
+    from types import SimpleNamespace
+
+    from snowberg.airflow.operators.incremental import (
+        SnowbergLoadOperator,
+        SnowbergPlanOperator,
+        SnowbergPublishOperator,
+    )
+
+    sfdb, cfg = table_env
+    monkeypatch.setattr("snowberg.iceberg.state.AirflowVariables", lambda: variables)  # no task supervisor here
+    table = {"table_name": cfg.name, "source": {"table": sfdb.table("SRC")}, "target": cfg.target, "catalog": "optest"}
+    keyed = {"cursor": {"column": "updated_at"}, "primary_key": ["id"], "snowflake_conn_id": "sf_optest"}
+    context = {
+        "run_id": "manual__by_hand",
+        "dag_run": SimpleNamespace(run_type="manual", clear_number=0),
+        "params": {},
+        "data_interval_start": None,
+        "data_interval_end": None,
+    }
+    window = SnowbergPlanOperator(task_id="plan", **table, **keyed).execute(context)
+    assert window["rows_in_window"] == 5000
+    loaded = SnowbergLoadOperator(task_id="load", window=window, **table, **keyed).execute(context)
+    assert loaded["status"] == "committed" and loaded["rows"] == 5000
+    published = SnowbergPublishOperator(task_id="publish", window=window, **table).execute(context)
+    assert published["rows_loaded"] == 5000 and published["variable"] == cfg.variable_key
+    assert json.loads(variables.get(cfg.variable_key))["run_id"] == "manual__by_hand"

@@ -88,10 +88,11 @@ def _load_in_runs(sizes: list[int]) -> None:
 
 
 def _op(sfdb: Any, **volume: Any) -> Any:
+    from snowberg.airflow.operators.arguments import operator_arguments
     from snowberg.airflow.operators.volume import VolumeCheckOperator
 
     cfg = parse_config({"tables": [_entry(sfdb, **volume)]}).tables[0]
-    return VolumeCheckOperator(task_id="check_volume", table_config=cfg)
+    return VolumeCheckOperator(task_id="check_volume", **operator_arguments(VolumeCheckOperator, cfg))
 
 
 def test_no_table_yet_is_nothing_to_verify(env: Any) -> None:

@@ -1,4 +1,5 @@
-"""Operator contracts: keyword-only, templated, cheap to build, serializable in a DAG."""
+"""The check operators' contract (``SnowbergCheckOperator``, ``SnowbergCheckFailed``): keyword-only, documented,
+templated, cheap to build, serializable in a DAG, and a failure that survives pickling."""
 
 from __future__ import annotations
 
@@ -108,3 +109,22 @@ def test_parsing_a_dag_with_the_operators_imports_nothing_heavy() -> None:
         .splitlines()[-1]
     )
     assert out == "[]"
+
+
+def test_a_check_failure_pickles_with_what_it_observed() -> None:
+    import pickle
+
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+
+    e = SnowbergCheckFailed(
+        "x is stale", table="lake.x", check="freshness", observed="o", expected="e", details={"a": 1}
+    )
+    e2 = pickle.loads(pickle.dumps(e))
+    assert (e2.message, e2.table, e2.check, e2.observed, e2.expected, e2.details) == (
+        "x is stale",
+        "lake.x",
+        "freshness",
+        "o",
+        "e",
+        {"a": 1},
+    )

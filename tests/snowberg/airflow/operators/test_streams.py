@@ -1,4 +1,4 @@
-"""The Airflow operators: construction rules, params, and a consume → load → cleanup run through them."""
+"""The stream capture operators: construction rules, params, and a consume → load → cleanup run through them."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ from typing import Any
 import pytest
 from streams_harness import Harness
 
+from snowberg.airflow.operators.arguments import operator_arguments
 from snowberg.airflow.operators.streams import (
     SnowbergStreamChangesOperator,
     SnowbergStreamCleanupOperator,
     SnowbergStreamConsumeOperator,
     SnowbergStreamLoadOperator,
     SnowbergStreamStalenessOperator,
-    split_config,
 )
+from snowberg.config.table_config import TableConfig
 from snowberg.streams.params import StreamParamError, resolve_stream_params, schedule_interval
 
 
-def _raw(h: Harness) -> dict[str, Any]:
-    return {**h.cfg.model_dump(mode="json"), "stream": h.stream.model_dump(mode="json")}
+def _cfg(h: Harness) -> TableConfig:
+    return h.cfg.model_copy(update={"stream": h.stream})
 
 
 def test_modules_a_dag_imports_have_no_heavy_module_level_imports() -> None:
@@ -44,24 +45,26 @@ def test_modules_a_dag_imports_have_no_heavy_module_level_imports() -> None:
         assert not [m for m in vars(mod).values() if getattr(m, "__name__", "").split(".")[0] in heavy]
 
 
-def test_operators_are_keyword_only_and_validate_config() -> None:
-    cfg = {
-        "name": "orders",
+def test_operators_are_keyword_only_and_validate_their_arguments() -> None:
+    args: dict[str, Any] = {
+        "table_name": "orders",
         "source": {"table": "DB.SRC.ORDERS"},
         "target": "shop.orders",
         "primary_key": ["id"],
         "stream": {"name": "DB.SRC.ORDERS_STREAM", "create": True},
     }
-    op = SnowbergStreamConsumeOperator(task_id="consume", table_config=cfg)
+    op = SnowbergStreamConsumeOperator(task_id="consume", **args)
     assert op.snowflake_conn_id == "snowflake_default" and op.catalog == "lake"
     assert "snowflake_conn_id" in op.template_fields
     assert "consumed" in SnowbergStreamLoadOperator.template_fields
     with pytest.raises(TypeError):
-        SnowbergStreamConsumeOperator("consume", cfg)  # type: ignore[misc]
-    with pytest.raises(ValueError, match="stream"):
-        SnowbergStreamConsumeOperator(task_id="c", table_config={k: v for k, v in cfg.items() if k != "stream"})
-    with pytest.raises(ValueError):
-        split_config({**cfg, "stream": {"name": "not-a-name"}}, None)
+        SnowbergStreamConsumeOperator("consume", args)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="stream"):
+        SnowbergStreamConsumeOperator(task_id="c", **{k: v for k, v in args.items() if k != "stream"})
+    with pytest.raises(ValueError, match=r"'c'.*stream\.name"):
+        SnowbergStreamConsumeOperator(task_id="c", **{**args, "stream": {"name": "not-a-name"}})
+    with pytest.raises(ValueError, match="primary_key"):  # a standard stream applies updates by key
+        SnowbergStreamConsumeOperator(task_id="c", **{**args, "primary_key": []})
 
 
 def test_run_params_are_validated() -> None:
@@ -109,17 +112,20 @@ def test_operators_run_a_capture_end_to_end(harness: Harness, monkeypatch: pytes
             mirrored[key] = value
 
     monkeypatch.setattr("snowberg.iceberg.state.AirflowVariables", Variables)
-    raw = _raw(h)
+    cfg = _cfg(h)
 
     def run(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
         ctx = {"run_id": run_id, "params": params}
-        out = {"changes": SnowbergStreamChangesOperator(task_id="changes_backfill", table_config=raw).execute(ctx)}
-        out["consume"] = SnowbergStreamConsumeOperator(task_id="consume", table_config=raw).execute(ctx)
-        out["load"] = SnowbergStreamLoadOperator(task_id="load", table_config=raw, consumed=out["consume"]).execute(ctx)
-        out["cleanup"] = SnowbergStreamCleanupOperator(task_id="cleanup", table_config=raw).execute(ctx)
-        out["check"] = SnowbergStreamStalenessOperator(task_id="check", table_config=raw, schedule="@hourly").execute(
-            ctx
-        )
+        changes = SnowbergStreamChangesOperator
+        out = {"changes": changes(task_id="changes_backfill", **operator_arguments(changes, cfg)).execute(ctx)}
+        consume = SnowbergStreamConsumeOperator
+        out["consume"] = consume(task_id="consume", **operator_arguments(consume, cfg)).execute(ctx)
+        load = SnowbergStreamLoadOperator
+        out["load"] = load(task_id="load", consumed=out["consume"], **operator_arguments(load, cfg)).execute(ctx)
+        cleanup = SnowbergStreamCleanupOperator
+        out["cleanup"] = cleanup(task_id="cleanup", **operator_arguments(cleanup, cfg)).execute(ctx)
+        check = SnowbergStreamStalenessOperator
+        out["check"] = check(task_id="check", **operator_arguments(check, cfg)).execute(ctx)
         return out
 
     first = run("scheduled__1", {})
@@ -142,15 +148,17 @@ def test_build_stream_tasks_wires_a_dag() -> None:
     from snowberg.airflow.operators.streams import build_stream_tasks
     from snowberg.streams.params import STREAM_PARAM_DEFAULTS, STREAM_PARAM_SCHEMAS
 
-    cfg = {
-        "name": "orders",
-        "source": {"table": "DB.SRC.ORDERS"},
-        "target": "shop.orders",
-        "primary_key": ["id"],
-        "stream": {"name": "DB.SRC.ORDERS_STREAM", "create": True},
-    }
+    cfg = TableConfig.model_validate(
+        {
+            "name": "orders",
+            "source": {"table": "DB.SRC.ORDERS"},
+            "target": "shop.orders",
+            "primary_key": ["id"],
+            "stream": {"name": "DB.SRC.ORDERS_STREAM", "create": True},
+        }
+    )
     params = {k: Param(STREAM_PARAM_DEFAULTS[k], **s) for k, s in STREAM_PARAM_SCHEMAS.items()}
     with DAG(dag_id="snowberg_orders", schedule="@hourly", params=params) as dag:
-        tasks = build_stream_tasks(cfg, schedule="@hourly")
+        tasks = build_stream_tasks(cfg)
     assert [t.task_id for t in dag.topological_sort()] == list(tasks)
     assert tasks["stream_staleness"].trigger_rule == "all_done" and tasks["stream_staleness"].retries == 0
