@@ -118,3 +118,31 @@ def test_unscheduled_dags_have_no_interval(schedule: str | None) -> None:
 def test_a_schedule_that_is_neither_preset_duration_nor_cron_is_refused() -> None:
     with pytest.raises(ValueError, match="columns"):
         schedule_interval("every now and then")
+
+
+def test_run_params_resolve_a_changes_window_and_refuse_every_bad_form() -> None:
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    assert resolve_stream_params({}, now=now).recover is False
+    r = resolve_stream_params(
+        {
+            "recover_stale_stream": True,
+            "changes_start": "2026-05-01T00:00:00Z",
+            "changes_end": "2026-05-02T00:00:00+00:00",
+            "changes_target": "table",
+        },
+        now=now,
+    )
+    assert r.recover and r.changes_end - r.changes_start == timedelta(days=1) and r.changes_target == "table"
+    for bad in (
+        {"changes_start": "2026-05-01"},
+        {"changes_start": "2026-05-01T00:00:00Z", "changes_end": "2026-05-02T00:00:00"},  # no zone: the form refuses it
+        {"changes_start": "2026-05-02", "changes_end": "2026-05-01"},
+        {"changes_start": "2026-05-01", "changes_end": "2026-07-01"},
+        {"recover_stale_stream": "yes"},
+        {"changes_target": "elsewhere"},
+    ):
+        with pytest.raises(StreamParamError):
+            resolve_stream_params(bad, now=now)
+    assert schedule_interval("@hourly") == timedelta(hours=1)
+    assert schedule_interval("0 9 * * 1-5") == timedelta(days=3)  # Friday → Monday is the longest gap
+    assert schedule_interval(None) is None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from snowberg.airflow.operators.streams import (
     SnowbergStreamStalenessOperator,
 )
 from snowberg.config.table_config import TableConfig
-from snowberg.streams.params import StreamParamError, resolve_stream_params, schedule_interval
 
 
 def _cfg(h: Harness) -> TableConfig:
@@ -65,34 +63,6 @@ def test_operators_are_keyword_only_and_validate_their_arguments() -> None:
         SnowbergStreamConsumeOperator(task_id="c", **{**args, "stream": {"name": "not-a-name"}})
     with pytest.raises(ValueError, match="primary_key"):  # a standard stream applies updates by key
         SnowbergStreamConsumeOperator(task_id="c", **{**args, "primary_key": []})
-
-
-def test_run_params_are_validated() -> None:
-    now = datetime(2026, 6, 1, tzinfo=UTC)
-    assert resolve_stream_params({}, now=now).recover is False
-    r = resolve_stream_params(
-        {
-            "recover_stale_stream": True,
-            "changes_start": "2026-05-01T00:00:00Z",
-            "changes_end": "2026-05-02T00:00:00+00:00",
-            "changes_target": "table",
-        },
-        now=now,
-    )
-    assert r.recover and r.changes_end - r.changes_start == timedelta(days=1) and r.changes_target == "table"
-    for bad in (
-        {"changes_start": "2026-05-01"},
-        {"changes_start": "2026-05-01T00:00:00Z", "changes_end": "2026-05-02T00:00:00"},  # no zone: the form refuses it
-        {"changes_start": "2026-05-02", "changes_end": "2026-05-01"},
-        {"changes_start": "2026-05-01", "changes_end": "2026-07-01"},
-        {"recover_stale_stream": "yes"},
-        {"changes_target": "elsewhere"},
-    ):
-        with pytest.raises(StreamParamError):
-            resolve_stream_params(bad, now=now)
-    assert schedule_interval("@hourly") == timedelta(hours=1)
-    assert schedule_interval("0 9 * * 1-5") == timedelta(days=3)  # Friday → Monday is the longest gap
-    assert schedule_interval(None) is None
 
 
 def test_operators_run_a_capture_end_to_end(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
