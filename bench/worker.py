@@ -86,7 +86,7 @@ class CountingConnection:
         self._conn.close()
 
 
-# The session snowberg pins (snowberg.snowflake.source.session_parameters(None)), written out so the raw
+# The session snowberg pins (snowberg.snowflake.session.session_parameters(None)), written out so the raw
 # limit's process imports nothing of snowberg; the snowberg phases check that the two agree.
 RAW_SESSION = {
     "TIMEZONE": "UTC",
@@ -101,7 +101,7 @@ def connect(spec: dict[str, Any], session: dict[str, Any] | None = None) -> Any:
     import snowflake.connector
 
     if session is None:
-        from snowberg.snowflake.source import session_parameters
+        from snowberg.snowflake.session import session_parameters
 
         session = session_parameters(None)
         assert session == RAW_SESSION, "bench.worker.RAW_SESSION no longer matches snowberg's pinned session"

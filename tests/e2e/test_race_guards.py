@@ -23,7 +23,7 @@ from snowberg.iceberg.tables import load_table_or_none
 from snowberg.load.extract import load_window
 from snowberg.load.plan import plan_run
 from snowberg.local.stack import FakesnowServer
-from snowberg.snowflake.source import session_parameters
+from snowberg.snowflake.session import session_parameters
 
 pytestmark = pytest.mark.slow
 

@@ -133,7 +133,8 @@ def _schema_facet(fields: list[tuple[str, str]]) -> Any:
 def snowflake_columns(conn_id: str, table: str) -> list[tuple[str, str]]:
     """(column, Snowflake type) of a table, from the result metadata of a query that reads no row."""
     from snowberg.core.identifiers import TableName
-    from snowberg.snowflake.source import result_columns, snowflake_hook
+    from snowberg.snowflake.hook import snowflake_hook
+    from snowberg.snowflake.source import result_columns
 
     conn = snowflake_hook(conn_id).get_conn()
     try:

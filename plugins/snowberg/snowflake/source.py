@@ -1,4 +1,4 @@
-"""Reading from Snowflake: connection, window planning and the extract query.
+"""Reading from Snowflake: the window's SQL, the extract query and its result's columns and batches.
 
 All SQL built here follows two rules: identifiers are validated and quoted
 (``snowberg.core.identifiers``), values are bind parameters (pyformat, bound by the
@@ -8,9 +8,8 @@ connector) and cast in SQL to the cursor's type.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import timedelta
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig
@@ -23,66 +22,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 log = logging.getLogger(__name__)
-
-# Session parameters snowberg pins on every connection, whatever the Airflow
-# connection says: results must not depend on a user's session defaults.
-PINNED_SESSION = {
-    "TIMEZONE": "UTC",
-    "TIMESTAMP_TYPE_MAPPING": "TIMESTAMP_NTZ",
-    "WEEK_START": 0,
-}
-
-
-def session_parameters(cfg: TableConfig | None, existing: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``existing`` with snowberg's pinned session settings, the table's geo format and a query tag."""
-    params = dict(existing or {})
-    params.update(PINNED_SESSION)
-    fmt = "WKT" if cfg is not None and cfg.geo_format == "wkt" else "GeoJSON"
-    params["GEOGRAPHY_OUTPUT_FORMAT"] = fmt
-    params["GEOMETRY_OUTPUT_FORMAT"] = fmt
-    if cfg is not None:
-        params["QUERY_TAG"] = f"snowberg:{cfg.name}"
-    return params
-
-
-def _hook_class() -> type:
-    from airflow.providers.snowflake.hooks.snowflake import SnowflakeHook
-
-    class SnowbergSnowflakeHook(SnowflakeHook):
-        """The provider's hook, plus what snowberg needs from a connection.
-
-        * ``host``, ``port`` and ``protocol`` from the connection extras reach
-          the connector (the provider drops them; the local emulator speaks
-          plain http on its own port).
-        * The session TIMEZONE and output formats are pinned (``PINNED_SESSION``).
-        * NUMBER columns with a scale arrive as decimals, never floats.
-        """
-
-        def __init__(self, *args: Any, table_config: TableConfig | None = None, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._snowberg_cfg = table_config
-
-        @cached_property
-        def _get_conn_params(self) -> dict[str, Any]:  # type: ignore[override]
-            params: dict[str, Any] = dict(super()._get_conn_params)
-            extra = self.get_connection(self.snowflake_conn_id).extra_dejson
-            for key in ("host", "port", "protocol"):
-                if extra.get(key):
-                    params[key] = int(extra[key]) if key == "port" else extra[key]
-            params["session_parameters"] = session_parameters(self._snowberg_cfg, params.get("session_parameters"))
-            params["arrow_number_to_decimal"] = True
-            for empty in ("warehouse", "region", "role"):
-                if not params.get(empty):
-                    params.pop(empty, None)
-            return params
-
-    return SnowbergSnowflakeHook
-
-
-def snowflake_hook(conn_id: str, cfg: TableConfig | None = None) -> Any:
-    """Build the hook (from ``execute()`` only: it reads the connection)."""
-    return _hook_class()(snowflake_conn_id=conn_id, table_config=cfg)
-
 
 # ---------------------------------------------------------------------------
 # Cursor values

@@ -156,7 +156,7 @@ def test_live_snowflake_and_the_lake_side_compute_the_same_sums() -> None:
     import pyarrow as pa
     import snowflake.connector
 
-    from snowberg.snowflake.source import session_parameters
+    from snowberg.snowflake.session import session_parameters
 
     kw: dict[str, Any] = {
         k: os.environ[f"SNOWBERG_LIVE_SNOWFLAKE_{k.upper()}"] for k in ("account", "user", "password", "warehouse")

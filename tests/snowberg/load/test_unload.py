@@ -596,7 +596,7 @@ def test_live_copy_into_stage_and_register(tmp_path: Path) -> None:
     import snowflake.connector
     from pyiceberg.catalog.sql import SqlCatalog
 
-    from snowberg.snowflake.source import session_parameters
+    from snowberg.snowflake.session import session_parameters
 
     kw: dict[str, Any] = {
         k: os.environ[f"SNOWBERG_LIVE_SNOWFLAKE_{k.upper()}"] for k in ("account", "user", "password", "warehouse")
@@ -646,7 +646,7 @@ def test_unload_operator_is_keyword_only_templated_and_runs_push_down(
     sfdb: Any, catalog: Any, stage: Any, monkeypatch: Any
 ) -> None:
     import snowberg.iceberg.catalogs
-    import snowberg.snowflake.source
+    import snowberg.snowflake.hook
     from snowberg.airflow.operators.arguments import operator_arguments
     from snowberg.airflow.operators.scale import SnowbergUnloadOperator
 
@@ -671,7 +671,7 @@ def test_unload_operator_is_keyword_only_templated_and_runs_push_down(
 
             return Conn(sfdb.conn, root)
 
-    monkeypatch.setattr(snowberg.snowflake.source, "snowflake_hook", lambda conn_id, cfg=None: Hook())
+    monkeypatch.setattr(snowberg.snowflake.hook, "snowflake_hook", lambda conn_id, cfg=None: Hook())
     monkeypatch.setattr(snowberg.iceberg.catalogs, "open_catalog", lambda name: catalog)
     out = op.execute({})
     assert out["status"] == "committed" and out["rows"] == 700

@@ -29,7 +29,7 @@ def live_connect(database: str | None) -> Any:
     """A connection to the real account of the live lane (settings from SNOWBERG_LIVE_SNOWFLAKE_*)."""
     import snowflake.connector
 
-    from snowberg.snowflake.source import session_parameters
+    from snowberg.snowflake.session import session_parameters
 
     kw: dict[str, Any] = {
         "account": os.environ["SNOWBERG_LIVE_SNOWFLAKE_ACCOUNT"],
@@ -47,7 +47,7 @@ def live_connect(database: str | None) -> Any:
 
 def connect_kwargs(server: dict[str, Any]) -> dict[str, Any]:
     """The emulator's connect kwargs with snowberg's pinned session (TIMEZONE=UTC …) added."""
-    from snowberg.snowflake.source import session_parameters
+    from snowberg.snowflake.session import session_parameters
 
     kw = dict(server)
     kw["session_parameters"] = session_parameters(None, kw.get("session_parameters"))

@@ -41,7 +41,7 @@ def snowflake(
 ) -> Iterator[tuple[str, Any, str]]:
     """``(conn_id, connection, database)``: an Airflow connection to the emulator and a fresh database."""
     from snowberg.local.stack import snowflake_connection_uri
-    from snowberg.snowflake.source import snowflake_hook
+    from snowberg.snowflake.hook import snowflake_hook
 
     database = "L2S_" + re.sub(r"[^A-Za-z0-9]", "_", request.node.name)[:60].upper()
     conn_id = connection("snowflake_test", json.loads(snowflake_connection_uri(fakesnow_server.port, database)))

@@ -179,7 +179,7 @@ def test_failure_after_commit_then_retry_appends_nothing(lake, snowflake, monkey
 def test_a_run_planned_from_a_stale_state_rolls_back(lake, snowflake, monkeypatch) -> None:
     """Two runs plan from the same state; the second to reach the guarded UPDATE writes nothing."""
     conn_id, conn, db = snowflake
-    from snowberg.snowflake.source import snowflake_hook
+    from snowberg.snowflake.hook import snowflake_hook
 
     src = lake.create_table("shop.orders", schema=orders_schema())
     src.append(orders([1]))

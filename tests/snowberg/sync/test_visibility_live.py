@@ -40,7 +40,7 @@ pytestmark = [
 
 @pytest.fixture
 def live(connection) -> Iterator[tuple[str, Any, str]]:
-    from snowberg.snowflake.source import snowflake_hook
+    from snowberg.snowflake.hook import snowflake_hook
 
     conn_id = connection(
         "snowflake_live",

@@ -143,7 +143,7 @@ class SnowbergPlanOperator(SnowbergTableOperator):
         from snowberg.load.plan import check_backfill_request, plan_run
         from snowberg.load.publish import reconcile_before_plan
         from snowberg.load.slices import plan_slices
-        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_hook
 
         cfg = self.cfg
         dag_run = context.get("dag_run")
@@ -250,7 +250,7 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         from snowberg.core.window import Window
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.extract import load_window
-        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_hook
 
         cfg = self.cfg
         w = Window.from_dict(self.window)

@@ -112,7 +112,7 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
 
         def create(schema: Any) -> None:
             from snowberg.core.identifiers import TableName
-            from snowberg.snowflake.source import snowflake_hook
+            from snowberg.snowflake.hook import snowflake_hook
             from snowberg.sync.ddl import create_iceberg_table_sql
 
             sql = create_iceberg_table_sql(
@@ -182,7 +182,7 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.airflow.metrics import observed_sync
-        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_hook
         from snowberg.sync.native import load_native
 
         source, label = _source_table(self.source_catalog, self.source_table)
@@ -240,7 +240,7 @@ class SnowflakeVisibilityCheckOperator(BaseOperator):
         self.timeout = timeout
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_hook
         from snowberg.sync import visibility
 
         result = self.sync_result

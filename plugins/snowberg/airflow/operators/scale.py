@@ -123,7 +123,7 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
         from snowberg.core.window import Window
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.mapped import prepare_slices
-        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_hook
 
         cfg = self.cfg
         w = Window.from_dict(self.window)
@@ -200,7 +200,7 @@ class SnowbergSliceLoadOperator(SnowbergTableOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.mapped import write_slice
-        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_hook
 
         cfg = self.cfg
         conn = snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
@@ -391,7 +391,7 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
         from snowberg.core.window import Window
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.unload import DEFAULT_MAX_FILE_SIZE, UnloadTarget, unload_window
-        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_hook
 
         cfg = self.cfg
         assert cfg.unload is not None  # a required argument

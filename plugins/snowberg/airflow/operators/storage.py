@@ -159,7 +159,7 @@ class VerifyExternalVolumeOperator(SnowbergCheckOperator):
 
         from snowberg.checks import external_volume as volume
         from snowberg.checks import probe
-        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_hook
 
         vol = self.external_volume
         problems: list[str] = []

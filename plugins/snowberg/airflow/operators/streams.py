@@ -56,7 +56,7 @@ class _StreamOperator(TableSettings, BaseOperator):
 
     def connect(self, cfg: TableConfig) -> Any:
         """A Snowflake connection (autocommit; the consume step opens its own transaction)."""
-        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_hook
 
         return snowflake_hook(cfg.snowflake_conn_id, cfg).get_conn()
 

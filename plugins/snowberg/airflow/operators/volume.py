@@ -95,7 +95,7 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         from snowberg.checks.hashdiff import HashDialect
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.iceberg.tables import load_table_or_none
-        from snowberg.snowflake.source import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_hook
 
         cfg = self.build_config()
         settings = cfg.volume

@@ -16,7 +16,7 @@ from snowberg.checks.external_volume import PASSED
 
 @pytest.fixture
 def fake_snowflake(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    import snowberg.snowflake.source
+    import snowberg.snowflake.hook
 
     state: dict[str, Any] = {}
 
@@ -28,7 +28,7 @@ def fake_snowflake(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             state["conn"] = RecordedConn(RecordedCursor(state["results"]))
             return state["conn"]
 
-    monkeypatch.setattr(snowberg.snowflake.source, "snowflake_hook", lambda conn_id, cfg=None: Hook(conn_id))
+    monkeypatch.setattr(snowberg.snowflake.hook, "snowflake_hook", lambda conn_id, cfg=None: Hook(conn_id))
     return state
 
 
