@@ -52,19 +52,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_ROWS_PER_SLICE = 250_000
 SLICE_BOUNDS = "slice_bounds"  # Window.extra key: the inner boundaries, as cursor text
 SLICE_METHODS = ("quantiles", "range")
 
 
 def max_rows_per_slice(cfg: TableConfig) -> int:
-    """``max_rows_per_slice`` from the table config, or the default.
-
-    Read with ``getattr`` so this works before the field exists on
-    ``TableConfig`` (the lead adds it); a value below 1 means the default.
-    """
-    value = getattr(cfg, "max_rows_per_slice", None)
-    return int(value) if value and int(value) > 0 else DEFAULT_MAX_ROWS_PER_SLICE
+    """The table's ``max_rows_per_slice`` (its config refuses values below 1,000)."""
+    return int(cfg.max_rows_per_slice)
 
 
 # ---------------------------------------------------------------------------
