@@ -43,7 +43,7 @@ from snowberg.iceberg.tables import (
 from snowberg.iceberg.write import write_data_files
 from snowberg.load.extract import key_columns, mapping_options, rereads_held, stopped
 from snowberg.load.plan import describe_window
-from snowberg.load.slices import check_unique_in_source, plan_slices, slice_windows
+from snowberg.load.slices import SliceMethod, check_unique_in_source, plan_slices, slice_windows
 from snowberg.mapping.cast import cast_batch
 from snowberg.mapping.rules import map_columns
 from snowberg.snowflake.source import SourceQuery, fetch_batches, result_columns
@@ -117,7 +117,7 @@ def prepare_slices(
     w: Window,
     *,
     max_rows: int | None = None,
-    method: str = "quantiles",
+    method: SliceMethod | str = SliceMethod.QUANTILES,
 ) -> list[dict[str, Any]]:
     """Plan the slices of a window and make the table ready for them; one dict per mapped task.
 

@@ -39,6 +39,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from decimal import Decimal
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.table_config import TableConfig
@@ -53,7 +54,25 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SLICE_BOUNDS = "slice_bounds"  # Window.extra key: the inner boundaries, as cursor text
-SLICE_METHODS = ("quantiles", "range")
+
+
+class SliceMethod(StrEnum):
+    """How slice boundaries are found.
+
+    quantiles: ``APPROX_PERCENTILE`` of the cursor in Snowflake (one aggregate; balanced slices)
+    range:     equal-width cuts between the window's min and max cursor (no query)
+    """
+
+    QUANTILES = "quantiles"
+    RANGE = "range"
+
+    @classmethod
+    def parse(cls, value: str) -> SliceMethod:
+        """The method named ``value``; a ValueError naming the valid ones otherwise."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"slice method must be one of {[m.value for m in cls]}, got {value!r}") from None
 
 
 def max_rows_per_slice(cfg: TableConfig) -> int:
@@ -149,7 +168,7 @@ def plan_slices(
     w: Window,
     *,
     max_rows: int | None = None,
-    method: str = "quantiles",
+    method: SliceMethod | str = SliceMethod.QUANTILES,
 ) -> Window:
     """Fix the slice boundaries of a planned window (stored in ``w.extra``; retries reuse them).
 
@@ -160,10 +179,9 @@ def plan_slices(
     rows = w.rows_in_window or 0
     if w.cursor_kind is None or w.dry_run or rows <= limit:
         return with_slices(w, [])
-    if method not in SLICE_METHODS:
-        raise ValueError(f"slice method must be one of {SLICE_METHODS}, got {method!r}")
+    method = SliceMethod.parse(method)
     n = math.ceil(rows / limit)
-    if method == "range":
+    if method is SliceMethod.RANGE:
         candidates: list[str | None] = list(range_bounds(w, n))
     else:
         sql, params = quantile_sql(SourceQuery(cfg), w, n)

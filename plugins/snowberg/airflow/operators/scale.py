@@ -49,6 +49,7 @@ from snowberg.config.table_config import (
     UnloadSettings,
     WriteMode,
 )
+from snowberg.load.slices import SliceMethod
 
 
 class SnowbergSlicePlanOperator(SnowbergTableOperator):
@@ -60,7 +61,7 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
 
     :param window: the plan task's XCom (``plan.output``; templated).
     :param max_rows_per_slice: the most rows in one slice (templated).
-    :param slice_method: how the cursor range is cut (``quantiles``; see ``snowberg.load.slices``).
+    :param slice_method: how the cursor range is cut: ``quantiles`` (default) or ``range`` (``SliceMethod``).
     :param table_name: the table's name (logs, the Snowflake query tag).
     :param source: the Snowflake table or query (``Source`` or its dict).
     :param target: the Iceberg table ``namespace.table`` (created or evolved here).
@@ -84,7 +85,7 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
         *,
         window: Any,
         max_rows_per_slice: int = 250_000,
-        slice_method: str = "quantiles",
+        slice_method: SliceMethod | str = SliceMethod.QUANTILES,
         table_name: str,
         source: Source | Settings,
         target: str,
@@ -103,7 +104,7 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
         super().__init__(**kwargs)
         self.window = window
         self.max_rows_per_slice = max_rows_per_slice
-        self.slice_method = slice_method
+        self.slice_method = SliceMethod.parse(slice_method).value  # a bad name fails when the DAG is parsed
         self.table_name = table_name
         self.source = source
         self.target = target
@@ -282,7 +283,7 @@ def sliced_load(
     *,
     max_rows_per_slice: int | None = None,
     max_parallel: int | None = None,
-    slice_method: str = "quantiles",
+    slice_method: SliceMethod | str = SliceMethod.QUANTILES,
 ) -> SnowbergSliceCommitOperator:
     """Add plan_slices → load_slice (mapped) → commit for table ``cfg`` after ``plan``; return the commit task.
 

@@ -65,6 +65,11 @@ def test_sliced_load_can_override_the_tables_slice_size() -> None:
         _dag(max_rows_per_slice=10)  # a TableConfig allows 1,000 at least
 
 
+def test_an_unknown_slice_method_fails_when_the_dag_is_built_naming_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match=r"slice method must be one of \['quantiles', 'range'\], got 'even'"):
+        _dag(slice_method="even")
+
+
 def test_the_sliced_dag_serializes_with_the_mapped_tasks_settings() -> None:
     from airflow.serialization.serialized_objects import DagSerialization
 
