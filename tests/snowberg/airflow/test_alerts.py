@@ -30,6 +30,9 @@ from typing import Any
 
 import pytest
 
+from snowberg.airflow.alerts import WebhookNotifier, send_event
+from snowberg.config.check_settings import AlertEvent
+
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="snowberg-airflow-home-"))
 
 BASE_URL = "http://airflow.example.test:8080"
@@ -597,3 +600,70 @@ def test_maintenance_task_failure_is_a_maintenance_failure() -> None:
     a = build_alert(ctx, table="orders", dag_id="snowberg_orders__maintenance")
     assert a.event == "maintenance_failure"
     assert "maintenance failure" in a.subject
+
+
+# ---------------------------------------------------------------------------
+# send_event: events that do not fail the run (a schema change) reach the task's notifiers
+
+
+class _Sink(BaseHTTPRequestHandler):
+    received: list[bytes] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        _Sink.received.append(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def sink() -> Any:
+    _Sink.received = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_port}", _Sink.received
+    srv.shutdown()
+
+
+def test_a_non_failing_event_reaches_the_notifiers_the_task_carries(sink: Any) -> None:
+    import json
+
+    url, received = sink
+
+    class Task:
+        on_failure_callback = [
+            WebhookNotifier(url=f"{url}/all", table="t", dag_id="snowberg_t"),
+            WebhookNotifier(url=f"{url}/failures", table="t", dag_id="snowberg_t", events=["load_failure"]),
+        ]
+
+    n = send_event(
+        AlertEvent.SCHEMA_CHANGE,
+        table="t",
+        lake_table="ns.t",
+        details={"added": ["extra long"]},
+        context={"task": Task(), "run_id": "r1"},
+    )
+    assert n == 2 and len(received) == 1  # the second channel does not take schema_change
+    body = json.loads(received[0])
+    assert body["event"] == "schema_change" and body["details"] == {"added": ["extra long"]}
+    assert body["title"] == "source schema changed"
+
+
+def test_outside_a_task_an_event_is_only_logged() -> None:
+    assert send_event(AlertEvent.SCHEMA_CHANGE, table="t", details={"added": ["x"]}) == 0
+
+
+def test_a_channel_that_is_down_does_not_fail_the_run() -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+
+    class Task:
+        on_failure_callback = [WebhookNotifier(url=f"http://127.0.0.1:{port}/hook/tok", table="t", dag_id="d")]
+
+    assert send_event(AlertEvent.SCHEMA_CHANGE, table="t", details={"added": ["x"]}, context={"task": Task()}) == 0

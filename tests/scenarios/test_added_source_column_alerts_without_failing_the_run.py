@@ -65,7 +65,7 @@ def test_an_added_source_column_alerts_without_failing_the_run(
     }
     dags = tmp_path / "dags"
     dags.mkdir()
-    shutil.copy(Path(__file__).resolve().parents[3] / "dags" / "snowberg_tables.py", dags)
+    shutil.copy(Path(__file__).resolve().parents[2] / "dags" / "snowberg_tables.py", dags)
     (tmp_path / "tables.yaml").write_text(yaml.safe_dump({"tables": [entry]}))
     monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(tmp_path / "tables.yaml"))
     monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(dags))

@@ -117,7 +117,7 @@ def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: 
     ]
     dags = tmp_path / "dags"
     dags.mkdir()
-    shutil.copy(Path(__file__).resolve().parents[3] / "dags" / "snowberg_tables.py", dags)
+    shutil.copy(Path(__file__).resolve().parents[2] / "dags" / "snowberg_tables.py", dags)
     (tmp_path / "tables.yaml").write_text(yaml.safe_dump({"tables": tables}))
     monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(tmp_path / "tables.yaml"))
     monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(dags))
