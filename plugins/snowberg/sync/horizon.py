@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.core.identifiers import IcebergName
 from snowberg.core.results import Status
+from snowberg.iceberg.state import ancestors
 from snowberg.iceberg.tables import snapshot_live_rows
 from snowberg.sync.snapshots import (
     ChangePlan,
@@ -115,8 +116,7 @@ class IcebergSyncResult:
 
 def read_target_state(table: Table) -> TargetState | None:
     """The newest sync state on the target's main branch (snapshots without it are skipped)."""
-    snap = table.current_snapshot()
-    while snap is not None:
+    for snap in ancestors(table):
         props = snap.summary.additional_properties if snap.summary is not None else {}
         if SOURCE_SNAPSHOT in props:
             return TargetState(
@@ -125,7 +125,6 @@ def read_target_state(table: Table) -> TargetState | None:
                 target_snapshot_id=snap.snapshot_id,
                 run_id=props.get(RUN_ID),
             )
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
     return None
 
 

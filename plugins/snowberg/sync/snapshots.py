@@ -39,6 +39,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from snowberg.iceberg.state import ancestors
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.table import Table
@@ -162,13 +164,11 @@ def _operation(snap: Snapshot) -> str:
 def ancestors_after(table: Table, last_id: int, to_id: int) -> list[Snapshot] | None:
     """Snapshots after ``last_id`` up to ``to_id`` (oldest first), or None if ``last_id`` is not an ancestor."""
     chain: list[Snapshot] = []
-    snap = table.snapshot_by_id(to_id)
-    while snap is not None:
+    for snap in ancestors(table, to_id):
         if snap.snapshot_id == last_id:
             chain.reverse()
             return chain
         chain.append(snap)
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
     return None
 
 
@@ -177,43 +177,27 @@ def classify(snap: Snapshot) -> SnapshotStep:
     op = _operation(snap)
     added_records = _summary_int(snap, "added-records")
     added_files = _summary_int(snap, "added-data-files")
+    note = ""
     if op == "append":
+        action = StepAction.LOAD
         if (
             _summary_int(snap, "added-delete-files")
             or _summary_int(snap, "added-position-deletes")
             or _summary_int(snap, "added-equality-deletes")
         ):
-            return SnapshotStep(
-                snapshot_id=snap.snapshot_id,
-                operation=op,
-                action=StepAction.REWRITE,
-                added_records=added_records,
-                added_files=added_files,
-                note="append with delete files",
-            )
-        return SnapshotStep(
-            snapshot_id=snap.snapshot_id,
-            operation=op,
-            action=StepAction.LOAD,
-            added_records=added_records,
-            added_files=added_files,
-        )
-    if op == "replace":
-        return SnapshotStep(
-            snapshot_id=snap.snapshot_id,
-            operation=op,
-            action=StepAction.SKIP,
-            added_records=0,
-            added_files=0,
-            note="rewrite of existing rows (e.g. compaction): no row changes",
-        )
+            action, note = StepAction.REWRITE, "append with delete files"
+    elif op == "replace":
+        action, note = StepAction.SKIP, "rewrite of existing rows (e.g. compaction): no row changes"
+        added_records = added_files = 0
+    else:
+        action, note = StepAction.REWRITE, f"{op} snapshot changes or removes rows already synced"
     return SnapshotStep(
         snapshot_id=snap.snapshot_id,
         operation=op,
-        action=StepAction.REWRITE,
+        action=action,
         added_records=added_records,
         added_files=added_files,
-        note=f"{op} snapshot changes or removes rows already synced",
+        note=note,
     )
 
 
