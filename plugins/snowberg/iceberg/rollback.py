@@ -95,12 +95,7 @@ def _summary(snap: Snapshot) -> dict[str, str]:
 
 def chain(table: Table, snapshot_id: int) -> list[Snapshot]:
     """``snapshot_id`` and its ancestors, newest first (as far as retained)."""
-    out = []
-    snap = table.snapshot_by_id(snapshot_id)
-    while snap is not None:
-        out.append(snap)
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
-    return out
+    return list(state.ancestors(table, snapshot_id))
 
 
 def state_at(table: Table, snapshot_id: int) -> state.TableState | None:

@@ -102,9 +102,14 @@ class TableState:
         return asdict(self)
 
 
-def ancestors(table: Table) -> Iterator[Snapshot]:
-    """The main branch's snapshots, newest first."""
-    snap = table.current_snapshot()
+def ancestors(table: Table, snapshot_id: int | None = None) -> Iterator[Snapshot]:
+    """A snapshot and its ancestors, newest first, as far as they are retained.
+
+    From ``snapshot_id``, or from the main branch's current snapshot when it
+    is None. The one walk up the parent chain: readers of snowberg's state, of
+    a sync's state and of a rollback point all take their snapshots from it.
+    """
+    snap = table.current_snapshot() if snapshot_id is None else table.snapshot_by_id(snapshot_id)
     while snap is not None:
         yield snap
         snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None

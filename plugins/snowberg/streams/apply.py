@@ -20,6 +20,7 @@ summary, so each of the two tables is exactly once on its own.
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from collections.abc import Sequence
@@ -59,9 +60,21 @@ class Pending:
     consumed_at: str | None
 
 
+class ApplyStatus(enum.StrEnum):
+    """How an apply run ended. Only ``committed`` wrote a snapshot.
+
+    Not ``snowberg.core.results.Status``: a stream run has no window to find
+    empty, but a range of batch ids that may have staged nothing.
+    """
+
+    COMMITTED = "committed"
+    ALREADY_COMMITTED = "already_committed"  # every batch up to ``through`` is in the table already
+    NOTHING_STAGED = "nothing_staged"  # the batch range holds no staged rows: no commit
+
+
 @dataclass(kw_only=True)
 class ApplyResult:
-    status: str  # committed | already_committed | nothing_staged
+    status: ApplyStatus
     low_batch_id: int
     through_batch_id: int
     batches: list[int]
@@ -73,8 +86,28 @@ class ApplyResult:
     changelog_snapshot_id: int | None
     seconds: float
 
+    @classmethod
+    def nothing_applied(cls, *, status: ApplyStatus, low: int, through: int) -> ApplyResult:
+        """A run that wrote nothing to the target: no batch, no row, no snapshot."""
+        return cls(
+            status=status,
+            low_batch_id=low,
+            through_batch_id=through,
+            batches=[],
+            refresh=False,
+            rows_appended=0,
+            keys_deleted=0,
+            snapshot_id=None,
+            changelog_rows=0,
+            changelog_snapshot_id=None,
+            seconds=0.0,
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        # Plain strings in XCom: readable by any deserialiser, equal to the members.
+        d["status"] = self.status.value
+        return d
 
 
 def check_keys(cfg: TableConfig, stream: StreamSource) -> list[str]:
@@ -215,19 +248,7 @@ def load_batches(
         through_batch_id if through_batch_id is not None else max([p.batch_id for p in pending_all], default=low_all)
     )
 
-    result = ApplyResult(
-        status="already_committed",
-        low_batch_id=committed,
-        through_batch_id=through,
-        batches=[],
-        refresh=False,
-        rows_appended=0,
-        keys_deleted=0,
-        snapshot_id=None,
-        changelog_rows=0,
-        changelog_snapshot_id=None,
-        seconds=0.0,
-    )
+    result = ApplyResult.nothing_applied(status=ApplyStatus.ALREADY_COMMITTED, low=committed, through=through)
     if through > committed:
         pending = [p for p in pending_all if committed < p.batch_id <= through]
         result = _apply_target(cfg, stream, conn, catalog, table, key, committed, through, pending, run_id)
@@ -263,19 +284,7 @@ def _apply_target(
     started = time.monotonic()
     if not pending:
         log.info("%s: no staged rows in batches (%d, %d]: no commit", cfg.target, committed, through)
-        return ApplyResult(
-            status="nothing_staged",
-            low_batch_id=committed,
-            through_batch_id=through,
-            batches=[],
-            refresh=False,
-            rows_appended=0,
-            keys_deleted=0,
-            snapshot_id=None,
-            changelog_rows=0,
-            changelog_snapshot_id=None,
-            seconds=0.0,
-        )
+        return ApplyResult.nothing_applied(status=ApplyStatus.NOTHING_STAGED, low=committed, through=through)
     refreshes = [p.batch_id for p in pending if p.refresh]
     low = committed
     refresh = bool(refreshes)
@@ -338,7 +347,7 @@ def _apply_target(
         " (full refresh)" if refresh else "",
     )
     return ApplyResult(
-        status="committed",
+        status=ApplyStatus.COMMITTED,
         low_batch_id=committed,
         through_batch_id=through,
         batches=[p.batch_id for p in applied],

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import TableConfig
+from snowberg.core.results import Status
 from snowberg.iceberg import gate
 from snowberg.iceberg import state as core_state
 from snowberg.iceberg.keys import DuplicateKeyError, check_keys_not_null, key_filter
@@ -42,6 +43,7 @@ from snowberg.streams import checkpoint as cp
 from snowberg.streams import sql as S
 from snowberg.streams.apply import changelog_config, check_keys, stored_key
 from snowberg.streams.errors import StreamConfigError, StreamError
+from snowberg.streams.params import ChangesTarget
 from snowberg.streams.staging import describe
 
 if TYPE_CHECKING:
@@ -49,8 +51,6 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
 log = logging.getLogger(__name__)
-
-TARGETS = ("table", "changelog")
 
 
 def _utc(v: datetime) -> datetime:
@@ -90,13 +90,13 @@ def net_changes(changes: pa.Table, key: list[str], name: str = "") -> tuple[pa.T
     import pyarrow.compute as pc
 
     rows = changes.to_pylist()
-    rows.sort(key=lambda r: (0 if r[S.S_ACTION] == "DELETE" else 1, str(r[S.S_ROW_ID])))
+    rows.sort(key=lambda r: (0 if r[S.S_ACTION] == S.ChangeAction.DELETE else 1, str(r[S.S_ROW_ID])))
     source_cols = [c for c in changes.column_names if c not in S.META_NAMES]
     if not key:
-        keep = changes.filter(pc.equal(changes[S.S_ACTION], "INSERT")).select(source_cols)
+        keep = changes.filter(pc.equal(changes[S.S_ACTION], S.ChangeAction.INSERT.value)).select(source_cols)
         return pa.table({}), keep
     check_keys_not_null(changes, key, name)
-    inserts = changes.filter(pc.equal(changes[S.S_ACTION], "INSERT")).select(key)
+    inserts = changes.filter(pc.equal(changes[S.S_ACTION], S.ChangeAction.INSERT.value)).select(key)
     counted = inserts.group_by(key).aggregate([([], "count_all")])
     dup = counted.filter(pc.greater(counted["count_all"], 1))
     if dup.num_rows:
@@ -109,7 +109,7 @@ def net_changes(changes: pa.Table, key: list[str], name: str = "") -> tuple[pa.T
     for r in rows:
         last[tuple(r[k] for k in key)] = r
     keys = changes.select(key).group_by(key).aggregate([])
-    final = [r for r in last.values() if r[S.S_ACTION] == "INSERT"]
+    final = [r for r in last.values() if r[S.S_ACTION] == S.ChangeAction.INSERT]
     schema = changes.select(source_cols).schema
     return keys, pa.Table.from_pylist([{c: r[c] for c in source_cols} for r in final], schema=schema)
 
@@ -123,22 +123,24 @@ def backfill_changes(
     start: datetime,
     end: datetime,
     run_id: str,
-    target: str = "table",
+    target: ChangesTarget | str = ChangesTarget.TABLE,
 ) -> dict[str, Any]:
     """Read ``[start, end]`` with CHANGES (nothing consumed) and commit it once to the table or the changelog."""
     started = time.monotonic()
-    if target not in TARGETS:
-        raise StreamConfigError(f"changes backfill target must be one of {TARGETS}, not {target!r}")
+    targets = tuple(t.value for t in ChangesTarget)
+    if target not in targets:
+        raise StreamConfigError(f"changes backfill target must be one of {targets}, not {target!r}")
+    target = ChangesTarget(target)
     start, end = _utc(start), _utc(end)
     if end <= start:
         raise StreamConfigError(f"changes window end {end.isoformat()} must be after its start {start.isoformat()}")
     src = stream.table_name(cfg.source.table)
     if src is None:
         raise StreamConfigError(f"stream {stream.name}: on_table (or source.table) is needed for a CHANGES backfill")
-    tcfg = cfg if target == "table" else changelog_config(cfg, stream)
+    tcfg = cfg if target == ChangesTarget.TABLE else changelog_config(cfg, stream)
     if tcfg is None:
         raise StreamConfigError(f"table {cfg.name!r}: a changelog backfill needs stream.changelog_target")
-    key = check_keys(cfg, stream) if target == "table" else []
+    key = check_keys(cfg, stream) if target == ChangesTarget.TABLE else []
     table = load_table_or_none(catalog, tcfg)
     s_iso, e_iso = start.isoformat(), end.isoformat()
     done = core_state.find_commit(table, cp.changes_identity(s_iso, e_iso))
@@ -150,8 +152,13 @@ def backfill_changes(
             e_iso,
             done.snapshot_id,
         )
-        return {"status": "already_committed", "snapshot_id": done.snapshot_id, "rows": 0, "target": tcfg.target}
-    if target == "table":
+        return {
+            "status": Status.ALREADY_COMMITTED.value,
+            "snapshot_id": done.snapshot_id,
+            "rows": 0,
+            "target": tcfg.target,
+        }
+    if target == ChangesTarget.TABLE:
         st = cp.read_stream_state(table)
         if st is not None and st.consumed_at:
             consumed = _utc(datetime.fromisoformat(st.consumed_at.replace("Z", "+00:00")))
@@ -180,7 +187,7 @@ def backfill_changes(
         meta = [c for c in result_columns(cur)]
     finally:
         cur.close()
-    if target == "table":
+    if target == ChangesTarget.TABLE:
         stored = stored_key(columns, key)
         keys, rows = net_changes(changes, stored, tcfg.name)
         mapped = map_columns([c for c in meta if c.name not in S.META_NAMES], opts)
@@ -235,7 +242,7 @@ def backfill_changes(
         data.num_rows,
     )
     return {
-        "status": "committed",
+        "status": Status.COMMITTED.value,
         "snapshot_id": snap.snapshot_id,
         "rows": data.num_rows,
         "keys": 0 if keys is None else keys.num_rows,

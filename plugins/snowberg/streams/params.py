@@ -8,9 +8,18 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+
+class ChangesTarget(enum.StrEnum):
+    """Where a CHANGES backfill lands (``snowberg.streams.changes.backfill_changes``)."""
+
+    CHANGELOG = "changelog"  # appended to the stream's changelog table
+    TABLE = "table"  # applied to the target by primary key, like a stream batch
+
 
 STREAM_PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
     "recover_stale_stream": {
@@ -33,7 +42,7 @@ STREAM_PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "changes_target": {
         "type": "string",
-        "enum": ["changelog", "table"],
+        "enum": [t.value for t in ChangesTarget],
         "title": "Backfill into",
         "description": "changelog: append the window's changes to the changelog table; table: apply them to the target "
         "(refused when the stream already applied later changes).",
@@ -43,7 +52,7 @@ STREAM_PARAM_DEFAULTS: dict[str, Any] = {
     "recover_stale_stream": False,
     "changes_start": None,
     "changes_end": None,
-    "changes_target": "changelog",
+    "changes_target": ChangesTarget.CHANGELOG.value,
 }
 
 
@@ -56,7 +65,7 @@ class StreamRunRequest:
     recover: bool
     changes_start: datetime | None
     changes_end: datetime | None
-    changes_target: str
+    changes_target: ChangesTarget
 
 
 def _instant(name: str, value: Any) -> datetime | None:
@@ -74,9 +83,10 @@ def resolve_stream_params(params: dict[str, Any], *, now: datetime | None = None
         raise StreamParamError(f"param 'recover_stale_stream': expected true or false, got {str(recover)[:80]!r}")
     start = _instant("changes_start", known.get("changes_start"))
     end = _instant("changes_end", known.get("changes_end"))
-    target = known.get("changes_target") or "changelog"
-    if target not in ("changelog", "table"):
-        raise StreamParamError(f"param 'changes_target': {target!r} is not 'changelog' or 'table'")
+    target = known.get("changes_target") or ChangesTarget.CHANGELOG
+    if target not in [t.value for t in ChangesTarget]:
+        valid = " or ".join(repr(t.value) for t in ChangesTarget)
+        raise StreamParamError(f"param 'changes_target': {target!r} is not {valid}")
     if (start is None) != (end is None):
         raise StreamParamError("give both changes_start and changes_end, or neither")
     if start is not None and end is not None:
@@ -85,7 +95,7 @@ def resolve_stream_params(params: dict[str, Any], *, now: datetime | None = None
             raise StreamParamError(f"changes_end {end.isoformat()} must be after changes_start {start.isoformat()}")
         if end > now:
             raise StreamParamError(f"changes_end {end.isoformat()} is in the future")
-    return StreamRunRequest(recover=recover, changes_start=start, changes_end=end, changes_target=target)
+    return StreamRunRequest(recover=recover, changes_start=start, changes_end=end, changes_target=ChangesTarget(target))
 
 
 _PRESETS = {

@@ -10,14 +10,26 @@ any SELECT) does not move the offset.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from typing import Any
 
 from snowberg.core.identifiers import TableName, quote_identifier
 from snowberg.mapping.columns import SnowflakeColumn
 
+
+class ChangeAction(enum.StrEnum):
+    """The values of a stream's ``METADATA$ACTION`` (kept in staging as ``SNOWBERG_ACTION``).
+
+    An update is a DELETE of the old image plus an INSERT of the new one.
+    """
+
+    INSERT = "INSERT"
+    DELETE = "DELETE"
+
+
 # Stream metadata columns (Snowflake names).
-ACTION = "METADATA$ACTION"
+ACTION = "METADATA$ACTION"  # one of ``ChangeAction``
 ISUPDATE = "METADATA$ISUPDATE"
 ROW_ID = "METADATA$ROW_ID"
 STREAM_METADATA = (ACTION, ISUPDATE, ROW_ID)
@@ -141,7 +153,8 @@ def consume_sql(
     """
     src = [q(c.name) for c in columns]
     target = [q(n) for n, _ in STAGING_META] + src
-    seq = f"ROW_NUMBER() OVER (ORDER BY CASE s.{q(ACTION)} WHEN 'DELETE' THEN 0 ELSE 1 END, s.{q(ROW_ID)})"
+    deletes_first = f"CASE s.{q(ACTION)} WHEN '{ChangeAction.DELETE}' THEN 0 ELSE 1 END"
+    seq = f"ROW_NUMBER() OVER (ORDER BY {deletes_first}, s.{q(ROW_ID)})"
     select = [
         "CAST(%(batch_id)s AS NUMBER(38,0))",
         seq,
@@ -212,7 +225,7 @@ def final_rows_sql(staging: TableName, columns: Sequence[str], key: Sequence[str
     cols = ", ".join(q(c) for c in columns)
     if not key:
         return (
-            f"SELECT {cols} FROM {staging.quoted()} WHERE {_range()} AND {q(S_ACTION)} = 'INSERT' "
+            f"SELECT {cols} FROM {staging.quoted()} WHERE {_range()} AND {q(S_ACTION)} = '{ChangeAction.INSERT}' "
             f"ORDER BY {q(BATCH_ID)}, {q(SEQ)}"
         )
     part = ", ".join(q(k) for k in key)
@@ -220,7 +233,7 @@ def final_rows_sql(staging: TableName, columns: Sequence[str], key: Sequence[str
         f"SELECT {cols} FROM (SELECT {cols}, {q(S_ACTION)} AS snowberg_last_action, "
         f"ROW_NUMBER() OVER (PARTITION BY {part} ORDER BY {q(BATCH_ID)} DESC, {q(SEQ)} DESC) AS snowberg_rank "
         f"FROM {staging.quoted()} WHERE {_range()}) AS last_change "
-        f"WHERE snowberg_rank = 1 AND snowberg_last_action = 'INSERT'"
+        f"WHERE snowberg_rank = 1 AND snowberg_last_action = '{ChangeAction.INSERT}'"
     )
 
 
@@ -293,5 +306,6 @@ def duplicate_inserts_sql(staging: TableName, key: Sequence[str]) -> str:
     cols = ", ".join(q(k) for k in key)
     return (
         f"SELECT {q(BATCH_ID)}, {cols}, COUNT(*) AS n FROM {staging.quoted()} "
-        f"WHERE {_range()} AND {q(S_ACTION)} = 'INSERT' GROUP BY {q(BATCH_ID)}, {cols} HAVING COUNT(*) > 1 LIMIT 3"
+        f"WHERE {_range()} AND {q(S_ACTION)} = '{ChangeAction.INSERT}' "
+        f"GROUP BY {q(BATCH_ID)}, {cols} HAVING COUNT(*) > 1 LIMIT 3"
     )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import TableConfig
+from snowberg.core.window import Mode
 from snowberg.iceberg.identity import check_identity
 from snowberg.iceberg.tables import load_table_or_none
 from snowberg.streams import checkpoint as cp
@@ -45,7 +46,7 @@ def consume_step(
     recover: bool = False,
 ) -> dict[str, Any]:
     check_keys(cfg, stream)
-    check_identity(cfg, load_table_or_none(catalog, cfg), mode="full_refresh" if recover else "incremental")
+    check_identity(cfg, load_table_or_none(catalog, cfg), mode=Mode.FULL_REFRESH if recover else Mode.INCREMENTAL)
     st = cp.read_stream_state(load_table_or_none(catalog, cfg))
     res = consume(
         conn,

@@ -41,6 +41,7 @@ from snowberg.config.fields import ConnectionRef, ExternalVolumeName, IcebergTab
 from snowberg.config.yaml_loader import read_yaml, validate_entries
 from snowberg.core.identifiers import validate_identifier
 from snowberg.core.models import Duration, StrictModel
+from snowberg.sync.snapshots import OnRewrite
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
 
@@ -115,7 +116,7 @@ class SyncConfig(StrictModel):
     description: str | None = None
     source: IcebergSource
     target: Annotated[IcebergTarget | NativeTarget, Field(discriminator="kind")]
-    on_rewrite: Literal["fail", "full_reload"] = "fail"
+    on_rewrite: OnRewrite = OnRewrite.FAIL
     check: VisibilityCheckConfig | None = None
     check_enabled: bool = True
     schedule: str | None = "@hourly"

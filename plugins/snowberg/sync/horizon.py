@@ -42,12 +42,15 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from snowberg.core.identifiers import IcebergName
+from snowberg.core.results import Status
+from snowberg.iceberg.state import ancestors
 from snowberg.iceberg.tables import snapshot_live_rows
 from snowberg.sync.snapshots import (
     ChangePlan,
     OnRewrite,
     RowChanges,
     SourceRewriteError,
+    SyncMode,
     identifier_columns,
     plan_changes,
     read_batches,
@@ -89,8 +92,8 @@ class TargetState:
 
 @dataclass(kw_only=True)
 class IcebergSyncResult:
-    status: str  # committed | nothing_new
-    mode: str
+    status: Status  # committed | nothing_new
+    mode: SyncMode
     target: str
     source: str
     source_uuid: str
@@ -105,13 +108,15 @@ class IcebergSyncResult:
     plan: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        # Plain strings in XCom: readable by any deserialiser, equal to the members.
+        d["status"], d["mode"] = self.status.value, self.mode.value
+        return d
 
 
 def read_target_state(table: Table) -> TargetState | None:
     """The newest sync state on the target's main branch (snapshots without it are skipped)."""
-    snap = table.current_snapshot()
-    while snap is not None:
+    for snap in ancestors(table):
         props = snap.summary.additional_properties if snap.summary is not None else {}
         if SOURCE_SNAPSHOT in props:
             return TargetState(
@@ -120,7 +125,6 @@ def read_target_state(table: Table) -> TargetState | None:
                 target_snapshot_id=snap.snapshot_id,
                 run_id=props.get(RUN_ID),
             )
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
     return None
 
 
@@ -186,7 +190,7 @@ def cast_batch(batch: pa.RecordBatch, mapping: Mapping[str, str], schema: pa.Sch
 
 
 def _result(
-    status: str,
+    status: Status,
     plan: ChangePlan,
     target: IcebergName,
     source_label: str,
@@ -292,7 +296,7 @@ def sync_iceberg(
     *,
     source_label: str,
     run_id: str,
-    on_rewrite: OnRewrite = "fail",
+    on_rewrite: OnRewrite | str = OnRewrite.FAIL,
     create_if_missing: bool = False,
     create_in_snowflake: Callable[[Schema], None] | None = None,
     batch_rows: int = 250_000,
@@ -316,7 +320,7 @@ def sync_iceberg(
     for attempt in range(1, max_attempts + 1):
         table = _load_target(catalog, target, source, create_if_missing, create_in_snowflake)
         st = read_target_state(table)
-        if st is None and (live_rows(table) or 0) > 0 and on_rewrite != "full_reload":
+        if st is None and (live_rows(table) or 0) > 0 and on_rewrite != OnRewrite.FULL_RELOAD:
             raise TargetStateError(
                 f"target {target} holds rows but no snowberg sync state: the first sync would duplicate or mix them. "
                 "Empty it (TRUNCATE in Snowflake) or set on_rewrite: full_reload to replace its rows."
@@ -328,22 +332,22 @@ def sync_iceberg(
             on_rewrite=on_rewrite,
             key_columns=identifier_columns(source) if key_columns is None else key_columns,
         )
-        if plan.mode == "initial" and (live_rows(table) or 0) > 0:
-            plan.mode, plan.reason = "full_reload", "first sync into a target that already holds rows"
+        if plan.mode == SyncMode.INITIAL and (live_rows(table) or 0) > 0:
+            plan.mode, plan.reason = SyncMode.FULL_RELOAD, "first sync into a target that already holds rows"
         log.info("%s → %s (attempt %d): %s", source_label, target, attempt, plan.describe())
-        if plan.mode == "nothing_new":
-            return _result("nothing_new", plan, target, source_label, table, 0, {}, attempt, started)
+        if plan.mode == SyncMode.NOTHING_NEW:
+            return _result(Status.NOTHING_NEW, plan, target, source_label, table, 0, {}, attempt, started)
 
         mapping = column_mapping(source.schema(), table.schema())
         tx = table.transaction()
         schema = _target_arrow_schema(tx.table_metadata.schema())
         counts: dict[str, int] = {}
-        changes = read_changes(source, plan) if plan.mode == "changes" else None
+        changes = read_changes(source, plan) if plan.mode == SyncMode.CHANGES else None
         pairs = changes.upserts if changes is not None else read_batches(source, plan)
         batches = _counted_batches(pairs, mapping, schema, counts)
         data_files = list(write_data_files(table, tx, schema, batches, batch_rows))
         rows = sum(counts.values())
-        if plan.mode == "incremental" and plan.expected_rows is not None and rows != plan.expected_rows:
+        if plan.mode == SyncMode.INCREMENTAL and plan.expected_rows is not None and rows != plan.expected_rows:
             raise SourceRewriteError(
                 f"read {rows:,} rows from the added files, their manifests say {plan.expected_rows:,}"
             )
@@ -352,10 +356,10 @@ def sync_iceberg(
             SOURCE_UUID: plan.source_uuid,
             SOURCE: source_label,
             RUN_ID: run_id,
-            MODE: plan.mode,
+            MODE: plan.mode.value,
         }
         replaced: Any = None
-        if plan.mode == "full_reload":
+        if plan.mode == SyncMode.FULL_RELOAD:
             from pyiceberg.expressions import AlwaysTrue
 
             replaced = AlwaysTrue()
@@ -400,5 +404,5 @@ def sync_iceberg(
             plan.to_snapshot_id,
         )
         # tx.commit_transaction() refreshed ``table`` in place: it is the committed table.
-        return _result("committed", plan, target, source_label, table, rows, counts, attempt, started)
+        return _result(Status.COMMITTED, plan, target, source_label, table, rows, counts, attempt, started)
     raise RuntimeError(f"gave up on {target} after {max_attempts} conflicting commits") from last_error

@@ -47,11 +47,13 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.core import faults
 from snowberg.core.identifiers import TableName, quote_identifier
+from snowberg.core.results import Status
 from snowberg.sync.ddl import TargetColumn, create_table_sql, target_columns
 from snowberg.sync.snapshots import (
     OnRewrite,
     RowChanges,
     SourceRewriteError,
+    SyncMode,
     identifier_columns,
     plan_changes,
     read_batches,
@@ -87,8 +89,8 @@ class NativeState:
 
 @dataclass(kw_only=True)
 class NativeLoadResult:
-    status: str  # committed | nothing_new
-    mode: str
+    status: Status  # committed | nothing_new
+    mode: SyncMode
     target: str
     state_table: str
     source: str
@@ -102,7 +104,10 @@ class NativeLoadResult:
     plan: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        # Plain strings in XCom: readable by any deserialiser, equal to the members.
+        d["status"], d["mode"] = self.status.value, self.mode.value
+        return d
 
 
 def default_state_table(target: TableName) -> TableName:
@@ -321,7 +326,7 @@ def load_native(
     source_label: str,
     run_id: str,
     state_table: TableName | None = None,
-    on_rewrite: OnRewrite = "fail",
+    on_rewrite: OnRewrite | str = OnRewrite.FAIL,
     lineage_column: str | None = DEFAULT_LINEAGE_COLUMN,
     insert_batch_rows: int = 1000,
     key_columns: Sequence[str] | None = None,
@@ -348,7 +353,7 @@ def load_native(
         )
         log.info("%s → %s: %s", source_label, target, plan.describe())
 
-        def result(status: str, rows: int, by_snap: dict[str, int]) -> NativeLoadResult:
+        def result(status: Status, rows: int, by_snap: dict[str, int]) -> NativeLoadResult:
             return NativeLoadResult(
                 status=status,
                 mode=plan.mode,
@@ -365,21 +370,21 @@ def load_native(
                 plan=plan.describe(),
             )
 
-        if plan.mode == "nothing_new":
-            return result("nothing_new", 0, {})
+        if plan.mode == SyncMode.NOTHING_NEW:
+            return result(Status.NOTHING_NEW, 0, {})
 
         columns = target_columns(source.schema())
         existed = prepare_target(cur, target, columns, lineage_column)
-        if plan.mode == "initial" and existed:
+        if plan.mode == SyncMode.INITIAL and existed:
             cur.execute(f"SELECT COUNT(*) FROM {target.quoted()}")
             (n,) = cur.fetchone()
             if n:
-                if on_rewrite != "full_reload":
+                if on_rewrite != OnRewrite.FULL_RELOAD:
                     raise SourceRewriteError(
                         f"target {target} already holds {n:,} rows but has no sync state in {state}: the first sync "
                         "would duplicate them. Empty the target, or set on_rewrite: full_reload to replace its rows."
                     )
-                plan.mode = "full_reload"
+                plan.mode = SyncMode.FULL_RELOAD
                 plan.reason = f"first sync into a target that already holds {n:,} rows"
         if st is None:
             # The state row exists before the transaction so that the guarded
@@ -393,10 +398,10 @@ def load_native(
         sql = insert_sql(target, columns, lineage_column)
         rows_by_snapshot: dict[str, int] = {}
         total = 0
-        changes = read_changes(source, plan) if plan.mode == "changes" else None
+        changes = read_changes(source, plan) if plan.mode == SyncMode.CHANGES else None
         cur.execute("BEGIN")
         try:
-            if plan.mode == "full_reload":
+            if plan.mode == SyncMode.FULL_RELOAD:
                 cur.execute(f"DELETE FROM {target.quoted()}")
                 log.info("full reload: deleted %s existing rows of %s", f"{cur.rowcount:,}", target)
             if changes is not None:
@@ -423,7 +428,7 @@ def load_native(
                 total += batch.num_rows
             if buf:
                 cur.executemany(sql, buf)
-            if plan.mode == "incremental" and plan.expected_rows is not None and total != plan.expected_rows:
+            if plan.mode == SyncMode.INCREMENTAL and plan.expected_rows is not None and total != plan.expected_rows:
                 raise NativeSyncError(
                     f"read {total:,} rows from the added files, their manifests say {plan.expected_rows:,}; "
                     "nothing committed"
@@ -441,7 +446,7 @@ def load_native(
                     "src": source_label,
                     "uuid": plan.source_uuid,
                     "to": plan.to_snapshot_id,
-                    "mode": plan.mode,
+                    "mode": plan.mode.value,
                     "rows": total,
                     "run": run_id,
                     "t": str(target),
@@ -471,7 +476,7 @@ def load_native(
             state,
             plan.to_snapshot_id,
         )
-        return result("committed", total, rows_by_snapshot)
+        return result(Status.COMMITTED, total, rows_by_snapshot)
     finally:
         cur.close()
 

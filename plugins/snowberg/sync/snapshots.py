@@ -33,10 +33,13 @@ The contract, stated once (docs/lake-to-snowflake.md repeats it):
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from snowberg.iceberg.state import ancestors
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,8 +48,30 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OnRewrite = Literal["fail", "full_reload"]
-Mode = Literal["nothing_new", "incremental", "changes", "initial", "full_reload"]
+
+class OnRewrite(enum.StrEnum):
+    """What a sync does when the source rewrote rows it cannot replay (``on_rewrite`` in syncs.yaml)."""
+
+    FAIL = "fail"  # refuse: a human decides
+    FULL_RELOAD = "full_reload"  # empty the target and refill it from the current snapshot, in one commit
+
+
+class SyncMode(enum.StrEnum):
+    """What one sync run reads from the source (recorded with the target's sync state)."""
+
+    NOTHING_NEW = "nothing_new"  # the source's current snapshot is already synced
+    INCREMENTAL = "incremental"  # the files added by append snapshots after the synced one
+    CHANGES = "changes"  # rows and keys changed after the synced snapshot, applied by key
+    INITIAL = "initial"  # the first sync: the whole source at its current snapshot
+    FULL_RELOAD = "full_reload"  # the whole source at its current snapshot, replacing the target's rows
+
+
+class StepAction(enum.StrEnum):
+    """What an append-only sync does with one source snapshot (``classify``)."""
+
+    LOAD = "load"  # an append: its added files are read
+    SKIP = "skip"  # a replace (compaction): no row changed
+    REWRITE = "rewrite"  # an overwrite, delete, or append with delete files: rows already synced changed
 
 
 class SourceRewriteError(RuntimeError):
@@ -57,7 +82,7 @@ class SourceRewriteError(RuntimeError):
 class SnapshotStep:
     snapshot_id: int
     operation: str
-    action: str  # load | skip
+    action: StepAction
     added_records: int
     added_files: int
     note: str = ""
@@ -68,7 +93,7 @@ class ChangePlan:
     """The source snapshot range of one run, fixed when the run plans."""
 
     source_uuid: str
-    mode: Mode
+    mode: SyncMode
     from_snapshot_id: int | None  # last synced (exclusive)
     to_snapshot_id: int | None  # the source's current snapshot at plan time (inclusive)
     steps: list[SnapshotStep] = field(default_factory=list)
@@ -77,29 +102,29 @@ class ChangePlan:
 
     @property
     def load_steps(self) -> list[SnapshotStep]:
-        return [s for s in self.steps if s.action == "load"]
+        return [s for s in self.steps if s.action == StepAction.LOAD]
 
     @property
     def expected_rows(self) -> int | None:
         """Rows the added files hold (incremental only; a full scan is counted while read)."""
-        if self.mode != "incremental":
+        if self.mode != SyncMode.INCREMENTAL:
             return None
         return sum(s.added_records for s in self.load_steps)
 
     def describe(self) -> str:
-        if self.mode == "nothing_new":
+        if self.mode == SyncMode.NOTHING_NEW:
             return f"nothing new (source at snapshot {self.to_snapshot_id}, already synced)"
-        if self.mode in ("initial", "full_reload"):
+        if self.mode in (SyncMode.INITIAL, SyncMode.FULL_RELOAD):
             return f"{self.mode} of the source at snapshot {self.to_snapshot_id}" + (
                 f": {self.reason}" if self.reason else ""
             )
-        if self.mode == "changes":
+        if self.mode == SyncMode.CHANGES:
             return (
                 f"changes by key {self.key_columns} in snapshots after {self.from_snapshot_id} up to "
                 f"{self.to_snapshot_id} ({', '.join(f'{s.snapshot_id} {s.operation}' for s in self.steps)})"
             )
         loads = self.load_steps
-        skips = [s for s in self.steps if s.action == "skip"]
+        skips = [s for s in self.steps if s.action == StepAction.SKIP]
         return (
             f"snapshots after {self.from_snapshot_id} up to {self.to_snapshot_id}: {len(loads)} append(s) with "
             f"{self.expected_rows:,} rows in {sum(s.added_files for s in loads)} file(s)"
@@ -112,6 +137,10 @@ class ChangePlan:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        # Plain strings in XCom: readable by any deserialiser, equal to the members.
+        d["mode"] = self.mode.value
+        for step in d["steps"]:
+            step["action"] = step["action"].value
         d["expected_rows"] = self.expected_rows
         return d
 
@@ -135,13 +164,11 @@ def _operation(snap: Snapshot) -> str:
 def ancestors_after(table: Table, last_id: int, to_id: int) -> list[Snapshot] | None:
     """Snapshots after ``last_id`` up to ``to_id`` (oldest first), or None if ``last_id`` is not an ancestor."""
     chain: list[Snapshot] = []
-    snap = table.snapshot_by_id(to_id)
-    while snap is not None:
+    for snap in ancestors(table, to_id):
         if snap.snapshot_id == last_id:
             chain.reverse()
             return chain
         chain.append(snap)
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
     return None
 
 
@@ -150,43 +177,27 @@ def classify(snap: Snapshot) -> SnapshotStep:
     op = _operation(snap)
     added_records = _summary_int(snap, "added-records")
     added_files = _summary_int(snap, "added-data-files")
+    note = ""
     if op == "append":
+        action = StepAction.LOAD
         if (
             _summary_int(snap, "added-delete-files")
             or _summary_int(snap, "added-position-deletes")
             or _summary_int(snap, "added-equality-deletes")
         ):
-            return SnapshotStep(
-                snapshot_id=snap.snapshot_id,
-                operation=op,
-                action="rewrite",
-                added_records=added_records,
-                added_files=added_files,
-                note="append with delete files",
-            )
-        return SnapshotStep(
-            snapshot_id=snap.snapshot_id,
-            operation=op,
-            action="load",
-            added_records=added_records,
-            added_files=added_files,
-        )
-    if op == "replace":
-        return SnapshotStep(
-            snapshot_id=snap.snapshot_id,
-            operation=op,
-            action="skip",
-            added_records=0,
-            added_files=0,
-            note="rewrite of existing rows (e.g. compaction): no row changes",
-        )
+            action, note = StepAction.REWRITE, "append with delete files"
+    elif op == "replace":
+        action, note = StepAction.SKIP, "rewrite of existing rows (e.g. compaction): no row changes"
+        added_records = added_files = 0
+    else:
+        action, note = StepAction.REWRITE, f"{op} snapshot changes or removes rows already synced"
     return SnapshotStep(
         snapshot_id=snap.snapshot_id,
         operation=op,
-        action="rewrite",
+        action=action,
         added_records=added_records,
         added_files=added_files,
-        note=f"{op} snapshot changes or removes rows already synced",
+        note=note,
     )
 
 
@@ -201,7 +212,7 @@ def plan_changes(
     last_synced: int | None,
     *,
     synced_uuid: str | None = None,
-    on_rewrite: OnRewrite = "fail",
+    on_rewrite: OnRewrite | str = OnRewrite.FAIL,
     key_columns: Sequence[str] = (),
 ) -> ChangePlan:
     """Fix what this run reads from the source (no data is read here, only metadata).
@@ -214,7 +225,7 @@ def plan_changes(
     to_id = current.snapshot_id if current is not None else None
 
     def full(reason: str) -> ChangePlan:
-        if on_rewrite != "full_reload":
+        if on_rewrite != OnRewrite.FULL_RELOAD:
             raise SourceRewriteError(
                 f"source table {'.'.join(table.name())}: {reason}. An append-only sync cannot replay this. "
                 "Set on_rewrite: full_reload to reload the whole table into the target (in one commit), "
@@ -223,7 +234,7 @@ def plan_changes(
         log.warning("full reload of the source at snapshot %s: %s", to_id, reason)
         return ChangePlan(
             source_uuid=uuid,
-            mode="full_reload",
+            mode=SyncMode.FULL_RELOAD,
             from_snapshot_id=last_synced,
             to_snapshot_id=to_id,
             steps=[],
@@ -236,7 +247,7 @@ def plan_changes(
         if to_id is None:
             return ChangePlan(
                 source_uuid=uuid,
-                mode="nothing_new",
+                mode=SyncMode.NOTHING_NEW,
                 from_snapshot_id=None,
                 to_snapshot_id=None,
                 steps=[],
@@ -244,14 +255,16 @@ def plan_changes(
             )
         return ChangePlan(
             source_uuid=uuid,
-            mode="initial",
+            mode=SyncMode.INITIAL,
             from_snapshot_id=None,
             to_snapshot_id=to_id,
             steps=[],
             reason="first sync: the source at its current snapshot",
         )
     if to_id == last_synced:
-        return ChangePlan(source_uuid=uuid, mode="nothing_new", from_snapshot_id=last_synced, to_snapshot_id=to_id)
+        return ChangePlan(
+            source_uuid=uuid, mode=SyncMode.NOTHING_NEW, from_snapshot_id=last_synced, to_snapshot_id=to_id
+        )
     if to_id is None:
         return full(f"the source has no current snapshot but snapshot {last_synced} was synced")
     chain = ancestors_after(table, last_synced, to_id)
@@ -261,11 +274,11 @@ def plan_changes(
             "(expired by snapshot maintenance, or the table was rolled back)"
         )
     steps = [classify(s) for s in chain]
-    rewrites = [s for s in steps if s.action == "rewrite"]
+    rewrites = [s for s in steps if s.action == StepAction.REWRITE]
     if rewrites and key_columns and not any(_summary_int(s, "added-equality-deletes") for s in chain):
         return ChangePlan(
             source_uuid=uuid,
-            mode="changes",
+            mode=SyncMode.CHANGES,
             from_snapshot_id=last_synced,
             to_snapshot_id=to_id,
             steps=steps,
@@ -275,7 +288,7 @@ def plan_changes(
         first = rewrites[0]
         return full(f"snapshot {first.snapshot_id} is an {first.operation} ({first.note})")
     return ChangePlan(
-        source_uuid=uuid, mode="incremental", from_snapshot_id=last_synced, to_snapshot_id=to_id, steps=steps
+        source_uuid=uuid, mode=SyncMode.INCREMENTAL, from_snapshot_id=last_synced, to_snapshot_id=to_id, steps=steps
     )
 
 
@@ -286,9 +299,9 @@ def read_batches(table: Table, plan: ChangePlan) -> Iterator[tuple[int, pa.Recor
     pyiceberg's incremental append scan (projected on the current schema);
     initial and full-reload plans scan the table at ``to_snapshot_id``.
     """
-    if plan.mode == "nothing_new" or plan.to_snapshot_id is None:
+    if plan.mode == SyncMode.NOTHING_NEW or plan.to_snapshot_id is None:
         return
-    if plan.mode in ("initial", "full_reload"):
+    if plan.mode in (SyncMode.INITIAL, SyncMode.FULL_RELOAD):
         reader = table.scan(snapshot_id=plan.to_snapshot_id).to_arrow_batch_reader()
         for batch in reader:
             yield plan.to_snapshot_id, batch
@@ -358,7 +371,7 @@ def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
 
     from snowberg.iceberg.merge import deleted_positions, read_columns_by_id
 
-    assert plan.mode == "changes" and plan.from_snapshot_id is not None and plan.to_snapshot_id is not None
+    assert plan.mode == SyncMode.CHANGES and plan.from_snapshot_id is not None and plan.to_snapshot_id is not None
     schema = table.schema()
     keys = plan.key_columns
     field_ids = [schema.find_field(k).field_id for k in keys]

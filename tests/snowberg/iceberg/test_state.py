@@ -35,6 +35,14 @@ def test_read_state_skips_other_writers(catalog: Any) -> None:
     assert st is not None and st.watermark == "2026-01-01 00:00:00.000000" and st.run_id == "r0"
 
 
+def test_ancestors_walk_from_the_current_or_a_given_snapshot_newest_first(catalog: Any) -> None:
+    t = _table(catalog, [None, None, None])
+    newest_first = [s.snapshot_id for s in reversed(t.snapshots())]
+    assert [s.snapshot_id for s in state.ancestors(t)] == newest_first
+    assert [s.snapshot_id for s in state.ancestors(t, newest_first[1])] == newest_first[1:]
+    assert list(state.ancestors(t, 12345)) == []  # expired or unknown: nothing to walk
+
+
 def test_reconcile_adopts_missing_or_behind(catalog: Any, variables: Any) -> None:
     t = _table(catalog, ["2026-01-01 00:00:00.000000", "2026-01-02 00:00:00.000000"])
     st = state.read_state(t)

@@ -40,6 +40,7 @@ from airflow.sdk import BaseOperator
 
 from snowberg.airflow.lineage import IcebergSyncLineage, NativeSyncLineage
 from snowberg.core.identifiers import IcebergName, TableName
+from snowberg.sync.snapshots import OnRewrite
 
 
 def _source_table(catalog_ref: str, table: str) -> tuple[Any, str]:
@@ -68,7 +69,7 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
         source_table: str,
         target_catalog: str,
         target_table: str,
-        on_rewrite: Literal["fail", "full_reload"] = "fail",
+        on_rewrite: OnRewrite | str = OnRewrite.FAIL,
         create_if_missing: bool = False,
         create_in_snowflake: dict[str, str] | None = None,
         batch_rows: int = 250_000,
@@ -165,7 +166,7 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
         target_table: str,
         snowflake_conn_id: str = "snowflake_default",
         state_table: str | None = None,
-        on_rewrite: Literal["fail", "full_reload"] = "fail",
+        on_rewrite: OnRewrite | str = OnRewrite.FAIL,
         lineage_column: str | None = "_SNOWBERG_SOURCE_SNAPSHOT_ID",
         insert_batch_rows: int = 1000,
         **kwargs: Any,
@@ -195,7 +196,7 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
                 source_label=label,
                 run_id=context["run_id"],
                 state_table=TableName.parse(self.state_table) if self.state_table else None,
-                on_rewrite=self.on_rewrite,  # type: ignore[arg-type]
+                on_rewrite=self.on_rewrite,
                 lineage_column=self.lineage_column,
                 insert_batch_rows=self.insert_batch_rows,
             )
