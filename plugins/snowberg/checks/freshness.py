@@ -101,12 +101,10 @@ def _operation(snap: Any) -> str | None:
 
 def last_data_snapshot(table: Table) -> Any | None:
     """The newest snapshot on main that changed data (skips ``replace``)."""
-    snap = table.current_snapshot()
-    while snap is not None:
+    for snap in state.ancestors(table):
         op = _operation(snap)
         if op is None or op in DATA_OPERATIONS:
             return snap
-        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
     return None
 
 
