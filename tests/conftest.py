@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import tempfile
@@ -64,6 +65,22 @@ class SnowflakeDB:
 
     def table(self, name: str) -> str:
         return f"{self.name}.S.{name}"
+
+    def airflow_connection(self, *, password: str = "snow", **session: Any) -> str:
+        """This database as an Airflow Snowflake connection: the JSON of an ``AIRFLOW_CONN_*`` variable.
+
+        ``session`` becomes the connection's own ``session_parameters`` (what a user's connection might set).
+        """
+        extra: dict[str, Any] = {
+            "account": "fakesnow",
+            "host": "127.0.0.1",
+            "port": self.server.port,
+            "protocol": "http",
+            "database": self.name,  # the emulator keeps its helper functions per database
+        }
+        if session:
+            extra["session_parameters"] = session
+        return json.dumps({"conn_type": "snowflake", "login": "fake", "password": password, "extra": extra})
 
 
 @pytest.fixture

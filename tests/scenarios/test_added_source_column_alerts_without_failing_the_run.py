@@ -34,19 +34,7 @@ def test_an_added_source_column_alerts_without_failing_the_run(
     _Receiver.bodies = []
     srv = HTTPServer(("127.0.0.1", 0), _Receiver)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    conn = {
-        "conn_type": "snowflake",
-        "login": "fake",
-        "password": "pw",
-        "extra": {
-            "account": "fakesnow",
-            "host": "127.0.0.1",
-            "port": sfdb.server.port,
-            "protocol": "http",
-            "database": sfdb.name,
-        },
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_SF_SCHEMA", json.dumps(conn))
+    monkeypatch.setenv("AIRFLOW_CONN_SF_SCHEMA", sfdb.airflow_connection(password="pw"))
     (tmp_path / "wh").mkdir()
     monkeypatch.setenv("PYICEBERG_CATALOG__SCHEMACAT__TYPE", "sql")
     monkeypatch.setenv("PYICEBERG_CATALOG__SCHEMACAT__URI", f"sqlite:///{tmp_path}/c.db")

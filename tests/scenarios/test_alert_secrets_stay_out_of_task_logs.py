@@ -65,19 +65,7 @@ def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: 
     )
     failing, failing_h = _serve(500)
     slack, slack_h = _serve(200)
-    conn = {
-        "conn_type": "snowflake",
-        "login": "fake",
-        "password": "pw",
-        "extra": {
-            "account": "fakesnow",
-            "host": "127.0.0.1",
-            "port": sfdb.server.port,
-            "protocol": "http",
-            "database": sfdb.name,
-        },
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_SF_SECRETS", json.dumps(conn))
+    monkeypatch.setenv("AIRFLOW_CONN_SF_SECRETS", sfdb.airflow_connection(password="pw"))
     slack_url = f"http://127.0.0.1:{slack.server_port}/services/T0/B0/{TOKEN}"
     monkeypatch.setenv("AIRFLOW_CONN_SLACK_SECRETS", json.dumps({"conn_type": "slackwebhook", "password": slack_url}))
     (tmp_path / "wh").mkdir()

@@ -129,23 +129,7 @@ def test_drift_is_named_by_email_and_webhook_then_propagated_and_refreshed_away(
         f"INSERT INTO {src} SELECT seq4() + 1, seq4() / 4, DATEADD(minute, seq4(), '2026-01-01'::TIMESTAMP_NTZ) "
         f"FROM TABLE(GENERATOR(ROWCOUNT => {SOURCE_ROWS}))"
     )
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SF_VOLUME",
-        json.dumps(
-            {
-                "conn_type": "snowflake",
-                "login": "fake",
-                "password": "snow",
-                "extra": {
-                    "account": "fakesnow",
-                    "host": "127.0.0.1",
-                    "port": sfdb.server.port,
-                    "protocol": "http",
-                    "database": sfdb.name,
-                },
-            }
-        ),
-    )
+    monkeypatch.setenv("AIRFLOW_CONN_SF_VOLUME", sfdb.airflow_connection())
     monkeypatch.setenv(
         "AIRFLOW_CONN_SMTP_VOLUME",
         json.dumps(

@@ -65,20 +65,7 @@ def test_same_load_under_a_non_utc_session_gives_identical_rows(
     )
     results = []
     for tz in ("America/Los_Angeles", "UTC"):
-        conn = {
-            "conn_type": "snowflake",
-            "login": "fake",
-            "password": "snow",
-            "extra": {
-                "account": "fakesnow",
-                "host": "127.0.0.1",
-                "port": sfdb.server.port,
-                "protocol": "http",
-                "database": sfdb.name,
-                "session_parameters": {"TIMEZONE": tz},
-            },
-        }
-        monkeypatch.setenv("AIRFLOW_CONN_SF_TZ2", json.dumps(conn))
+        monkeypatch.setenv("AIRFLOW_CONN_SF_TZ2", sfdb.airflow_connection(TIMEZONE=tz))
         cfg = _cfg(source={"table": sfdb.table("SRC")}, snowflake_conn_id="sf_tz2")
         cat = SqlCatalog("l", uri=f"sqlite:///{tmp_path}/{tz.replace('/', '_')}.db", warehouse=f"file://{tmp_path}")
         c = snowflake_hook("sf_tz2", cfg).get_conn()

@@ -21,20 +21,9 @@ def table_env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflo
         "DATEADD(second, seq4(), '2026-01-01'::TIMESTAMP_NTZ) "
         "FROM TABLE(GENERATOR(ROWCOUNT => 5000))"
     )
-    conn = {
-        "conn_type": "snowflake",
-        "login": "fake",
-        "password": SECRET,
-        "extra": {
-            "account": "fakesnow",
-            "host": "127.0.0.1",
-            "port": sfdb.server.port,
-            "protocol": "http",
-            "database": sfdb.name,
-            "session_parameters": {"TIMEZONE": "America/Los_Angeles"},
-        },
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_SF_OPTEST", json.dumps(conn))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SF_OPTEST", sfdb.airflow_connection(password=SECRET, TIMEZONE="America/Los_Angeles")
+    )
     (tmp_path / "wh").mkdir()
     monkeypatch.setenv("PYICEBERG_CATALOG__OPTEST__TYPE", "sql")
     monkeypatch.setenv("PYICEBERG_CATALOG__OPTEST__URI", f"sqlite:///{tmp_path}/c.db")

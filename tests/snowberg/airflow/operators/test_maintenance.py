@@ -26,20 +26,7 @@ def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: 
         f"INSERT INTO {sfdb.table('SRC')} SELECT seq4() + 1, 'a', '2026-01-01'::TIMESTAMP_NTZ "
         "FROM TABLE(GENERATOR(ROWCOUNT => 50))"
     )
-    conn = {
-        "conn_type": "snowflake",
-        "login": "fake",
-        "password": "snow",
-        "extra": {
-            "account": "fakesnow",
-            "host": "127.0.0.1",
-            "port": sfdb.server.port,
-            "protocol": "http",
-            "database": sfdb.name,
-            "session_parameters": {"TIMEZONE": "UTC"},
-        },
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_SF_MAINT", json.dumps(conn))
+    monkeypatch.setenv("AIRFLOW_CONN_SF_MAINT", sfdb.airflow_connection(TIMEZONE="UTC"))
     (tmp_path / "wh").mkdir()
     monkeypatch.setenv("PYICEBERG_CATALOG__MAINT__TYPE", "sql")
     monkeypatch.setenv("PYICEBERG_CATALOG__MAINT__URI", f"sqlite:///{tmp_path}/c.db")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,23 +21,7 @@ def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
         f"INSERT INTO {src} SELECT seq4() + 1, DATEADD(minute, seq4() + 1, '2026-01-01'::TIMESTAMP_NTZ) "
         "FROM TABLE(GENERATOR(ROWCOUNT => 100))"
     )
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SF_OPVOL",
-        json.dumps(
-            {
-                "conn_type": "snowflake",
-                "login": "fake",
-                "password": "snow",
-                "extra": {
-                    "account": "fakesnow",
-                    "host": "127.0.0.1",
-                    "port": sfdb.server.port,
-                    "protocol": "http",
-                    "database": sfdb.name,  # the emulator keeps its helper functions per database
-                },
-            }
-        ),
-    )
+    monkeypatch.setenv("AIRFLOW_CONN_SF_OPVOL", sfdb.airflow_connection())
     (tmp_path / "wh").mkdir()
     for k, v in {"TYPE": "sql", "URI": f"sqlite:///{tmp_path}/c.db", "WAREHOUSE": f"file://{tmp_path}/wh"}.items():
         monkeypatch.setenv(f"PYICEBERG_CATALOG__OPVOL__{k}", v)
