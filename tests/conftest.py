@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,20 @@ class SnowflakeDB:
         if session:
             extra["session_parameters"] = session
         return json.dumps({"conn_type": "snowflake", "login": "fake", "password": password, "extra": extra})
+
+
+@pytest.fixture
+def catalog_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """Configure pyiceberg catalog ``name`` through the environment, as an Airflow task reads it: SQLite in tmp_path."""
+
+    def configure(name: str) -> None:
+        (tmp_path / "wh").mkdir(exist_ok=True)
+        key = f"PYICEBERG_CATALOG__{name.upper()}__"
+        monkeypatch.setenv(key + "TYPE", "sql")
+        monkeypatch.setenv(key + "URI", f"sqlite:///{tmp_path}/c.db")
+        monkeypatch.setenv(key + "WAREHOUSE", f"file://{tmp_path}/wh")
+
+    return configure
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ class _Receiver(BaseHTTPRequestHandler):
 
 
 def test_an_added_source_column_alerts_without_failing_the_run(
-    sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str
+    sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str, catalog_env: Any
 ) -> None:
     src = sfdb.table("SRC")
     sfdb.sql(f"CREATE TABLE {src} (ID NUMBER(38,0), UPDATED_AT TIMESTAMP_NTZ(9))")
@@ -35,10 +35,7 @@ def test_an_added_source_column_alerts_without_failing_the_run(
     srv = HTTPServer(("127.0.0.1", 0), _Receiver)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     monkeypatch.setenv("AIRFLOW_CONN_SF_SCHEMA", sfdb.airflow_connection(password="pw"))
-    (tmp_path / "wh").mkdir()
-    monkeypatch.setenv("PYICEBERG_CATALOG__SCHEMACAT__TYPE", "sql")
-    monkeypatch.setenv("PYICEBERG_CATALOG__SCHEMACAT__URI", f"sqlite:///{tmp_path}/c.db")
-    monkeypatch.setenv("PYICEBERG_CATALOG__SCHEMACAT__WAREHOUSE", f"file://{tmp_path}/wh")
+    catalog_env("schemacat")
     name = f"schema_{sfdb.name.lower()}"
     entry = {
         "name": name,

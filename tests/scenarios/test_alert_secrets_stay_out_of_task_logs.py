@@ -56,7 +56,7 @@ def _closed_port() -> int:
 
 
 @pytest.fixture
-def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str) -> Any:
+def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str, catalog_env: Any) -> Any:
     # Two rows share the key '<!channel>': the load fails, and its error quotes the source value.
     sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (CODE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ(9))")
     sfdb.sql(
@@ -68,10 +68,7 @@ def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: 
     monkeypatch.setenv("AIRFLOW_CONN_SF_SECRETS", sfdb.airflow_connection(password="pw"))
     slack_url = f"http://127.0.0.1:{slack.server_port}/services/T0/B0/{TOKEN}"
     monkeypatch.setenv("AIRFLOW_CONN_SLACK_SECRETS", json.dumps({"conn_type": "slackwebhook", "password": slack_url}))
-    (tmp_path / "wh").mkdir()
-    monkeypatch.setenv("PYICEBERG_CATALOG__SECRETS__TYPE", "sql")
-    monkeypatch.setenv("PYICEBERG_CATALOG__SECRETS__URI", f"sqlite:///{tmp_path}/c.db")
-    monkeypatch.setenv("PYICEBERG_CATALOG__SECRETS__WAREHOUSE", f"file://{tmp_path}/wh")
+    catalog_env("secrets")
     monkeypatch.setenv("PYICEBERG_CATALOG__SECRETS__HEADER__AUTHORIZATION", AUTH)
     base = {
         "source": {"table": sfdb.table("SRC")},

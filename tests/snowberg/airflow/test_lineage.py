@@ -19,7 +19,7 @@ SECRET = "pw-lineage-1"
 
 
 @pytest.fixture
-def loaded(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def loaded(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, catalog_env: Any) -> Any:
     from snowberg.iceberg.catalogs import open_catalog
     from snowberg.load.extract import load_window
     from snowberg.load.plan import plan_run
@@ -42,10 +42,7 @@ def loaded(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
         },
     }
     monkeypatch.setenv("AIRFLOW_CONN_SF_LINEAGE", json.dumps(conn))
-    (tmp_path / "wh").mkdir()
-    monkeypatch.setenv("PYICEBERG_CATALOG__OLCAT__TYPE", "sql")
-    monkeypatch.setenv("PYICEBERG_CATALOG__OLCAT__URI", f"sqlite:///{tmp_path}/c.db")
-    monkeypatch.setenv("PYICEBERG_CATALOG__OLCAT__WAREHOUSE", f"file://{tmp_path}/wh")
+    catalog_env("olcat")
     cfg = parse_config(
         {
             "tables": [

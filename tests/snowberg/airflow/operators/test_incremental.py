@@ -14,7 +14,7 @@ SECRET = "pw-Very-Secret-7f3a9"
 
 
 @pytest.fixture
-def table_env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str) -> Any:
+def table_env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str, catalog_env: Any) -> Any:
     sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), AMOUNT NUMBER(10,2), UPDATED_AT TIMESTAMP_NTZ(9))")
     sfdb.sql(
         f"INSERT INTO {sfdb.table('SRC')} SELECT seq4() + 1, seq4() / 4, "
@@ -24,10 +24,7 @@ def table_env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflo
     monkeypatch.setenv(
         "AIRFLOW_CONN_SF_OPTEST", sfdb.airflow_connection(password=SECRET, TIMEZONE="America/Los_Angeles")
     )
-    (tmp_path / "wh").mkdir()
-    monkeypatch.setenv("PYICEBERG_CATALOG__OPTEST__TYPE", "sql")
-    monkeypatch.setenv("PYICEBERG_CATALOG__OPTEST__URI", f"sqlite:///{tmp_path}/c.db")
-    monkeypatch.setenv("PYICEBERG_CATALOG__OPTEST__WAREHOUSE", f"file://{tmp_path}/wh")
+    catalog_env("optest")
     entry = {
         "name": f"optest_{sfdb.name.lower()}",
         "source": {"table": sfdb.table("SRC")},

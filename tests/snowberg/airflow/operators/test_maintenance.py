@@ -20,17 +20,14 @@ NOW = "CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ)"
 
 
 @pytest.fixture
-def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str) -> Any:
+def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: str, catalog_env: Any) -> Any:
     sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), NOTE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ(9))")
     sfdb.sql(
         f"INSERT INTO {sfdb.table('SRC')} SELECT seq4() + 1, 'a', '2026-01-01'::TIMESTAMP_NTZ "
         "FROM TABLE(GENERATOR(ROWCOUNT => 50))"
     )
     monkeypatch.setenv("AIRFLOW_CONN_SF_MAINT", sfdb.airflow_connection(TIMEZONE="UTC"))
-    (tmp_path / "wh").mkdir()
-    monkeypatch.setenv("PYICEBERG_CATALOG__MAINT__TYPE", "sql")
-    monkeypatch.setenv("PYICEBERG_CATALOG__MAINT__URI", f"sqlite:///{tmp_path}/c.db")
-    monkeypatch.setenv("PYICEBERG_CATALOG__MAINT__WAREHOUSE", f"file://{tmp_path}/wh")
+    catalog_env("maint")
     entry = {
         "name": f"mt_{sfdb.name.lower()}",
         "source": {"table": sfdb.table("SRC")},
