@@ -133,11 +133,10 @@ def _schema_facet(fields: list[tuple[str, str]]) -> Any:
 def snowflake_columns(conn_id: str, table: str) -> list[tuple[str, str]]:
     """(column, Snowflake type) of a table, from the result metadata of a query that reads no row."""
     from snowberg.core.identifiers import TableName
-    from snowberg.snowflake.hook import snowflake_hook
+    from snowberg.snowflake.hook import snowflake_connection
     from snowberg.snowflake.source import result_columns
 
-    conn = snowflake_hook(conn_id).get_conn()
-    try:
+    with snowflake_connection(conn_id) as conn:
         cur = conn.cursor()
         try:
             # The name is validated and quoted; no value is spliced.
@@ -145,8 +144,6 @@ def snowflake_columns(conn_id: str, table: str) -> list[tuple[str, str]]:
             return [(c.name, c.sql_type) for c in result_columns(cur)]
         finally:
             cur.close()
-    finally:
-        conn.close()
 
 
 def snowflake_dataset(namespace: str, table: str, columns: list[tuple[str, str]] | None = None) -> Any:

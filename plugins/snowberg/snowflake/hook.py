@@ -15,6 +15,8 @@ Imported from operators' ``execute()`` only: it imports the provider.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.snowflake.hooks.snowflake import SnowflakeHook
@@ -58,3 +60,13 @@ class SnowbergSnowflakeHook(SnowflakeHook):
 def snowflake_hook(conn_id: str, cfg: TableConfig | None = None) -> SnowbergSnowflakeHook:
     """Build the hook (from ``execute()`` only: it reads the connection when it connects)."""
     return SnowbergSnowflakeHook(snowflake_conn_id=conn_id, table_config=cfg)
+
+
+@contextmanager
+def snowflake_connection(conn_id: str, cfg: TableConfig | None = None) -> Iterator[SnowflakeConnection]:
+    """A connection through ``snowflake_hook``, closed when the block ends, also when it fails."""
+    conn = snowflake_hook(conn_id, cfg).get_conn()
+    try:
+        yield conn
+    finally:
+        conn.close()

@@ -75,3 +75,29 @@ def test_same_load_under_a_non_utc_session_gives_identical_rows(
         results.append(cat.load_table("n.t").scan().to_arrow().to_pylist())
     assert results[0] == results[1]
     assert results[0][0]["tz"].isoformat() == "2026-03-29T08:30:00+00:00"
+
+
+def test_a_connection_block_closes_the_connection_also_when_it_fails(
+    sfdb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snowflake.connector import SnowflakeConnection
+
+    from snowberg.snowflake.hook import snowflake_connection
+
+    closed: list[int] = []
+    close = SnowflakeConnection.close
+
+    def recording_close(self: SnowflakeConnection, *args: Any, **kwargs: Any) -> None:
+        closed.append(id(self))
+        close(self, *args, **kwargs)
+
+    monkeypatch.setattr(SnowflakeConnection, "close", recording_close)
+    monkeypatch.setenv("AIRFLOW_CONN_SF_BLOCK", sfdb.airflow_connection())
+    with snowflake_connection("sf_block") as conn:
+        cur = conn.cursor()
+        cur.execute("SELECT 1")
+        assert cur.fetchone() == (1,)
+    assert closed == [id(conn)]
+    with pytest.raises(RuntimeError, match="boom"), snowflake_connection("sf_block") as failing:
+        raise RuntimeError("boom")
+    assert closed == [id(conn), id(failing)]

@@ -143,7 +143,7 @@ class SnowbergPlanOperator(SnowbergTableOperator):
         from snowberg.load.plan import check_backfill_request, plan_run
         from snowberg.load.publish import reconcile_before_plan
         from snowberg.load.slices import plan_slices
-        from snowberg.snowflake.hook import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_connection
 
         cfg = self.cfg
         dag_run = context.get("dag_run")
@@ -162,9 +162,7 @@ class SnowbergPlanOperator(SnowbergTableOperator):
         if request.mode is Mode.BACKFILL:
             # From the table's metadata alone: a request that cannot work fails before Snowflake is touched.
             check_backfill_request(cfg, read_state(table), request.start, request.end)
-        hook = snowflake_hook(self.snowflake_conn_id, cfg)
-        conn = hook.get_conn()
-        try:
+        with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
             window = plan_run(
                 cfg,
                 conn,
@@ -177,8 +175,6 @@ class SnowbergPlanOperator(SnowbergTableOperator):
             )
             # A large window is cut by cursor value now, so retries read the same slices.
             window = plan_slices(cfg, conn, window)
-        finally:
-            conn.close()
         return window.to_dict()
 
 
@@ -250,17 +246,13 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         from snowberg.core.window import Window
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.extract import load_window
-        from snowberg.snowflake.hook import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_connection
 
         cfg = self.cfg
         w = Window.from_dict(self.window)
         catalog = open_catalog(self.catalog)
-        hook = snowflake_hook(self.snowflake_conn_id, cfg)
-        conn = hook.get_conn()
-        try:
+        with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
             result = load_window(cfg, conn, catalog, w)
-        finally:
-            conn.close()
         return observed_load(self, cfg.name, result.to_dict())
 
 

@@ -183,12 +183,11 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.airflow.metrics import observed_sync
-        from snowberg.snowflake.hook import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_connection
         from snowberg.sync.native import load_native
 
         source, label = _source_table(self.source_catalog, self.source_table)
-        conn = snowflake_hook(self.snowflake_conn_id).get_conn()
-        try:
+        with snowflake_connection(self.snowflake_conn_id) as conn:
             result = load_native(
                 source,
                 conn,
@@ -200,8 +199,6 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
                 lineage_column=self.lineage_column,
                 insert_batch_rows=self.insert_batch_rows,
             )
-        finally:
-            conn.close()
         return observed_sync(self, self.target_table, result.to_dict())
 
 
@@ -241,14 +238,13 @@ class SnowflakeVisibilityCheckOperator(BaseOperator):
         self.timeout = timeout
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from snowberg.snowflake.hook import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_connection
         from snowberg.sync import visibility
 
         result = self.sync_result
         if not isinstance(result, dict):
             raise TypeError(f"sync_result must be the upstream sync's XCom dict, got {type(result).__name__}")
-        conn = snowflake_hook(self.snowflake_conn_id).get_conn()
-        try:
+        with snowflake_connection(self.snowflake_conn_id) as conn:
             if self.kind == "native":
                 return visibility.check_native(conn, result)
             return visibility.check_iceberg(
@@ -258,8 +254,6 @@ class SnowflakeVisibilityCheckOperator(BaseOperator):
                 current_rows=self._current_rows(),
                 timeout=self.timeout,
             )
-        finally:
-            conn.close()
 
     def _current_rows(self) -> Callable[[], int | None] | None:
         """Re-reads the target's live row count from its catalog (None without catalog settings)."""

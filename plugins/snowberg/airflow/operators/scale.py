@@ -124,12 +124,11 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
         from snowberg.core.window import Window
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.mapped import prepare_slices
-        from snowberg.snowflake.hook import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_connection
 
         cfg = self.cfg
         w = Window.from_dict(self.window)
-        conn = snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
-        try:
+        with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
             return prepare_slices(
                 cfg,
                 conn,
@@ -138,8 +137,6 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
                 max_rows=int(self.max_rows_per_slice) if self.max_rows_per_slice else None,
                 method=self.slice_method,
             )
-        finally:
-            conn.close()
 
 
 class SnowbergSliceLoadOperator(SnowbergTableOperator):
@@ -201,14 +198,11 @@ class SnowbergSliceLoadOperator(SnowbergTableOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.mapped import write_slice
-        from snowberg.snowflake.hook import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_connection
 
         cfg = self.cfg
-        conn = snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
-        try:
+        with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
             return write_slice(cfg, conn, open_catalog(self.catalog), dict(self.slice_task))
-        finally:
-            conn.close()
 
 
 class SnowbergSliceCommitOperator(LoadLineage, SnowbergTableOperator):
@@ -392,7 +386,7 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
         from snowberg.core.window import Window
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.unload import DEFAULT_MAX_FILE_SIZE, UnloadTarget, unload_window
-        from snowberg.snowflake.hook import snowflake_hook
+        from snowberg.snowflake.hook import snowflake_connection
 
         cfg = self.cfg
         assert cfg.unload is not None  # a required argument
@@ -404,8 +398,7 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
         )
         from snowberg.airflow.metrics import observed_load
 
-        conn = snowflake_hook(self.snowflake_conn_id, cfg).get_conn()
-        try:
+        with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
             result = unload_window(
                 cfg,
                 conn,
@@ -414,6 +407,4 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
                 target,
                 try_number=int(getattr(context.get("ti"), "try_number", 1) or 1),
             )
-        finally:
-            conn.close()
         return observed_load(self, cfg.name, result)
