@@ -38,7 +38,9 @@ class SnowbergSnowflakeHook(SnowflakeHook):
 
     def connection_parameters(self) -> dict[str, Any]:
         """The keyword arguments ``snowflake.connector.connect`` gets for this connection."""
-        params: dict[str, Any] = dict(self._get_conn_params)
+        # The provider builds login, key-pair, OAuth and workload-identity parameters in ``_get_conn_params()``
+        # and has no public accessor for them; ``get_conn()`` would connect at once and drop host/port/session.
+        params: dict[str, Any] = dict(self._get_conn_params())
         extra = self.get_connection(self.snowflake_conn_id).extra_dejson
         for key in ("host", "port", "protocol"):
             if extra.get(key):
