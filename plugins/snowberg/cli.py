@@ -10,7 +10,9 @@ snowberg rollback T    move T (and its watermark, and the Variable) back to a sn
 snowberg tag T NAME    tag T's current (or a given) snapshot; tags survive snapshot expiry
 snowberg maintain T    expire snapshots, compact small files, remove orphan files (the maintenance DAG's steps)
 
-T is a table name from include/tables.yaml (its catalog from its config) or namespace.table with --catalog.
+T is a table name from the tables config (its catalog from its config) or namespace.table with --catalog.
+The tables config is --config, else $SNOWBERG_TABLES_CONFIG, else ./include/tables.yaml. The demo runs
+the DAG files of the project in the current directory (./dags, ./include), as the quick start does.
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ import sys
 import time
 from pathlib import Path
 from typing import TextIO
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _stack_dir(args: argparse.Namespace) -> Path:
@@ -82,14 +82,18 @@ def _seed(env: dict[str, str], rows: int) -> dict[str, int]:
         conn.close()  # type: ignore[attr-defined]
 
 
-def airflow_env(stack_dir: Path, stack_env: dict[str, str]) -> dict[str, str]:
+def airflow_env(stack_dir: Path, stack_env: dict[str, str], project: Path) -> dict[str, str]:
+    """The demo's Airflow settings: its own home under the stack dir, the project's ``dags/``.
+
+    The snowberg UI page registers through the package's ``airflow.plugins`` entry
+    point, so no plugins folder is needed.
+    """
     env = dict(os.environ)
     env.update(stack_env)
     env.update(
         {
             "AIRFLOW_HOME": str(stack_dir / "airflow"),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(project / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
@@ -128,7 +132,7 @@ def _report(env: dict[str, str], dag_id: str, target: str) -> dict[str, object]:
     }
 
 
-def _load_menu(env: dict[str, str]) -> int:
+def _load_menu(env: dict[str, str], tables_config: Path) -> int:
     """Load the small menu dimension in this process (plan → load → publish, as its DAG would).
 
     A second ``airflow dags test`` would cost the quick start an Airflow start-up for
@@ -149,7 +153,7 @@ def _load_menu(env: dict[str, str]) -> int:
         def set(self, key: str, value: str) -> None:
             self[key] = value
 
-    cfg = next(t for t in load_config(REPO / "include" / "tables.yaml").tables if t.name == "demo_menu")
+    cfg = next(t for t in load_config(tables_config).tables if t.name == "demo_menu")
     catalog = load_catalog(cfg.catalog)
     conn = _connect(env)
     try:
@@ -184,6 +188,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from snowberg.local import stack
     from snowberg.local.seed import touch_orders
 
+    project = Path(args.project_dir or Path.cwd()).resolve()
+    if not (project / "dags").is_dir() or not (project / "include" / "tables.yaml").is_file():
+        raise SystemExit(
+            f"snowberg demo: {project} has no dags/ and include/tables.yaml; run it from a snowberg checkout "
+            "or pass --project-dir"
+        )
     d = _stack_dir(args)
     if args.fresh and d.exists():
         stack.down(d)
@@ -197,7 +207,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"[1/7] local stack up: Snowflake emulator on :{senv['SNOWBERG_FAKESNOW_PORT']}, "
         f"{counts['orders']:,} demo orders seeded"
     )
-    env = airflow_env(d, senv)
+    env = airflow_env(d, senv, project)
     _airflow(env, "db", "migrate")
     print(f"[2/7] Airflow metadata database ready ({env['AIRFLOW_HOME']})")
     dag_id, target = "snowberg_demo_orders", "shop.orders"
@@ -223,7 +233,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     var = _airflow(env, "variables", "get", "snowberg__shop__orders__watermark").stdout.strip().splitlines()[-1]
     print(f"Variable snowberg__shop__orders__watermark = {var}")
     t = time.monotonic()
-    menu_rows = _load_menu(senv)
+    menu_rows = _load_menu(senv, project / "include" / "tables.yaml")
     print(f"[6/7] menu dimension loaded with the library ({time.monotonic() - t:.1f} s): {menu_rows} rows in shop.menu")
     t = time.monotonic()
     _airflow(env, "dags", "test", "snowberg_demo_brand_margin")
@@ -243,7 +253,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_docs(args: argparse.Namespace) -> int:
     from snowberg.mapping.docs import render_markdown
 
-    out = REPO / "docs" / "type-mapping.md"
+    out = Path(args.out)
     text = render_markdown()
     if args.check:
         if not out.exists() or out.read_text() != text:
@@ -259,13 +269,16 @@ class TableRefError(ValueError):
     """A table argument names neither a configured table nor namespace.table."""
 
 
-def _tables_config(args: argparse.Namespace) -> Path:
-    return Path(
-        getattr(args, "config", None) or os.environ.get("SNOWBERG_TABLES_CONFIG") or REPO / "include" / "tables.yaml"
-    )
+def _tables_config(args: argparse.Namespace) -> Path | None:
+    from snowberg.config.locations import ConfigFile, ConfigNotFoundError, config_path
+
+    try:
+        return config_path(ConfigFile.TABLES, getattr(args, "config", None))
+    except ConfigNotFoundError:
+        return None
 
 
-def resolve_table(ref: str, catalog: str | None, config_path: Path) -> tuple[str, str, object | None]:
+def resolve_table(ref: str, catalog: str | None, config_path: Path | None) -> tuple[str, str, object | None]:
     """(catalog, namespace.table, TableConfig or None) for a CLI table argument.
 
     A name from the tables config brings its catalog and target; ``namespace.table``
@@ -277,6 +290,11 @@ def resolve_table(ref: str, catalog: str | None, config_path: Path) -> tuple[str
     if "." in ref:
         IcebergName.parse(ref)
         return catalog or "lake", ref, None
+    if config_path is None:
+        raise TableRefError(
+            f"table {ref[:80]!r} is not namespace.table and no tables config was found (--config, "
+            "$SNOWBERG_TABLES_CONFIG or ./include/tables.yaml)"
+        )
     if config_path.exists():
         for t in load_config(config_path).tables:
             if t.name == ref:
@@ -413,7 +431,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 def _table_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("table", help="a table name from the tables config, or namespace.table")
     p.add_argument("--catalog", help="catalog (Airflow connection id or pyiceberg catalog name); default: lake")
-    p.add_argument("--config", help="tables config (default: $SNOWBERG_TABLES_CONFIG or include/tables.yaml)")
+    p.add_argument("--config", help="tables config (default: $SNOWBERG_TABLES_CONFIG or ./include/tables.yaml)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -431,9 +449,11 @@ def main(argv: list[str] | None = None) -> int:
     dm.add_argument("--rows", type=int, default=120_000)
     dm.add_argument("--changes", type=int, default=500)
     dm.add_argument("--fresh", action="store_true", help="wipe the local stack first")
+    dm.add_argument("--project-dir", help="the project whose dags/ and include/ the demo runs (default: .)")
     dm.set_defaults(func=cmd_demo)
     dc = sub.add_parser("docs", help="render docs/type-mapping.md")
     dc.add_argument("--check", action="store_true")
+    dc.add_argument("--out", default="docs/type-mapping.md", help="where to write (default: docs/type-mapping.md)")
     dc.set_defaults(func=cmd_docs)
     from snowberg.iceberg.inspect import MetadataTable
 

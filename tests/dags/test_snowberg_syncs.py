@@ -55,7 +55,9 @@ def test_one_dag_per_sync_with_owner_retries_tags_and_docs(monkeypatch) -> None:
         assert dag.task_dict["check_visible"].retries == 0
     native_dag = dags["snowberg_sync_menu_to_native"]  # schedule: on_source_change
     assert [a.uri for a in native_dag.timetable.asset_condition.objects] == ["iceberg://lake/shop/menu"]
-    assert [a.uri for a in native_dag.task_dict["sync"].outlets] == ["snowflake://snowberg_demo/shop/menu_from_lake"]
+    assert [a.uri for a in native_dag.task_dict["sync"].outlets] == [
+        "snowflake://snowflake_default/snowberg_demo/shop/menu_from_lake"
+    ]
     assert type(native_dag.task_dict["sync"]).__name__ == "IcebergToSnowflakeNativeOperator"
     assert (
         type(dags["snowberg_sync_orders_to_horizon"].task_dict["sync"]).__name__ == "IcebergToSnowflakeIcebergOperator"

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from airflow_stack import ADMIN_PASSWORD, ADMIN_USER, ARTIFACTS, REPO, AirflowStack, ApiClient
+from airflow_stack import ADMIN_PASSWORD, ADMIN_USER, ARTIFACTS, AirflowStack, ApiClient
 from e2e_data import ROWS, Lake, create_source, table_entry, write_tables_config
 
 pytestmark = pytest.mark.slow
@@ -177,7 +177,6 @@ def eco(stacks: Any, snow: Any, e2e_root: Path, lake_env: dict[str, str]) -> Ite
         env = {
             "SNOWBERG_TABLES_CONFIG": str(tables_path),
             "SNOWBERG_SYNCS_CONFIG": str(syncs_path),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
             "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
                 {"type": "http", "url": f"http://127.0.0.1:{rx.http_port}", "endpoint": "api/v1/lineage"}
             ),

@@ -1,4 +1,4 @@
-"""Build one DAG per configured table. Called from the thin files in ``dags/``.
+"""Build one DAG per configured table. Called from the two-line files in ``dags/``.
 
 Parse-time cost is the YAML read and pydantic validation; no connection,
 Variable or heavy library is touched until a task runs.
@@ -30,6 +30,8 @@ from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
 from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 from snowberg.airflow.operators.streams import build_stream_tasks
 from snowberg.airflow.operators.volume import VolumeCheckOperator
+from snowberg.config.locations import ConfigFile
+from snowberg.config.locations import config_path as config_path_of
 from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
 from snowberg.config.table_config import BrokenEntry, TableConfig, load_config_isolated
 from snowberg.core.durations import format_duration
@@ -361,14 +363,19 @@ def build_maintenance_dag(cfg: TableConfig) -> DAG:
     return dag
 
 
-def build_dags(config_path: str | Path) -> dict[str, Any]:
-    """All DAGs of a config file, keyed by DAG id (for ``globals().update``).
+def build_dags(config: str | Path | None = None, *, dag_file: str | Path | None = None) -> dict[str, Any]:
+    """All DAGs of a tables config, keyed by DAG id: a DAG file is ``globals().update(build_dags(dag_file=__file__))``.
+
+    The config is ``config``, else ``$SNOWBERG_TABLES_CONFIG``, else
+    ``include/tables.yaml`` beside the DAG file's folder or under the current
+    directory (``snowberg.config.locations``).
 
     Entries are validated one by one: a broken entry is logged (and warned, so
     the DAG processor records it with the file) at parse time and gets a
     stand-in DAG that fails with its error, while every other table's DAGs are
     built as usual. Errors in the file as a whole still fail the import.
     """
+    config_path = config_path_of(ConfigFile.TABLES, config, dag_file=dag_file)
     cfg = load_config_isolated(config_path)
     dags: dict[str, Any] = {}
     broken = list(cfg.broken)

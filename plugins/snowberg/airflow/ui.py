@@ -1,4 +1,4 @@
-"""The snowberg page in the Airflow UI: a FastAPI app the api-server mounts (``plugins/snowberg_ui_plugin.py``).
+"""The snowberg page in the Airflow UI: a FastAPI app the api-server mounts (``snowberg.airflow.ui_plugin``).
 
 * ``GET /snowberg/``            the page (server-rendered HTML, charts as inline SVG:
                                 no script and nothing fetched from outside, so it

@@ -1,9 +1,9 @@
 """Airflow plugin: the snowberg page in the Airflow UI (served by the api-server; see snowberg/airflow/ui.py).
 
-Keep this file in the plugins folder next to the ``snowberg`` package (which
-``.airflowignore`` keeps away from the plugin loader). The api-server mounts
-the page at ``/snowberg/``; the UI's navigation shows it as "snowberg tables"
-(an external view, displayed inside the Airflow UI).
+Registered through the ``airflow.plugins`` entry point in the package metadata,
+so installing snowberg is enough: no file to copy into a plugins folder. The
+api-server mounts the page at ``/snowberg/``; the UI's navigation shows it as
+"snowberg tables" (an external view, displayed inside the Airflow UI).
 """
 
 from __future__ import annotations
