@@ -4,6 +4,7 @@ snowberg stack up      start the emulator + lake, seed demo data, write .snowber
 snowberg stack down    stop the emulator
 snowberg demo          quick start: stack up, two loads through Airflow, then the Asset-driven summary DAG
 snowberg docs          regenerate docs/type-mapping.md from the mapping table
+snowberg validate      check tables.yaml / syncs.yaml: every error with file, line, entry, field (--connect: online)
 snowberg inspect T W   a metadata table of lake table T: snapshots|history|files|manifests|partitions|refs
 snowberg read T        rows of T, now or as of a snapshot/time, filtered, limited
 snowberg rollback T    move T (and its watermark, and the Variable) back to a snapshot, before a run, or to a tag
@@ -265,6 +266,31 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from snowberg.airflow.config_check import entry_problems
+    from snowberg.config.locations import ConfigFile, ConfigNotFoundError, config_path
+    from snowberg.config.validate import Issue, validate_files
+    from snowberg.sync.validate import SPECS
+
+    paths: list[str | Path] = list(args.files)
+    not_found: list[Issue] = []
+    if not paths:  # the files the DAG files would read; syncs.yaml is optional
+        for kind in (ConfigFile.TABLES, ConfigFile.SYNCS):
+            try:
+                paths.append(config_path(kind))
+            except ConfigNotFoundError as exc:
+                if kind is ConfigFile.TABLES:
+                    not_found.append(Issue(file=kind.value, line=None, message=str(exc)))
+    report = validate_files(paths, specs=SPECS, entry_check=entry_problems)
+    report.issues += not_found
+    if args.connect:
+        from snowberg.checks.config_online import check_online
+
+        report.issues += check_online(report)
+    _emit(report.to_json() if args.json else report.render(verbose=args.connect))
+    return 0 if report.ok else 1
+
+
 class TableRefError(ValueError):
     """A table argument names neither a configured table nor namespace.table."""
 
@@ -455,6 +481,15 @@ def main(argv: list[str] | None = None) -> int:
     dc.add_argument("--check", action="store_true")
     dc.add_argument("--out", default="docs/type-mapping.md", help="where to write (default: docs/type-mapping.md)")
     dc.set_defaults(func=cmd_docs)
+    va = sub.add_parser("validate", help="check tables.yaml / syncs.yaml before deploying them (exit 1 on errors)")
+    va.add_argument("files", nargs="*", help="config files (default: the tables and syncs configs the DAGs read)")
+    va.add_argument("--json", action="store_true", help="machine-readable output")
+    va.add_argument(
+        "--connect",
+        action="store_true",
+        help="also open each Snowflake connection and catalog: source tables and columns, namespaces, stream grants",
+    )
+    va.set_defaults(func=cmd_validate)
     from snowberg.iceberg.inspect import MetadataTable
 
     ins = sub.add_parser("inspect", help="show a metadata table of a lake table")
@@ -493,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     from snowberg.iceberg.inspect import InspectError
     from snowberg.iceberg.rollback import RollbackError
 
-    lake_command = args.cmd in ("inspect", "read", "rollback", "tag", "maintain")
+    # validate imports Airflow (which may log to stdout) and opens catalogs with --connect.
+    lake_command = args.cmd in ("inspect", "read", "rollback", "tag", "maintain", "validate")
     _OUT.append(sys.stdout)
     try:
         if lake_command:

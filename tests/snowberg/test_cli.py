@@ -120,3 +120,46 @@ def test_rollback_sets_the_watermark_variable_in_airflow(lake: Any, capsys: Any,
     assert code == 0 and "Variable snowberg__ns__t__watermark is set to" in out
     mirror = json.loads(Variable.get("snowberg__ns__t__watermark"))
     assert mirror["watermark"] == "2" and mirror["run_id"] == "run2"
+
+
+def test_validate_finds_the_configs_like_the_dags_and_exits_0_when_valid(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    include = tmp_path / "include"
+    include.mkdir()
+    (include / "tables.yaml").write_text("tables:\n  - {name: a, source: {table: D.S.T}, target: n.a}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SNOWBERG_TABLES_CONFIG", raising=False)
+    monkeypatch.delenv("SNOWBERG_SYNCS_CONFIG", raising=False)
+    code, out, _ = run(capsys, "validate")
+    assert code == 0
+    assert out.strip() == f"OK: 0 errors, 0 warnings in {include / 'tables.yaml'} (1 valid table)"
+
+
+def test_validate_exits_1_and_lists_every_error_as_json_on_stdout(tmp_path: Path, capsys: Any) -> None:
+    tables = tmp_path / "tables.yaml"
+    tables.write_text(
+        "tables:\n  - {name: a, source: {table: D.S.T}, target: n.a, schedule: hourly}\n"
+        "  - {name: b, source: {table: D.S.T}, target: nodot}\n"
+    )
+    syncs = tmp_path / "syncs.yaml"
+    syncs.write_text("syncs:\n  - {name: s, source: {catalog: lake, table: n.a}, target: {kind: native}}\n")
+    code, out, _ = run(capsys, "validate", str(tables), str(syncs), "--json")
+    assert code == 1
+    data = json.loads(out)  # Airflow's log lines went to stderr
+    assert [(Path(i["file"]).name, i["line"], i["name"], i["field"]) for i in data["issues"]] == [
+        ("tables.yaml", 2, "a", "schedule"),
+        ("tables.yaml", 3, "b", "target"),
+        ("syncs.yaml", 2, "s", "target.table"),
+    ]
+    code, out, _ = run(capsys, "validate", str(tables))
+    assert code == 1 and out.splitlines()[-1].startswith("FAILED: 2 errors, 0 warnings in ")
+    assert out.splitlines()[0].startswith(f"{tables}:2: table 'a': field 'schedule': Airflow refuses the schedule")
+
+
+def test_validate_without_a_tables_config_is_an_error(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SNOWBERG_TABLES_CONFIG", raising=False)
+    monkeypatch.delenv("SNOWBERG_SYNCS_CONFIG", raising=False)
+    code, out, _ = run(capsys, "validate")
+    assert code == 1 and "no tables.yaml given" in out

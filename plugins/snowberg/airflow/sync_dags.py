@@ -23,10 +23,9 @@ from snowberg.airflow.operators.lake_to_snowflake import (
 )
 from snowberg.config.locations import ConfigFile, config_path
 from snowberg.core.identifiers import IcebergName
-from snowberg.sync.config import IcebergTarget, SyncConfig, load_syncs
+from snowberg.sync.config import ON_SOURCE_CHANGE, IcebergTarget, SyncConfig, load_syncs
 
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
-ON_SOURCE_CHANGE = "on_source_change"
 
 
 def source_asset(cfg: SyncConfig) -> Asset:

@@ -9,6 +9,7 @@ error points at the entry and the field to fix.
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +24,15 @@ def entry_label(entry: Any, index: int) -> str:
     """How an error names an entry: its ``name`` (cut), else its position in the list."""
     name = entry.get("name") if isinstance(entry, dict) else None
     return clip(name, CLIP_CHARS)[1:-1] if isinstance(name, str) else f"#{index}"
+
+
+def error_path(loc: Collection[str | int], hidden_locs: Collection[str] = ()) -> tuple[str | int, ...]:
+    """A pydantic error location as the path of keys a YAML author wrote.
+
+    Validator steps (``function-after[...]``) and the tags of tagged unions (``hidden_locs``, e.g. a sync
+    target's ``native``) are pydantic's, not keys of the file.
+    """
+    return tuple(p for p in loc if not (isinstance(p, str) and (p.startswith("function-") or p in hidden_locs)))
 
 
 def format_validation_error(
@@ -43,9 +53,7 @@ def format_validation_error(
             idx = loc[1]
             name = entry_label(raw[idx] if idx < len(raw) else {}, idx + first_index)
             loc = loc[2:]
-        field = ".".join(
-            str(p) for p in loc if not (isinstance(p, str) and (p.startswith("function-") or p in hidden_locs))
-        )
+        field = ".".join(str(p) for p in error_path(loc, hidden_locs))
         msg = "unknown key" if err["type"] == "extra_forbidden" else clip(err["msg"], 400)[1:-1]
         lines.append(f"{entity} {name!r}: field {field or '<entry>'!r}: {msg}")
     return f"invalid snowberg {list_key} config:\n  " + "\n  ".join(lines)
@@ -97,3 +105,105 @@ def read_yaml(path: str | Path, error: type[Exception]) -> Any:
         return yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise error(f"{path}: not valid YAML: {exc}") from None
+
+
+YamlPath = tuple[str | int, ...]
+"""Where a value sits in a YAML document: mapping keys and list positions from the top (``("tables", 0, "cursor")``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DuplicateKey:
+    """A key written twice in one mapping: YAML loaders keep the last value and drop the first silently."""
+
+    path: YamlPath  # the mapping's path plus the key
+    first_line: int
+    line: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocatedYaml:
+    """A parsed YAML document with the line (1-based) where each of its values is written.
+
+    ``lines`` maps a path to the line of the mapping key that holds it (for a list item: the
+    item's first line). Keys merged in through YAML anchors (``<<: *base``) point at the line
+    of the anchor's key.
+    """
+
+    data: Any
+    lines: dict[YamlPath, int]
+    duplicates: list[DuplicateKey]
+
+    def line_of(self, path: YamlPath) -> int | None:
+        """The line of ``path``, else of the nearest enclosing value that has one (``None`` for an empty file)."""
+        for n in range(len(path), -1, -1):
+            line = self.lines.get(tuple(path[:n]))
+            if line is not None:
+                return line
+        return None
+
+
+def locate_yaml(text: str) -> LocatedYaml:
+    """Parse ``text`` like ``yaml.safe_load`` and record the line of every key and list item.
+
+    PyYAML's composer keeps each node's position (``start_mark``) but ``safe_load`` throws the
+    nodes away; here the document is composed, constructed from the same nodes, and the node
+    tree is walked beside the data. Duplicate keys are found on the composed tree, before the
+    constructor flattens merge keys (a key merged from an anchor and overridden is not a
+    duplicate). Syntax errors are raised as PyYAML's ``MarkedYAMLError`` (``problem_mark.line``).
+    """
+    import yaml
+    from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        duplicates: list[DuplicateKey] = []
+        lines: dict[YamlPath, int] = {}
+
+        def key_of(k: Node) -> Any:
+            return loader.construct_object(k, deep=True) if isinstance(k, ScalarNode) else None
+
+        def find_duplicates(n: Node, path: YamlPath, depth: int) -> None:
+            if depth > 50:  # anchors can make a tree recursive; configs are a few levels deep
+                return
+            if isinstance(n, MappingNode):
+                seen: dict[Any, int] = {}
+                for k, v in n.value:
+                    if k.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = key_of(k)
+                    if key is not None and key in seen:
+                        duplicates.append(
+                            DuplicateKey(path=(*path, key), first_line=seen[key], line=k.start_mark.line + 1)
+                        )
+                    elif key is not None:
+                        seen[key] = k.start_mark.line + 1
+                    find_duplicates(v, (*path, key), depth + 1)
+            elif isinstance(n, SequenceNode):
+                for i, item in enumerate(n.value):
+                    find_duplicates(item, (*path, i), depth + 1)
+
+        def record(n: Node, path: YamlPath, depth: int) -> None:
+            if depth > 50:
+                return
+            if isinstance(n, MappingNode):  # merge keys are flattened into n.value by now
+                for k, v in n.value:
+                    key = key_of(k)
+                    if key is None:
+                        continue
+                    lines[(*path, key)] = k.start_mark.line + 1  # the last one wins, as in the data
+                    record(v, (*path, key), depth + 1)
+            elif isinstance(n, SequenceNode):
+                for i, item in enumerate(n.value):
+                    lines[(*path, i)] = item.start_mark.line + 1
+                    record(item, (*path, i), depth + 1)
+
+        if node is None:
+            return LocatedYaml(data=None, lines={}, duplicates=[])
+        find_duplicates(node, (), 0)
+        data = loader.construct_document(node)
+        lines[()] = node.start_mark.line + 1
+        record(node, (), 0)
+        return LocatedYaml(data=data, lines=lines, duplicates=duplicates)
+    finally:
+        loader.dispose()

@@ -44,6 +44,7 @@ from snowberg.core.models import Duration, StrictModel
 from snowberg.sync.snapshots import OnRewrite
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
+ON_SOURCE_CHANGE = "on_source_change"  # a sync's schedule: run when the source table's Asset changes
 
 
 class SyncConfigError(ValueError):
@@ -176,6 +177,13 @@ class SyncConfig(StrictModel):
         return f"snowberg_sync_{self.name}"
 
     @property
+    def target_key(self) -> str:
+        """What two syncs must not share: the kind, the catalog or connection, and the table (case-insensitive)."""
+        t = self.target
+        where = t.catalog if isinstance(t, IcebergTarget) else t.snowflake_conn_id
+        return f"{t.kind}:{where}:{t.table.upper()}"
+
+    @property
     def check_conn_id(self) -> str:
         if self.check is not None and self.check.snowflake_conn_id:
             return self.check.snowflake_conn_id
@@ -212,14 +220,10 @@ def parse_syncs(data: Any, *, source: str = "<syncs>") -> SyncsFile:
     for s in cfg.syncs:
         if s.name in seen:
             raise SyncConfigError(f"{source}: sync {s.name!r}: duplicate name")
-        key = (
-            f"{s.target.kind}:{getattr(s.target, 'catalog', getattr(s.target, 'snowflake_conn_id', ''))}:"
-            f"{s.target.table.upper()}"
-        )
-        if key in targets:
+        if s.target_key in targets:
             raise SyncConfigError(f"{source}: sync {s.name!r}: another sync already writes {s.target.table}")
         seen.add(s.name)
-        targets.add(key)
+        targets.add(s.target_key)
     return cfg
 
 

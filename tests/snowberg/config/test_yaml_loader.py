@@ -144,3 +144,47 @@ def test_format_counts_positions_from_the_given_first_index_and_hides_internal_l
     assert "thing '#4': field 'name': Field required" in msg
     hidden = format_validation_error(raw, exc.value, list_key="things", entity="thing", hidden_locs={"size"})
     assert "field '<entry>': Input should be a valid integer" in hidden
+
+
+def test_locate_yaml_records_the_line_of_every_key_and_list_item() -> None:
+    from snowberg.config.yaml_loader import locate_yaml
+
+    doc = locate_yaml(
+        "# comment\n"
+        "defaults: &base\n"
+        "  owner: x\n"
+        "  retries: 2\n"
+        "tables:\n"
+        "  - name: a\n"
+        "    <<: *base\n"
+        "    retries: 3\n"
+        "    cursor:\n"
+        "      column: u\n"
+        "  - {name: b, target: n.b}\n"
+    )
+    assert doc.data["tables"][0] == {"owner": "x", "retries": 3, "name": "a", "cursor": {"column": "u"}}
+    assert doc.lines[("tables", 0)] == 6 and doc.lines[("tables", 1)] == 11
+    assert doc.lines[("tables", 0, "retries")] == 8  # the entry's own value wins over the merged one, as in the data
+    assert doc.lines[("tables", 0, "owner")] == 3  # merged from the anchor: where it is written
+    assert doc.lines[("tables", 0, "cursor", "column")] == 10 and doc.lines[("tables", 1, "target")] == 11
+    assert doc.line_of(("tables", 0, "cursor", "lookback")) == 9  # not written: the nearest enclosing value
+    assert doc.duplicates == []
+
+
+def test_locate_yaml_finds_keys_written_twice_but_not_keys_overriding_a_merge() -> None:
+    from snowberg.config.yaml_loader import DuplicateKey, locate_yaml
+
+    doc = locate_yaml("a: &x {k: 1}\nb:\n  <<: *x\n  k: 2\n  j: 1\n  j: 2\n")
+    assert doc.data == {"a": {"k": 1}, "b": {"k": 2, "j": 2}}
+    assert doc.duplicates == [DuplicateKey(path=("b", "j"), first_line=5, line=6)]
+
+
+def test_locate_yaml_of_an_empty_document_and_a_syntax_error() -> None:
+    import yaml
+
+    from snowberg.config.yaml_loader import locate_yaml
+
+    assert locate_yaml("# nothing\n").data is None
+    with pytest.raises(yaml.MarkedYAMLError) as exc:
+        locate_yaml("a: [1,\nb: 2\n")
+    assert exc.value.problem_mark is not None and exc.value.problem_mark.line + 1 == 3

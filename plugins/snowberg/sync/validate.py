@@ -1,0 +1,42 @@
+"""``snowberg validate`` for syncs.yaml: the file kind ``SYNCS`` (see ``snowberg.config.validate``).
+
+It lives beside the sync models because the config layer cannot import them; the checks
+themselves are ``config.validate``'s, given the sync model, its DAG id and its clash rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from snowberg.config.validate import TABLES, FileSpec
+from snowberg.sync.config import SyncConfig
+
+
+def _sync_conflicts(entries: list[tuple[int, Any]]) -> list[tuple[int, str, str]]:
+    """Two syncs of one name, or two syncs writing one target (``SyncConfig.target_key``, as ``parse_syncs``)."""
+    out: list[tuple[int, str, str]] = []
+    names: dict[str, int] = {}
+    targets: dict[str, str] = {}
+    for i, s in entries:
+        if s.name in names:
+            out.append((i, "name", f"the name {s.name!r} is also the name of entry #{names[s.name] + 1}"))
+        else:
+            names[s.name] = i
+        if s.target_key in targets:
+            out.append((i, "target.table", f"sync {targets[s.target_key]!r} already writes {s.target.table}"))
+        else:
+            targets[s.target_key] = s.name
+    return out
+
+
+SYNCS = FileSpec(
+    list_key="syncs",
+    entity="sync",
+    model=SyncConfig,
+    dag_ids=lambda s: [s.dag_id],
+    conflicts=_sync_conflicts,
+    hidden_locs=("iceberg", "native"),
+)
+
+SPECS = (TABLES, SYNCS)
+"""Every kind of file ``snowberg validate`` reads."""
