@@ -3,7 +3,7 @@
 snowberg stack up      start the emulator + lake, seed demo data, write .snowberg/stack.env
 snowberg stack down    stop the emulator
 snowberg demo          quick start: stack up, two loads through Airflow, then the Asset-driven summary DAG
-snowberg docs          regenerate docs/type-mapping.md from the mapping table
+snowberg docs          regenerate the generated docs (type mapping, configuration reference, JSON Schemas)
 snowberg validate      check tables.yaml / syncs.yaml: every error with file, line, entry, field (--connect: online)
 snowberg inspect T W   a metadata table of lake table T: snapshots|history|files|manifests|partitions|refs
 snowberg read T        rows of T, now or as of a snapshot/time, filtered, limited
@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -251,18 +252,38 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def cmd_docs(args: argparse.Namespace) -> int:
-    from snowberg.mapping.docs import render_markdown
+def generated_files() -> dict[str, Callable[[], str]]:
+    """Every file ``snowberg docs`` writes, relative to the repository root, and what renders it."""
+    from functools import partial
 
-    out = Path(args.out)
-    text = render_markdown()
-    if args.check:
-        if not out.exists() or out.read_text() != text:
-            print(f"{out} is out of date: run `snowberg docs`")
-            return 1
-        return 0
-    out.write_text(text)
-    print(f"wrote {out}")
+    from snowberg.config.reference import render_reference, schema_text
+    from snowberg.mapping.docs import render_markdown
+    from snowberg.sync.specs import SPECS
+
+    out: dict[str, Callable[[], str]] = {
+        "docs/type-mapping.md": render_markdown,
+        "docs/configuration-reference.md": partial(render_reference, SPECS),
+    }
+    for spec in SPECS:
+        out[spec.schema_file] = partial(schema_text, spec)
+    return out
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    stale = []
+    for rel, render in generated_files().items():
+        out, text = root / rel, render()
+        if args.check:
+            if not out.exists() or out.read_text() != text:
+                stale.append(rel)
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        print(f"wrote {out}")
+    if stale:
+        print(f"out of date (run `snowberg docs` in {root.resolve()}): {', '.join(stale)}")
+        return 1
     return 0
 
 
@@ -270,7 +291,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from snowberg.airflow.config_check import entry_problems
     from snowberg.config.locations import ConfigFile, ConfigNotFoundError, config_path
     from snowberg.config.validate import Issue, validate_files
-    from snowberg.sync.validate import SPECS
+    from snowberg.sync.specs import SPECS
 
     paths: list[str | Path] = list(args.files)
     not_found: list[Issue] = []
@@ -477,9 +498,11 @@ def main(argv: list[str] | None = None) -> int:
     dm.add_argument("--fresh", action="store_true", help="wipe the local stack first")
     dm.add_argument("--project-dir", help="the project whose dags/ and include/ the demo runs (default: .)")
     dm.set_defaults(func=cmd_demo)
-    dc = sub.add_parser("docs", help="render docs/type-mapping.md")
-    dc.add_argument("--check", action="store_true")
-    dc.add_argument("--out", default="docs/type-mapping.md", help="where to write (default: docs/type-mapping.md)")
+    dc = sub.add_parser(
+        "docs", help="regenerate the type mapping, the configuration reference and the JSON Schemas from the code"
+    )
+    dc.add_argument("--check", action="store_true", help="write nothing; exit 1 when a generated file is out of date")
+    dc.add_argument("--root", default=".", help="the repository root the files are under (default: .)")
     dc.set_defaults(func=cmd_docs)
     va = sub.add_parser("validate", help="check tables.yaml / syncs.yaml before deploying them (exit 1 on errors)")
     va.add_argument("files", nargs="*", help="config files (default: the tables and syncs configs the DAGs read)")

@@ -163,3 +163,22 @@ def test_validate_without_a_tables_config_is_an_error(tmp_path: Path, monkeypatc
     monkeypatch.delenv("SNOWBERG_SYNCS_CONFIG", raising=False)
     code, out, _ = run(capsys, "validate")
     assert code == 1 and "no tables.yaml given" in out
+
+
+def test_docs_writes_every_generated_file_and_check_names_the_stale_ones(tmp_path: Path, capsys: Any) -> None:
+    code, out, _ = run(capsys, "docs", "--root", str(tmp_path))
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert code == 0 and written == sorted(cli.generated_files()) == [
+        "docs/configuration-reference.md",
+        "docs/type-mapping.md",
+        "schemas/syncs.schema.json",
+        "schemas/tables.schema.json",
+    ]
+    assert run(capsys, "docs", "--check", "--root", str(tmp_path))[0] == 0
+    ref = tmp_path / "docs" / "configuration-reference.md"
+    ref.write_text(ref.read_text().replace("| `scale_out` |", "| `scale_outt` |"))
+    (tmp_path / "schemas" / "syncs.schema.json").unlink()
+    code, out, _ = run(capsys, "docs", "--check", "--root", str(tmp_path))
+    assert code == 1
+    assert out.strip().endswith(": docs/configuration-reference.md, schemas/syncs.schema.json")
+    assert "scale_outt" in ref.read_text()  # --check writes nothing

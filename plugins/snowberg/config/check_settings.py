@@ -94,7 +94,7 @@ def parse_size(value: object) -> int:
     raise ValueError(f"not a size: {value!r} (use bytes, or e.g. '32MiB', '128MB')")
 
 
-Size = Annotated[int, BeforeValidator(parse_size)]
+Size = Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | str)]
 
 
 class AlertsConfig(StrictModel):
@@ -105,16 +105,28 @@ class AlertsConfig(StrictModel):
     """
 
     email: list[str] = Field(default_factory=list)
-    email_conn_id: ConnectionId | None = None  # SMTP connection; default: [email] email_conn_id, else smtp_default
-    email_from: str | None = None  # default: the SMTP connection's from_email
+    """Addresses mailed through the SMTP provider."""
+    email_conn_id: ConnectionId | None = None
+    """The SMTP connection (unset: Airflow's ``[email] email_conn_id``, else ``smtp_default``)."""
+    email_from: str | None = None
+    """The sender (unset: the SMTP connection's ``from_email``)."""
     slack_webhook_conn_id: ConnectionId | None = None
+    """A Slack incoming-webhook connection (Slack provider)."""
     sns_topic_arn: str | None = None
+    """An SNS topic ``arn:aws:sns:<region>:<account>:<topic>`` (Amazon provider)."""
     aws_conn_id: ConnectionId | None = "aws_default"
+    """The AWS connection SNS alerts are published with."""
     sns_region: str | None = None
+    """The SNS region (unset: the connection's)."""
     webhook_url: str | None = None
-    webhook_conn_id: ConnectionId | None = None  # an HTTP connection (host, auth, headers in extras)
-    webhook_endpoint: str = ""  # path appended to the HTTP connection's host
+    """An http(s) URL that receives each alert as JSON; registered with Airflow's secrets masker (its path
+    usually carries a token: prefer ``webhook_conn_id``)."""
+    webhook_conn_id: ConnectionId | None = None
+    """An HTTP connection (host, auth, headers in its extras) that receives each alert as JSON."""
+    webhook_endpoint: str = ""
+    """The path appended to ``webhook_conn_id``'s host."""
     events: list[AlertEvent] = Field(default_factory=lambda: list(AlertEvent))
+    """The events sent (default: every event)."""
 
     @field_validator("email")
     @classmethod
@@ -188,13 +200,21 @@ class HealthThresholds(StrictModel):
     """
 
     min_stats_coverage: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The least share of (data file, column) pairs that carry null counts and bounds."""
     max_small_file_ratio: float | None = Field(default=None, ge=0.0, le=1.0)
+    """The largest share of data files smaller than ``small_file_size``."""
     small_file_size: Size = 32 * 1024 * 1024
+    """What counts as a small file: bytes, or ``32MiB``, ``128MB``, ``1GiB``."""
     max_partition_skew: float | None = Field(default=None, ge=1.0)
+    """The largest ratio of the most to the fewest data files per partition."""
     max_snapshots: int | None = Field(default=None, ge=1)
+    """The most snapshots the table may keep (is snapshot expiry running?)."""
     max_delete_files: int | None = Field(default=None, ge=0)
-    max_snapshot_age: Duration | None = None  # oldest retained snapshot: is expiry running?
-    fail_on_breach: bool = True  # False: log the breaches and succeed
+    """The most delete files the current snapshot may carry (merge-on-read debt, cleared by compaction)."""
+    max_snapshot_age: Duration | None = None
+    """The oldest retained snapshot's greatest age (is expiry running?)."""
+    fail_on_breach: bool = True
+    """false: log the breaches and succeed."""
 
     def limits(self) -> dict[str, object]:
         """The configured limits, for reports."""

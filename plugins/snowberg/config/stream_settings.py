@@ -54,13 +54,25 @@ class StreamSource(StrictModel):
     """
 
     name: SnowflakeTableRef
+    """The stream ``database.schema.stream``."""
     on_table: SnowflakeTableRef | None = None
+    """The table the stream tracks (unset: ``source.table``); needed to create the stream and for CHANGES
+    backfills."""
     create: bool = False
+    """Create the stream when it does not exist (``CREATE STREAM IF NOT EXISTS``). The default, false, uses an
+    existing stream and fails the run when it is missing."""
     append_only: bool = False
+    """The stream is ``APPEND_ONLY`` (inserts only, cheaper to read); must match the real stream."""
     show_initial_rows: bool = True
+    """The first read of a new stream returns the table's rows, so the first load is a full copy; for an
+    existing stream, set it to what the stream was created with."""
     staging_table: SnowflakeTableRef | None = None
+    """The Snowflake table the stream is consumed into, created by snowberg (unset:
+    ``<stream>_SNOWBERG_STAGING`` next to the stream)."""
     changelog_target: IcebergTableRef | None = None
+    """An Iceberg ``namespace.table`` receiving every change with its action and batch id (append-only)."""
     stale_alert_intervals: int = Field(default=2, ge=1, le=100)
+    """Fail (and alert) when the stream would go stale within this many schedule intervals."""
 
     @model_validator(mode="after")
     def _consistency(self) -> StreamSource:

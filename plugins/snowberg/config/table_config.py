@@ -99,7 +99,9 @@ class PartitionField(StrictModel):
     """One partition field: a source column and the Iceberg transform applied to it."""
 
     column: Annotated[str, identifier("partition column")]
-    transform: str  # identity | year | month | day | hour | bucket[N] | truncate[W]
+    """The source column (lower-cased, as in the Iceberg table)."""
+    transform: str
+    """``identity``, ``year``, ``month``, ``day``, ``hour``, ``bucket[N]`` or ``truncate[W]``."""
 
     @property
     def name(self) -> str:
@@ -134,7 +136,11 @@ class Source(StrictModel):
     """Where rows come from: a table ``db.schema.table`` or a custom SELECT."""
 
     table: SnowflakeTableRef | None = None
+    """The source table ``database.schema.table`` (validated, quoted in SQL)."""
     query: str | None = None
+    """A custom query, used as a subquery: one ``SELECT`` or ``WITH … SELECT``. A ``;`` inside a string literal,
+    a ``$$`` string, a quoted name or a comment is fine; a second statement or an unterminated quote is refused;
+    a trailing ``;`` and trailing comments are dropped. Exactly one of ``table`` and ``query``."""
 
     @field_validator("query")
     @classmethod
@@ -162,12 +168,22 @@ class Cursor(StrictModel):
     """
 
     column: Annotated[str, identifier("cursor column")]
+    """The watermark column: TIMESTAMP_NTZ, TIMESTAMP_LTZ, TIMESTAMP_TZ, DATE or NUMBER."""
     initial_value: str | int | None = None
+    """Inclusive lower bound of the very first run (unset: everything)."""
     lookback: Duration = timedelta(0)
+    """Re-read this much before the watermark on every run, for rows that arrive late; needs a merge table
+    (``primary_key``, not ``write_mode: append``). Does not apply to NUMBER cursors."""
     commit_lag: Duration = timedelta(0)
+    """The window ends at Snowflake's clock minus this (no effect on NUMBER cursors); it must cover the
+    longest source transaction. A DATE window ends at the last day closed by then."""
     null_policy: NullCursorPolicy = NullCursorPolicy.RAISE
-    # The zone whose wall clock wrote a TIMESTAMP_NTZ cursor (and whose "today" dates a DATE cursor).
+    """Source rows whose cursor is NULL: fail the run, load them on every run (needs a merge table), or skip them."""
     timezone: str = "UTC"
+    """The IANA zone whose wall clock writes a TIMESTAMP_NTZ cursor (and whose days date a DATE cursor): the
+    window's end is Snowflake's clock read in this zone. An application filling the column with
+    ``CURRENT_TIMESTAMP()`` under Snowflake's default session zone writes ``America/Los_Angeles`` wall time.
+    TIMESTAMP_LTZ/TZ cursors are instants and ignore it."""
 
     @field_validator("timezone")
     @classmethod
@@ -185,9 +201,13 @@ class UnloadSettings(StrictModel):
     """Push-down unload (``COPY INTO @stage … PARQUET`` + ``add_files``): a manual DAG for big initial loads."""
 
     stage: str
+    """A named external stage ``database.schema.stage`` that Snowflake unloads into."""
     stage_url: str
+    """The stage's URL as the lake's FileIO addresses it (``s3://…``, ``gs://…``, ``file://…``)."""
     prefix: str = "snowberg-unload"
+    """The folder under the stage for snowberg's unloads."""
     max_file_size: int | None = Field(default=None, ge=1_000_000)
+    """Snowflake's ``MAX_FILE_SIZE`` in bytes for the unloaded Parquet files (unset: 256 MiB)."""
 
     @field_validator("stage")
     @classmethod
@@ -201,46 +221,85 @@ class TableConfig(StrictModel):
     """One table: a DAG is built for each."""
 
     name: str
+    """Lower-case letters, digits and ``_`` (at most 64): the DAG id is ``snowberg_<name>``, and its checks and
+    maintenance DAGs are ``snowberg_<name>__checks`` and ``snowberg_<name>__maintenance``."""
     source: Source
+    """Where rows come from: ``{table: DB.SCHEMA.TABLE}`` or ``{query: "SELECT …"}``."""
     target: IcebergTableRef
+    """The Iceberg table ``namespace.table`` (created from the mapped schema if missing)."""
     cursor: Cursor | None = None
+    """The watermark column and its contract. Without ``cursor`` (and without ``stream``) every run is a full
+    refresh: the whole source replaces the table in one commit."""
     primary_key: ColumnNames = Field(default_factory=list)
+    """Source columns identifying a row. With a key, the default ``write_mode`` is ``merge``; a key column missing
+    from the source, or a NULL in one, fails the run before anything is written."""
     write_mode: WriteMode | None = None
+    """``merge`` or ``append``; unset: ``merge`` with a ``primary_key``, ``append`` without."""
     merge_strategy: MergeStrategy = MergeStrategy.MERGE_ON_READ
-    partition_by: list[Annotated[PartitionField, BeforeValidator(_parse_partition)]] = Field(default_factory=list)
+    """How a merge hides the rows it replaces: position delete files for just those rows (cost follows the
+    change) or rewriting every data file holding one (cost follows the table); see docs/performance.md."""
+    partition_by: list[
+        Annotated[PartitionField, BeforeValidator(_parse_partition, json_schema_input_type=str | PartitionField)]
+    ] = Field(default_factory=list)
+    """The partition spec of a new table: ``identity(c)`` or ``c``, ``year(c)``, ``month(c)``, ``day(c)``,
+    ``hour(c)``, ``bucket[N](c)``, ``truncate[W](c)``."""
     schedule: str | None = "@hourly"
+    """The load DAG's schedule: a cron expression or preset (``@hourly``, ``@daily``); null: manual runs only."""
     freshness_sla: Duration | None = None
-    max_watermark_lag: Duration | None = None  # freshness: longest acceptable now - committed watermark
+    """The freshness check fails when the newest data snapshot is older than this."""
+    max_watermark_lag: Duration | None = None
+    """The freshness check also fails when now minus the committed watermark is longer than this."""
     snowflake_conn_id: ConnectionRef = "snowflake_default"
+    """The Airflow connection to Snowflake (letters, digits, ``_``, ``.``, ``-``)."""
     catalog: ConnectionRef = "lake"
+    """The Iceberg catalog: an Airflow connection id, else a pyiceberg catalog name
+    (``PYICEBERG_CATALOG__<NAME>__*``)."""
     owner: str = "data-engineering"
+    """The owner of the table's DAGs."""
     retries: int = Field(default=2, ge=0, le=20)
+    """Retries of each task in the table's DAGs."""
     retry_delay: Duration = timedelta(minutes=2)
+    """The wait between task retries."""
     tags: list[str] = Field(default_factory=list)
+    """Extra Airflow tags on each of the table's DAGs."""
     description: str | None = None
-    # Type-mapping opt-ins (see docs/type-mapping.md).
+    """Shown in the load DAG's docs."""
     number_as_long: ColumnNames = Field(default_factory=list)
+    """NUMBER(p≥19,0) columns to store as Iceberg ``long``, each value range-checked (docs/type-mapping.md)."""
     timestamp_nanos: Literal["error", "truncate"] = "error"
+    """Timestamp values with non-zero nanoseconds: fail the run, or truncate them to microseconds."""
     geo_format: Literal["geojson", "wkt"] = "geojson"
+    """The text format of GEOGRAPHY and GEOMETRY columns."""
     batch_rows: int = Field(default=250_000, ge=1_000)
+    """Rows buffered per data-file write into a partitioned table (bounds memory)."""
     on_column_dropped: ColumnDropPolicy = ColumnDropPolicy.FAIL
-    # Scale (docs/performance.md): a window larger than this is read in
-    # slices by cursor value; scale_out runs the slices as mapped tasks.
+    """A column of the Iceberg table the source no longer sends: fail before writing, or keep it and write NULL.
+    Either way a ``schema_change`` alert is sent."""
     max_rows_per_slice: int = Field(default=250_000, ge=1_000)
+    """A window with more rows is read in slices by cursor value, in bounded memory (docs/performance.md)."""
     scale_out: bool = False
+    """Run the slices as mapped tasks (spread over workers), with one commit at the end."""
     max_parallel_slices: int | None = Field(default=None, ge=1)
+    """The most mapped slices running at once (unset: Airflow's limits)."""
     unload: UnloadSettings | None = None
-    # Checks and alerts (docs/checks-and-alerts.md).
+    """Adds a manual ``snowberg_<name>__unload`` DAG: ``COPY INTO @stage`` as Parquet, then ``add_files``, for big
+    initial loads (docs/performance.md). Pause the load DAG while it runs."""
     alerts: AlertsConfig | None = None
+    """Where the table's failures and events are sent (docs/checks-and-alerts.md). Replaces a ``defaults``
+    ``alerts`` section as a whole."""
     health: HealthThresholds | None = None
+    """Limits for the table-health check; unset limits are reported, never enforced."""
     external_volume: ExternalVolumeName | None = None
-    # Change capture from a Snowflake Stream instead of a cursor (docs/streams.md).
+    """A Snowflake external volume to verify (``SYSTEM$VERIFY_EXTERNAL_VOLUME``) in the checks DAG."""
     stream: StreamSource | None = None
+    """Capture changes from a Snowflake Stream instead of a cursor (docs/streams.md); exclusive with ``cursor``."""
     checks_schedule: str | None = "@hourly"
-    # Source-vs-lake volume verification in the checks DAG (docs/volume-checks.md).
+    """The schedule of the ``snowberg_<name>__checks`` DAG (freshness, health, volume)."""
     volume: VolumeSettings = Field(default_factory=VolumeSettings)
-    # Expiry, compaction, orphan files (docs/maintenance.md).
+    """Source-vs-lake volume verification in the checks DAG (docs/volume-checks.md)."""
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
+    """The ``snowberg_<name>__maintenance`` DAG, built for every table unless disabled: compaction, snapshot
+    expiry, orphan files (docs/maintenance.md)."""
 
     @field_validator("name")
     @classmethod

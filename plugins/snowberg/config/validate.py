@@ -21,7 +21,7 @@ importable where only the config layer is. What needs Snowflake or the lake is
 ``snowberg.checks.config_online``.
 
 The file kinds are ``FileSpec`` s; tables.yaml's is ``TABLES``, syncs.yaml's lives beside its
-models (``snowberg.sync.validate.SYNCS``).
+models (``snowberg.sync.specs.SYNCS``).
 """
 
 from __future__ import annotations
@@ -80,8 +80,13 @@ EntryCheck = Callable[[Any], list[tuple[str | None, str]]]
 
 @dataclass(frozen=True, kw_only=True)
 class FileSpec:
-    """A kind of config file: its list key, the model of one entry, its DAG ids and its cross-entry rules."""
+    """A kind of config file: its list key, the model of one entry, its DAG ids and its cross-entry rules.
 
+    The generated reference and JSON Schema (``config.reference``) are made from the same specs.
+    """
+
+    file: str  # the default file name under include/: "tables.yaml"
+    schema_file: str  # its JSON Schema in the repository: "schemas/tables.schema.json"
     list_key: str  # "tables" | "syncs": also the top-level key that tells the kind of a file
     entity: str  # "table" | "sync": how a message names an entry
     model: type[BaseModel]
@@ -217,7 +222,13 @@ def _table_conflicts(entries: list[tuple[int, Any]]) -> list[tuple[int, str, str
 
 
 TABLES = FileSpec(
-    list_key="tables", entity="table", model=TableConfig, dag_ids=table_dag_ids, conflicts=_table_conflicts
+    file="tables.yaml",
+    schema_file="schemas/tables.schema.json",
+    list_key="tables",
+    entity="table",
+    model=TableConfig,
+    dag_ids=table_dag_ids,
+    conflicts=_table_conflicts,
 )
 
 

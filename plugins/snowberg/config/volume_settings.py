@@ -40,7 +40,11 @@ class DeletePolicy(StrEnum):
 
 
 class AnomalyAction(StrEnum):
-    """What an anomalous run volume does to the check task: log a warning, or fail (and alert)."""
+    """What an anomalous run volume does to the check task.
+
+    warn: log a warning; the task succeeds
+    fail: fail the task, which sends a ``volume_anomaly`` alert
+    """
 
     WARN = "warn"
     FAIL = "fail"
@@ -50,28 +54,39 @@ class AnomalySettings(StrictModel):
     """Rows per run against the table's own history (median ± k·MAD of the last ``runs`` commits)."""
 
     enabled: bool = True
+    """Compare each run's volume with the table's history."""
     runs: int = Field(default=30, ge=3, le=1000)
+    """The history: the last this many snowberg commits."""
     min_history: int = Field(default=5, ge=3)
+    """No verdict until the history holds this many runs."""
     k: float = Field(default=5.0, gt=0)
+    """A run is anomalous outside median ± k·MAD of the history."""
     on_anomaly: AnomalyAction = AnomalyAction.WARN
+    """``warn``: log a warning; ``fail``: fail the check task (a ``volume_anomaly`` alert)."""
 
 
 class VolumeSettings(StrictModel):
     """Volume verification of one table (docs/volume-checks.md)."""
 
     enabled: bool = True
+    """Run the volume check in the checks DAG (watermark tables only)."""
     max_reported_keys: int = Field(default=20, ge=1, le=10_000)
-    # Bisection: each level splits a differing bucket into 16**digits_per_level buckets;
-    # a bucket at or below leaf_rows rows is compared row by row.
+    """How many differing keys the report and the alert name."""
     digits_per_level: int = Field(default=2, ge=1, le=3)
+    """Bisection: each level splits a differing bucket into 16^digits buckets."""
     leaf_rows: int = Field(default=2_000, ge=1, le=1_000_000)
+    """A bucket of at most this many rows is compared row by row."""
     max_queries: int = Field(default=30, ge=2, le=1000)
+    """The bisection stops before one check spends more Snowflake queries than this."""
     deletes: DeletePolicy = DeletePolicy.DETECT
-    # Level 0 compares, per cursor day, the row count and sums of cheap per-row numbers (cursor epoch,
-    # key value); strict_checksums uses MD5 checksums there too (one hash per row on both sides).
+    """Keys in the lake that are gone from the source: ignore them, report them, or remove them from the lake."""
     strict_checksums: bool = False
-    count_only: bool = False  # counts per cursor day only; no key needed, no row-level diff
+    """Level 0 compares, per cursor day, the row count and sums of cheap per-row numbers (cursor epoch, key
+    value); true uses MD5 checksums there too (one hash per row on both sides)."""
+    count_only: bool = False
+    """Compare counts per cursor day only: no key needed, no row-level diff."""
     anomaly: AnomalySettings = Field(default_factory=AnomalySettings)
+    """Rows per run against the table's own history."""
 
 
 __all__ = ["AnomalyAction", "AnomalySettings", "DeletePolicy", "VolumeSettings"]

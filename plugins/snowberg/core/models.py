@@ -15,7 +15,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from snowberg.core.durations import parse_duration
 
-Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+# The JSON schema (editors, docs) describes what a YAML author writes: text such as "5m" or seconds.
+Duration = Annotated[timedelta, BeforeValidator(parse_duration, json_schema_input_type=str | int | float)]
 """A ``timedelta`` written as ``"5m"``, ``"2h"``, ``"1d"`` or seconds (see ``parse_duration``)."""
 
 

@@ -55,7 +55,9 @@ class IcebergSource(StrictModel):
     """A lake table: catalog = Airflow connection id or pyiceberg catalog name."""
 
     catalog: ConnectionRef
+    """The lake's catalog: an Airflow connection id, else a pyiceberg catalog name."""
     table: IcebergTableRef
+    """The lake table ``namespace.table``."""
 
 
 class CreateInSnowflake(StrictModel):
@@ -65,20 +67,30 @@ class CreateInSnowflake(StrictModel):
     """
 
     external_volume: ExternalVolumeName
+    """The external volume holding the new table's files."""
     base_location: str
+    """The table's folder on the external volume (``BASE_LOCATION``)."""
     snowflake_conn_id: str | None = None
+    """The Snowflake connection the ``CREATE ICEBERG TABLE`` runs on (unset: ``check.snowflake_conn_id``)."""
     table: SnowflakeTableRef | None = None
+    """The table as Snowflake names it, ``database.schema.table`` (unset: ``check.table``)."""
 
 
 class IcebergTarget(StrictModel):
     """A Snowflake-managed Iceberg table reached through an Iceberg REST catalog (Horizon)."""
 
     kind: Literal["iceberg"]
+    """``iceberg``: a Snowflake-managed Iceberg table written through an Iceberg REST catalog (Horizon)."""
     catalog: ConnectionRef
-    table: str  # namespace.table: the Snowflake schema and table inside the catalog's warehouse (database)
+    """The REST catalog: an Airflow connection (``conn_type`` snowflake for Horizon) or a pyiceberg catalog name."""
+    table: str
+    """``namespace.table``: the Snowflake schema and table inside the catalog's warehouse (the database)."""
     create_if_missing: bool = False
+    """Create a missing target through the catalog itself (REST catalogs other than Horizon)."""
     create_in_snowflake: CreateInSnowflake | None = None
+    """Create a missing Snowflake-managed target with ``CREATE ICEBERG TABLE … CATALOG = 'SNOWFLAKE'``."""
     batch_rows: int = Field(default=250_000, ge=1_000)
+    """Rows buffered per data-file write (bounds memory)."""
 
     @field_validator("table")
     @classmethod
@@ -95,38 +107,61 @@ class NativeTarget(StrictModel):
     """A native Snowflake table (created from the source schema if missing)."""
 
     kind: Literal["native"]
+    """``native``: a regular Snowflake table, loaded with INSERT statements."""
     snowflake_conn_id: ConnectionRef = "snowflake_default"
-    table: SnowflakeTableRef  # database.schema.table
-    state_table: SnowflakeTableRef | None = None  # default: <database>.<schema>.SNOWBERG_SYNC_STATE
+    """The Airflow connection to Snowflake."""
+    table: SnowflakeTableRef
+    """The target ``database.schema.table``, created from the lake schema on the first run if missing."""
+    state_table: SnowflakeTableRef | None = None
+    """Where the synced source snapshot is recorded, in the same transaction as the rows (unset:
+    ``<database>.<schema>.SNOWBERG_SYNC_STATE``)."""
     lineage_column: Annotated[str, identifier("lineage column")] | None = "_SNOWBERG_SOURCE_SNAPSHOT_ID"
+    """A target column holding each row's source snapshot id; null leaves it out."""
     insert_batch_rows: int = Field(default=1_000, ge=1, le=16_384)
+    """Rows per ``INSERT`` statement."""
 
 
 class VisibilityCheckConfig(StrictModel):
     """Where the check asks Snowflake (for native targets both default to the target's)."""
 
     snowflake_conn_id: str | None = None
-    table: SnowflakeTableRef | None = None  # database.schema.table as Snowflake names it
+    """The Snowflake connection the check queries (native targets: the target's)."""
+    table: SnowflakeTableRef | None = None
+    """The target as Snowflake names it, ``database.schema.table`` (native targets: the target)."""
     timeout: Duration = timedelta(seconds=60)
+    """How long the check waits for Snowflake to show the synced rows."""
 
 
 class SyncConfig(StrictModel):
     """One lake → Snowflake sync: a DAG is built for each."""
 
     name: str
+    """Lower-case letters, digits and ``_``: the DAG id is ``snowberg_sync_<name>``."""
     description: str | None = None
+    """Shown in the DAG's docs."""
     source: IcebergSource
+    """The lake table to sync."""
     target: Annotated[IcebergTarget | NativeTarget, Field(discriminator="kind")]
+    """Where the rows go: ``kind: iceberg`` (Snowflake-managed Iceberg through a REST catalog) or ``kind: native``."""
     on_rewrite: OnRewrite = OnRewrite.FAIL
+    """What a run does with source snapshots that rewrite rows (overwrite, delete) when it cannot apply them as
+    keyed changes: ``fail``, or ``full_reload`` (replace the target's rows)."""
     check: VisibilityCheckConfig | None = None
+    """The visibility check: Snowflake is asked for the synced rows after each run."""
     check_enabled: bool = True
+    """Run the visibility check (an iceberg target then needs ``check.snowflake_conn_id`` and ``check.table``)."""
     schedule: str | None = "@hourly"
+    """A cron expression or preset, or ``on_source_change``: run when the lake table's Asset changes."""
     owner: str = "data-engineering"
+    """The owner of the DAG."""
     retries: int = Field(default=2, ge=0, le=20)
+    """Retries of each task."""
     retry_delay: Duration = timedelta(minutes=2)
+    """The wait between task retries."""
     tags: list[str] = Field(default_factory=list)
-    # Failure alerts of the sync and check tasks, configured as for tables.
+    """Extra Airflow tags on the DAG."""
     alerts: AlertsConfig | None = None
+    """Where failures of the sync and check tasks are sent, as for tables."""
 
     @field_validator("name")
     @classmethod

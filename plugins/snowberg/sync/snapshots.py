@@ -50,7 +50,11 @@ log = logging.getLogger(__name__)
 
 
 class OnRewrite(enum.StrEnum):
-    """What a sync does when the source rewrote rows it cannot replay (``on_rewrite`` in syncs.yaml)."""
+    """What a sync does when the source rewrote rows it cannot replay (``on_rewrite`` in syncs.yaml).
+
+    fail:        refuse; nothing is written and a human decides
+    full_reload: empty the target and refill it from the source's current snapshot, in one commit
+    """
 
     FAIL = "fail"  # refuse: a human decides
     FULL_RELOAD = "full_reload"  # empty the target and refill it from the current snapshot, in one commit

@@ -10,7 +10,7 @@ from snowberg.airflow.sync_dags import build_sync_dags
 from snowberg.config.table_config import parse_config
 from snowberg.config.validate import table_dag_ids, validate_files
 from snowberg.sync.config import parse_syncs
-from snowberg.sync.validate import SPECS, SYNCS
+from snowberg.sync.specs import SPECS, SYNCS
 
 TABLES = """\
 tables:

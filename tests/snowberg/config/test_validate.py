@@ -10,7 +10,7 @@ import pytest
 
 from snowberg.config.table_config import ConfigError, parse_config
 from snowberg.config.validate import TABLES, Issue, Severity, validate_files, validate_text
-from snowberg.sync.validate import SPECS
+from snowberg.sync.specs import SPECS
 
 
 def found(text: str, **kw: Any) -> list[tuple[int | None, str | None, str | None, str]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from snowberg.config.validate import validate_text
-from snowberg.sync.validate import SPECS, SYNCS
+from snowberg.sync.specs import SPECS, SYNCS
 
 
 def test_sync_errors_are_named_by_sync_and_field_with_the_tag_of_the_target_hidden() -> None:

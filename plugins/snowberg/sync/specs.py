@@ -1,7 +1,9 @@
-"""``snowberg validate`` for syncs.yaml: the file kind ``SYNCS`` (see ``snowberg.config.validate``).
+"""The config file kinds: syncs.yaml's ``SYNCS`` beside its models, and ``SPECS``, every kind snowberg reads.
 
-It lives beside the sync models because the config layer cannot import them; the checks
-themselves are ``config.validate``'s, given the sync model, its DAG id and its clash rules.
+``snowberg validate`` (``config.validate``) and ``snowberg docs`` (``config.reference``) take
+their file kinds from here. ``SYNCS`` lives beside the sync models because the config layer
+cannot import them; the checks themselves are ``config.validate``'s, given the sync model, its
+DAG id and its clash rules.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ def _sync_conflicts(entries: list[tuple[int, Any]]) -> list[tuple[int, str, str]
 
 
 SYNCS = FileSpec(
+    file="syncs.yaml",
+    schema_file="schemas/syncs.schema.json",
     list_key="syncs",
     entity="sync",
     model=SyncConfig,
@@ -39,4 +43,4 @@ SYNCS = FileSpec(
 )
 
 SPECS = (TABLES, SYNCS)
-"""Every kind of file ``snowberg validate`` reads."""
+"""Every kind of config file: what ``snowberg validate`` reads and ``snowberg docs`` documents."""
