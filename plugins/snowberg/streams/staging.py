@@ -161,7 +161,7 @@ def consume(
         created = True
         status = read_status(conn, name)
     status = require_fresh(status, name)
-    _check_mode(status, stream)
+    check_mode(status, stream)
 
     columns = stream_columns(conn, name)
     ensure_staging(conn, staging, columns)
@@ -240,7 +240,8 @@ def consume(
     )
 
 
-def _check_mode(status: StreamStatus, stream: StreamSource) -> None:
+def check_mode(status: StreamStatus, stream: StreamSource) -> None:
+    """Refuse a stream whose mode (SHOW STREAMS) is not what ``stream.append_only`` says (also used by validate)."""
     mode = (status.mode or "").upper()
     if not mode:
         return
