@@ -182,3 +182,17 @@ def test_docs_writes_every_generated_file_and_check_names_the_stale_ones(tmp_pat
     assert code == 1
     assert out.strip().endswith(": docs/configuration-reference.md, schemas/syncs.schema.json")
     assert "scale_outt" in ref.read_text()  # --check writes nothing
+
+
+def test_validate_prints_what_docs_configuration_md_shows(tmp_path: Path, monkeypatch: Any, capsys: Any) -> None:
+    """The example of "Checking a config before deploying it": its YAML, validated, prints its output block."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    section = doc[doc.index("## Checking a config before deploying it") : doc.index("## Editor support")]
+    yaml_text = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    expected = section.split("prints:\n\n```\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "tables.yaml").write_text(yaml_text)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "validate", "include/tables.yaml")
+    assert code == 1
+    assert out == expected

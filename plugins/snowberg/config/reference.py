@@ -129,7 +129,7 @@ class Section:
     title: str  # e.g. "`tables[].target` with `kind: native`"
 
 
-def _unwrap(annotation: Any) -> tuple[Any, list[Any]]:
+def unwrap(annotation: Any) -> tuple[Any, list[Any]]:
     """``Annotated[T, *meta]`` → ``(T, meta)``; anything else → ``(annotation, [])``."""
     if get_origin(annotation) is Annotated:
         args = get_args(annotation)
@@ -143,14 +143,14 @@ def _members(annotation: Any) -> list[Any]:
     return [annotation]
 
 
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
+def models_in(annotation: Any) -> list[type[BaseModel]]:
     """The models a field holds: itself, a list of it, an optional, a (tagged) union."""
-    t, _ = _unwrap(annotation)
+    t, _ = unwrap(annotation)
     out: list[type[BaseModel]] = []
     for m in _members(t):
-        m, _ = _unwrap(m)
+        m, _ = unwrap(m)
         if get_origin(m) is list:
-            out += _models_in(get_args(m)[0])
+            out += models_in(get_args(m)[0])
         elif isinstance(m, type) and issubclass(m, BaseModel):
             out.append(m)
     return out
@@ -170,7 +170,7 @@ def sections(root: type[BaseModel], path: str, seen: set[type[BaseModel]] | None
         seen.add(model)
         out.append(Section(anchor=_anchor(at, model), path=at, model=model, title=title))
         for name, f in model.model_fields.items():
-            inner = _models_in(f.annotation)
+            inner = models_in(f.annotation)
             for m in inner:
                 tag = _tag(m) if len(inner) > 1 else None
                 item = "[]" if _is_list(f.annotation) else ""
@@ -181,8 +181,8 @@ def sections(root: type[BaseModel], path: str, seen: set[type[BaseModel]] | None
 
 
 def _is_list(annotation: Any) -> bool:
-    t, _ = _unwrap(annotation)
-    return any(get_origin(_unwrap(m)[0]) is list for m in _members(t))
+    t, _ = unwrap(annotation)
+    return any(get_origin(unwrap(m)[0]) is list for m in _members(t))
 
 
 def _tag(model: type[BaseModel]) -> str | None:
@@ -212,14 +212,14 @@ def type_text(annotation: Any, metadata: Sequence[Any], links: Callable[[type], 
         given = getattr(m, "json_schema_input_type", PydanticUndefined)
         if given is not PydanticUndefined:
             return type_text(given, [], links)
-    t, inner = _unwrap(annotation)
+    t, inner = unwrap(annotation)
     if inner:
         return type_text(t, [*inner, *metadata], links)
     members = _members(t)
     if len(members) > 1:
         return " or ".join(type_text(m, [], links) for m in members)
     t = members[0]
-    t, inner = _unwrap(t)
+    t, inner = unwrap(t)
     if inner:
         return type_text(t, inner, links)
     origin = get_origin(t)

@@ -274,7 +274,8 @@ class TableConfig(StrictModel):
     """Rows buffered per data-file write into a partitioned table (bounds memory)."""
     on_column_dropped: ColumnDropPolicy = ColumnDropPolicy.FAIL
     """A column of the Iceberg table the source no longer sends: fail before writing, or keep it and write NULL.
-    Either way a ``schema_change`` alert is sent."""
+    Either way a ``schema_change`` alert is sent (for a kept column once: the table property
+    ``snowberg.columns-kept-null`` records it)."""
     max_rows_per_slice: int = Field(default=250_000, ge=1_000)
     """A window with more rows is read in slices by cursor value, in bounded memory (docs/performance.md)."""
     scale_out: bool = False
@@ -283,7 +284,8 @@ class TableConfig(StrictModel):
     """The most mapped slices running at once (unset: Airflow's limits)."""
     unload: UnloadSettings | None = None
     """Adds a manual ``snowberg_<name>__unload`` DAG: ``COPY INTO @stage`` as Parquet, then ``add_files``, for big
-    initial loads (docs/performance.md). Pause the load DAG while it runs."""
+    initial loads (docs/performance.md). Pause the load DAG while it runs: the one-commit-at-a-time guard is per
+    DAG, so a concurrent commit of the load DAG makes one of the two fail (never both commit)."""
     alerts: AlertsConfig | None = None
     """Where the table's failures and events are sent (docs/checks-and-alerts.md). Replaces a ``defaults``
     ``alerts`` section as a whole."""

@@ -440,9 +440,9 @@ def _shallow_merge_warnings(
                         name=label,
                         field=str(key),
                         severity=Severity.WARNING,
-                        message=f"replaces the whole '{key}' section of defaults, so defaults' "
-                        f"{', '.join(dropped)} do not apply to this entry (defaults merge per top-level key); "
-                        "repeat them here if they should",
+                        message=f"replaces the whole '{key}' section of defaults (defaults merge per top-level "
+                        f"key), so the defaults' {key}.{{{', '.join(dropped)}}} do not apply to this entry; repeat "
+                        "them here if they should",
                     )
                 )
     return out

@@ -105,7 +105,7 @@ def test_a_section_that_replaces_a_defaults_section_is_a_warning_naming_the_drop
     )
     result = validate_text(text, source="t.yaml", specs=SPECS)
     assert [(i.line, i.name, i.field, i.severity) for i in result.issues] == [(7, "a", "alerts", Severity.WARNING)]
-    assert "defaults' email, events do not apply" in result.issues[0].message
+    assert "so the defaults' alerts.{email, events} do not apply to this entry" in result.issues[0].message
 
 
 def test_a_warning_does_not_fail_the_report_and_an_error_does(tmp_path: Path) -> None:
