@@ -48,6 +48,7 @@ from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+from snowberg.checks.hashdiff import VolumeInputError, value_kind
 from snowberg.config.table_config import TableConfig
 from snowberg.config.validate import FileResult, Issue, Report, Severity
 from snowberg.core.cursor import CursorKind
@@ -306,6 +307,7 @@ def source_findings(conn: Any, cfg: TableConfig, lake_table: Any = None) -> list
             out.append(("partition_by", OK, "every partition transform applies to its column"))
         except TypeMappingError as exc:
             out.append(("partition_by", ERROR, str(exc)))
+    out += _volume_findings(cfg, by_name)
     absent = [c for c in cfg.number_as_long if c.lower() not in by_name]
     if absent:
         out.append(("number_as_long", WARNING, f"{clip(absent)[1:-1]} not in the source ({names}): nothing to opt in"))
@@ -317,6 +319,23 @@ def source_findings(conn: Any, cfg: TableConfig, lake_table: Any = None) -> list
             )
         except ValueError as exc:
             out.append((None, ERROR, str(exc)))
+    return out
+
+
+def _volume_findings(cfg: TableConfig, by_name: dict[str, SnowflakeColumn]) -> list[Finding]:
+    """The volume check compares key and cursor values as text both sides render alike (``hashdiff.value_kind``)."""
+    if cfg.stream is not None or cfg.cursor is None or not cfg.volume.enabled:
+        return []
+    keyed = [("primary_key", k) for k in cfg.primary_key] if not cfg.volume.count_only else []
+    out: list[Finding] = []
+    for fld, name in [*keyed, ("cursor.column", cfg.cursor.column)]:
+        col = by_name.get(name.lower())
+        if col is None:
+            continue  # reported above
+        try:
+            value_kind(col.type, col.scale, table=cfg.name, column=name)
+        except VolumeInputError as exc:
+            out.append((fld, ERROR, f"the volume check cannot compare it: {exc}"))
     return out
 
 

@@ -58,6 +58,11 @@ tables:
     source: {table: DB.S.ORDERS}
     target: shop.drifted
     cursor: {column: updated_at}
+  - name: float_key
+    source: {table: DB.S.ORDERS}
+    target: shop.float_key
+    cursor: {column: updated_at}
+    primary_key: [score]
 """
 
 SYNCS = """\
@@ -96,7 +101,10 @@ def online(tmp_path_factory: pytest.TempPathFactory, fakesnow_server: Any) -> It
         cur = conn.cursor()
         cur.execute("CREATE DATABASE IF NOT EXISTS DB")
         cur.execute("CREATE SCHEMA IF NOT EXISTS DB.S")
-        cur.execute("CREATE OR REPLACE TABLE DB.S.ORDERS (ID NUMBER(38,0), UPDATED_AT TIMESTAMP_NTZ(9), NOTE VARCHAR)")
+        cur.execute(
+            "CREATE OR REPLACE TABLE DB.S.ORDERS "
+            "(ID NUMBER(38,0), UPDATED_AT TIMESTAMP_NTZ(9), NOTE VARCHAR, SCORE FLOAT)"
+        )
         conn.close()
         lake = open_catalog("lake")
         lake.create_namespace("shop")
@@ -128,7 +136,7 @@ def test_each_connection_and_catalog_opens_once_and_a_failure_names_its_field(
         ("other_conn", "catalog", "error"),
     ]
     assert opened[0].message.endswith(
-        "(also used by 'bad_key', 'drifted', 'no_source', 'not_yet', 'text_cursor', 'to_native')"
+        "(also used by 'bad_key', 'drifted', 'float_key', 'no_source', 'not_yet', 'text_cursor', 'to_native')"
     )
     assert opened[0].message.startswith("Snowflake connection 'sf' opens (role ")
     assert "nope" in opened[1].message and "isn't defined" in opened[1].message
@@ -157,6 +165,9 @@ def test_sources_are_checked_with_the_loads_own_rules(online: tuple[Report, Any,
     [(sev, msg)] = [(str(i.severity), i.message) for i in issues if i.name == "drifted" and i.field is None]
     assert sev == "error" and "the config changed what Iceberg table shop.drifted was loaded with" in msg
     assert only(issues, "other_conn", "source.table") == []  # its connection did not open: nothing more to ask
+    [(sev, msg)] = [(s, m) for s, m in only(issues, "float_key", "primary_key") if s != "ok"]
+    assert sev == "error" and msg.startswith("the volume check cannot compare it: table 'float_key': column 'score' is")
+    assert msg.endswith("use a NUMBER, text, DATE or TIMESTAMP key, or set volume.count_only")
 
 
 def test_namespaces_are_probed_by_creating_and_purging_a_table_and_nothing_is_left(
