@@ -9,7 +9,8 @@ opens what the config names and asks, with the rules the runs themselves apply:
   columns go through the load's own rules: the cursor's type (``snowflake.source.cursor_kind``,
   the plan's rule), the type mapping (``mapping.rules.map_columns`` with the table's opt-ins),
   the primary key (``iceberg.tables.check_key_columns``), the partition spec
-  (``iceberg.tables.build_partition_spec``); an existing lake table is held to what it was
+  (``iceberg.tables.build_partition_spec``), the volume check's key and cursor types
+  (``checks.hashdiff.value_kind``); an existing lake table is held to what it was
   loaded with (``iceberg.identity.check_identity``, and the cursor kind its watermark recorded);
 * each catalog opens (``iceberg.catalogs.open_catalog``); each namespace a table writes to is
   **probed for writes by creating and purging a one-column table**
