@@ -264,8 +264,11 @@ SHOW_TABLES = [
 
 
 class Desc:
+    """A result column as the connector describes it (name first; a NUMBER(38,0) for the LIMIT 0 describes)."""
+
     def __init__(self, name: str) -> None:
         self.name = name
+        self.type_code, self.precision, self.scale, self.internal_size, self.is_nullable = 0, 38, 0, None, True
 
     def __getitem__(self, i: int) -> str:
         return self.name
@@ -310,6 +313,8 @@ class Cursor:
                 for p, kind, role in self.db.grants[key]
             ]
             self._answer(SHOW_GRANTS, rows)
+        elif sql == "SELECT CURRENT_ROLE()":
+            self.description, self._rows = [Desc("CURRENT_ROLE()")], [(sorted(self.db.session_roles or {"PUBLIC"})[0],)]
         elif sql.startswith("SELECT IS_ROLE_IN_SESSION(") or sql.startswith("SELECT IS_DATABASE_ROLE_IN_SESSION("):
             self.description, self._rows = [Desc("X")], [(params["role"] in self.db.session_roles,)]
         elif sql.startswith("SHOW TABLES LIKE"):
@@ -484,7 +489,9 @@ def test_the_online_stream_check_runs_inside_check_online(tmp_path: Path) -> Non
         "    primary_key: [id]\n    stream: {name: DB.S.ORDERS_STREAM}\n"
     )
     report = validate_files([p], specs=SPECS)
-    db = DocShapedSnowflake(streams=[stream_row()], grants={}, session_roles=set(), tables={"DB.S.ORDERS_STREAM": {}})
+    db = DocShapedSnowflake(
+        streams=[stream_row()], grants={}, session_roles=set(), tables={"DB.S.ORDERS_STREAM": {}, "DB.S.ORDERS": {}}
+    )
 
     @contextmanager
     def connect(conn_id: str) -> Any:
@@ -494,24 +501,9 @@ def test_the_online_stream_check_runs_inside_check_online(tmp_path: Path) -> Non
     def no_catalog(ref: str) -> Any:
         raise RuntimeError("no lake here")
 
-    def whoami_db() -> None:  # CURRENT_ROLE() for the connection's finding
-        pass
-
-    db.tables["DB.S.ORDERS"] = {}
-    original = Cursor.execute
-
-    def execute(self: Cursor, sql: str, params: Any = None) -> None:
-        if sql == "SELECT CURRENT_ROLE()":
-            self.description, self._rows = [Desc("R")], [("SNOWBERG",)]
-            return
-        original(self, sql, params)
-
-    Cursor.execute = execute  # type: ignore[method-assign]
-    try:
-        issues = check_online(report, connect=connect, open_catalog=no_catalog)
-    finally:
-        Cursor.execute = original  # type: ignore[method-assign]
+    issues = check_online(report, connect=connect, open_catalog=no_catalog)
     lines = {(i.field, str(i.severity)): i.line for i in issues}
+    assert ("source.table", "ok") in lines and ("primary_key", "ok") in lines  # the source checks ran too
     assert lines[("snowflake_conn_id", "ok")] == 2  # the entry: the field is not written, its default applies
     assert lines[("catalog", "error")] == 2
     assert any(i.field == "stream.name" and i.line == 6 and "exists (mode DEFAULT)" in i.message for i in issues)
