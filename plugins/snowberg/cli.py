@@ -397,10 +397,11 @@ def cmd_tag(args: argparse.Namespace) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
+    from snowberg.config.maintenance_settings import MaintenanceSettings
     from snowberg.iceberg import maintenance as m
 
     table, target, cfg = _open_table(args)
-    settings = cfg.maintenance if cfg is not None else m.MaintenanceSettings()  # type: ignore[attr-defined]
+    settings = cfg.maintenance if cfg is not None else MaintenanceSettings()  # type: ignore[attr-defined]
     out: dict[str, object] = {}
     if settings.compact:
         out["compact"] = m.compact(
@@ -464,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     rd = sub.add_parser("read", help="read rows, now or as of a snapshot or time")
     _table_args(rd)
     when = rd.add_mutually_exclusive_group()
-    when.add_argument("--as-of-snapshot", type=int)
+    when.add_argument("--as-of-snapshot", help="a snapshot id (its digits)")
     when.add_argument("--as-of-time", help="ISO 8601 timestamp (UTC if no offset) or epoch milliseconds")
     rd.add_argument("--where", help="row filter, e.g. \"order_id > 10 and order_channel = 'app'\"")
     rd.add_argument("--limit", type=int, default=20)
@@ -472,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     rb = sub.add_parser("rollback", help="roll a table and its watermark back")
     _table_args(rb)
     to = rb.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-snapshot", type=int)
+    to.add_argument("--to-snapshot", help="a snapshot id (its digits); the last snapshot of a commit")
     to.add_argument("--before-run", help="the Airflow run id whose commits to undo")
     to.add_argument("--to-tag")
     rb.add_argument("--dry-run", action="store_true", help="show what would change")
@@ -481,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     tg = sub.add_parser("tag", help="tag a snapshot (tags survive expiry)")
     _table_args(tg)
     tg.add_argument("name")
-    tg.add_argument("--snapshot", type=int, help="default: the current snapshot")
+    tg.add_argument("--snapshot", help="a snapshot id (its digits); default: the current snapshot")
     tg.set_defaults(func=cmd_tag)
     mt = sub.add_parser(
         "maintain", help="compact, expire snapshots, remove orphan files (table's maintenance settings)"

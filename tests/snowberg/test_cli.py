@@ -120,3 +120,23 @@ def test_rollback_sets_the_watermark_variable_in_airflow(lake: Any, capsys: Any,
     assert code == 0 and "Variable snowberg__ns__t__watermark is set to" in out
     mirror = json.loads(Variable.get("snowberg__ns__t__watermark"))
     assert mirror["watermark"] == "2" and mirror["run_id"] == "run2"
+
+
+def test_small_input_holes_are_clear_errors(lake: Any, capsys: Any) -> None:
+    t = small_table(lake, 2)
+    code, _, err = run(capsys, "tag", "things", "v1\n")
+    assert code == 2 and "invalid tag name" in err
+    code, _, err = run(capsys, "read", "things", "--as-of-time", "²")
+    assert code == 2 and "--as-of-time" in err
+    head = str(t.current_snapshot().snapshot_id)
+    wide = head.translate({ord(c): 0xFF10 + int(c) for c in "0123456789"})  # the id in full-width digits
+    for flag, cmd in (("--to-snapshot", "rollback"), ("--snapshot", "tag"), ("--as-of-snapshot", "read")):
+        argv = [cmd, "things", *(["v2"] if cmd == "tag" else []), flag, wide]
+        code, _, err = run(capsys, *argv, *(["--no-variable"] if cmd == "rollback" else []))
+        assert code == 2 and "ASCII digits" in err, (flag, err)
+
+
+def test_maintain_a_table_that_is_not_in_the_config_uses_the_default_settings(lake: Any, capsys: Any) -> None:
+    small_table(lake, 3)
+    code, out, _ = run(capsys, "maintain", "ns.t", "--catalog", "lake", "--dry-run")
+    assert code == 0 and json.loads(out)["compact"]["status"] == "dry_run"

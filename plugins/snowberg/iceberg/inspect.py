@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+
+from snowberg.config.run_params import RunParamError, parse_snapshot_id
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -127,8 +130,11 @@ def render_metadata(rows: list[dict[str, Any]], which: MetadataTable | str) -> s
 
 
 def parse_time(text: str) -> int:
-    """Milliseconds since the epoch for an ISO timestamp (naive means UTC) or epoch milliseconds."""
-    if text.isdigit():
+    """Milliseconds since the epoch for an ISO timestamp (naive means UTC) or epoch milliseconds.
+
+    Epoch milliseconds are ASCII digits only: ``str.isdigit`` also takes ``²`` and other scripts' digits.
+    """
+    if re.fullmatch("[0-9]+", text):
         return int(text)
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -139,10 +145,15 @@ def parse_time(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def snapshot_for(table: Table, *, snapshot_id: int | None = None, as_of_time: str | None = None) -> int | None:
-    """The snapshot a read sees: the given id, the one current at a time, or main's head (None)."""
+def snapshot_for(table: Table, *, snapshot_id: int | str | None = None, as_of_time: str | None = None) -> int | None:
+    """The snapshot a read sees: the given id (ASCII digits as text, or an int), the one current at a time,
+    or main's head (None)."""
     if snapshot_id is not None and as_of_time is not None:
         raise InspectError("give --as-of-snapshot or --as-of-time, not both")
+    try:
+        snapshot_id = parse_snapshot_id("--as-of-snapshot", snapshot_id)
+    except RunParamError as exc:
+        raise InspectError(str(exc)) from None
     if snapshot_id is not None:
         if table.snapshot_by_id(snapshot_id) is None:
             raise InspectError(f"snapshot {snapshot_id} is not in the table (expired?)")
@@ -159,7 +170,7 @@ def snapshot_for(table: Table, *, snapshot_id: int | None = None, as_of_time: st
 def read(
     table: Table,
     *,
-    snapshot_id: int | None = None,
+    snapshot_id: int | str | None = None,
     as_of_time: str | None = None,
     where: str | None = None,
     limit: int | None = None,

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from snowberg.config.run_params import TAG_PATTERN, RunParamError, parse_snapshot_id
 from snowberg.iceberg import state
 from snowberg.iceberg.gate import refuse_rebase
 from snowberg.iceberg.maintenance import MAINTENANCE
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATE_PROPERTY_PREFIX = state.PREFIX + "state."
-_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}$")
+# Matched with fullmatch: ``$`` would also match before a trailing newline.
+_TAG = re.compile(TAG_PATTERN)
 
 
 class RollbackError(ValueError):
@@ -114,15 +116,24 @@ def state_at(table: Table, snapshot_id: int) -> state.TableState | None:
     return None
 
 
+def _snapshot_id(value: int | str, flag: str) -> int:
+    try:
+        sid = parse_snapshot_id(flag, value)
+    except RunParamError as exc:
+        raise RollbackError(str(exc)) from None
+    assert sid is not None
+    return sid
+
+
 def resolve_target(
-    table: Table, *, to_snapshot: int | None = None, before_run: str | None = None, to_tag: str | None = None
+    table: Table, *, to_snapshot: int | str | None = None, before_run: str | None = None, to_tag: str | None = None
 ) -> tuple[int, str]:
     """The snapshot id a rollback goes to, and how it was named."""
     given = [x for x in (to_snapshot, before_run, to_tag) if x not in (None, "")]
     if len(given) != 1:
         raise RollbackError("give exactly one of --to-snapshot, --before-run, --to-tag")
     if to_snapshot not in (None, ""):
-        sid = int(to_snapshot)  # type: ignore[arg-type]
+        sid = _snapshot_id(to_snapshot, "to_snapshot")  # type: ignore[arg-type]
         if table.snapshot_by_id(sid) is None:
             raise RollbackError(f"snapshot {sid} is not in the table (expired, or a typo?)")
         return sid, f"to snapshot {sid}"
@@ -162,7 +173,7 @@ def plan_rollback(
     table: Table,
     name: str,
     *,
-    to_snapshot: int | None = None,
+    to_snapshot: int | str | None = None,
     before_run: str | None = None,
     to_tag: str | None = None,
 ) -> RollbackPlan:
@@ -218,7 +229,7 @@ def rollback(
     *,
     variables: state.VariableStore | None,
     variable_key: str | None,
-    to_snapshot: int | None = None,
+    to_snapshot: int | str | None = None,
     before_run: str | None = None,
     to_tag: str | None = None,
     dry_run: bool = False,
@@ -267,22 +278,24 @@ def list_tags(table: Table) -> dict[str, int]:
     return {n: r.snapshot_id for n, r in table.metadata.refs.items() if r.snapshot_ref_type.value == "tag"}
 
 
-def tag_snapshot(table: Table, tag: str, snapshot_id: int | None = None) -> int:
+def tag_snapshot(table: Table, tag: str, snapshot_id: int | str | None = None) -> int:
     """Tag ``snapshot_id`` (default: main's head). Re-tagging the same snapshot is a no-op; moving a tag is refused."""
-    if not _TAG.match(tag or ""):
+    if not _TAG.fullmatch(tag or ""):
         raise RollbackError(f"invalid tag name {tag[:80]!r}: letters, digits, '_', '.', '-' (max 100)")
-    if snapshot_id is None:
+    if snapshot_id is None or snapshot_id == "":
         head = table.current_snapshot()
         if head is None:
             raise RollbackError("the table has no snapshot to tag")
-        snapshot_id = head.snapshot_id
-    if table.snapshot_by_id(snapshot_id) is None:
-        raise RollbackError(f"snapshot {snapshot_id} is not in the table")
+        sid = head.snapshot_id
+    else:
+        sid = _snapshot_id(snapshot_id, "tag_snapshot")
+    if table.snapshot_by_id(sid) is None:
+        raise RollbackError(f"snapshot {sid} is not in the table")
     existing = table.metadata.refs.get(tag)
     if existing is not None:
-        if existing.snapshot_ref_type.value == "tag" and existing.snapshot_id == snapshot_id:
-            return snapshot_id
+        if existing.snapshot_ref_type.value == "tag" and existing.snapshot_id == sid:
+            return sid
         raise RollbackError(f"ref {tag!r} already exists (snapshot {existing.snapshot_id}); pick another name")
-    table.manage_snapshots().create_tag(snapshot_id, tag).commit()
-    log.info("tagged snapshot %s as %r", snapshot_id, tag)
-    return snapshot_id
+    table.manage_snapshots().create_tag(sid, tag).commit()
+    log.info("tagged snapshot %s as %r", sid, tag)
+    return sid

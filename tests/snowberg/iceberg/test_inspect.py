@@ -179,3 +179,9 @@ def test_a_scan_that_fails_with_a_valid_filter_blames_the_read_not_the_filter(ca
     with pytest.raises(InspectError, match=rf"^reading ns\.t at snapshot {sid} failed: .*Parquet magic") as raised:
         read(t, snapshot_id=sid, where="id >= 5")
     assert "--where" not in str(raised.value)
+
+
+@pytest.mark.parametrize("text", ["²", "١٢٣", "１２３"])
+def test_a_time_of_digits_that_are_not_ascii_is_refused_as_bad_input(text: str) -> None:
+    with pytest.raises(InspectError, match="--as-of-time"):
+        parse_time(text)

@@ -129,3 +129,11 @@ def test_tags_survive_expiry_and_are_listed(catalog: Any) -> None:
     t = catalog.load_table("ns.t")
     assert rb.list_tags(t) == {"release-1": first} and t.snapshot_by_id(first) is not None
     assert len(t.scan(snapshot_id=first).to_arrow()) == 10
+
+
+def test_a_tag_name_with_a_trailing_newline_is_refused(catalog: Any) -> None:
+    t = small_table(catalog, 1)
+    for bad in ("v1\n", "v1\r\n", "\nv1"):
+        with pytest.raises(rb.RollbackError, match="invalid tag name"):
+            rb.tag_snapshot(t, bad)
+    assert rb.list_tags(catalog.load_table("ns.t")) == {}
