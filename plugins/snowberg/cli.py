@@ -369,6 +369,10 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     table, target, cfg = _open_table(args)
     key = cfg.variable_key if cfg is not None else None  # type: ignore[attr-defined]
     variables = None if args.no_variable or key is None else CliVariables()
+    if args.dag_id and not args.before_run:
+        raise rb.RollbackError("--dag-id goes with --before-run")
+    # --before-run matches the run id AND the DAG: a configured table's runs are its load DAG's by default.
+    dag_id = args.dag_id or (cfg.dag_id if cfg is not None else None)  # type: ignore[attr-defined]
     plan = rb.rollback(
         table,  # type: ignore[arg-type]
         target,
@@ -377,6 +381,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         to_snapshot=args.to_snapshot,
         before_run=args.before_run,
         to_tag=args.to_tag,
+        dag_id=dag_id if args.before_run else None,
         dry_run=args.dry_run,
     )
     _emit(json.dumps(plan.to_dict(), indent=2) if args.json else plan.describe())
@@ -476,6 +481,11 @@ def main(argv: list[str] | None = None) -> int:
     to.add_argument("--to-snapshot", help="a snapshot id (its digits); the last snapshot of a commit")
     to.add_argument("--before-run", help="the Airflow run id whose commits to undo")
     to.add_argument("--to-tag")
+    rb.add_argument(
+        "--dag-id",
+        help="the DAG of --before-run's run (run ids repeat across DAGs); default: the table's load DAG, for a "
+        "table from the tables config",
+    )
     rb.add_argument("--dry-run", action="store_true", help="show what would change")
     rb.add_argument("--no-variable", action="store_true", help="do not touch the Airflow Variable mirror")
     rb.set_defaults(func=cmd_rollback)

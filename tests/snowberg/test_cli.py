@@ -42,7 +42,16 @@ def test_inspect_snapshots_as_a_table_and_as_json(lake: Any, capsys: Any) -> Non
     code, out, _ = run(capsys, "inspect", "things", "snapshots")
     assert code == 0
     header = out.splitlines()[1]
-    assert header.split() == ["committed_at", "snapshot_id", "parent_id", "operation", "run_id", "watermark", "rows"]
+    assert header.split() == [
+        "committed_at",
+        "snapshot_id",
+        "parent_id",
+        "operation",
+        "run_id",
+        "watermark",
+        "rows",
+        "partial_of",
+    ]
     assert "run3" in out and out.count("append") == 3
     code, out, _ = run(capsys, "inspect", "ns.t", "snapshots", "--catalog", "lake", "--json")
     rows = json.loads(out)
@@ -120,6 +129,48 @@ def test_rollback_sets_the_watermark_variable_in_airflow(lake: Any, capsys: Any,
     assert code == 0 and "Variable snowberg__ns__t__watermark is set to" in out
     mirror = json.loads(Variable.get("snowberg__ns__t__watermark"))
     assert mirror["watermark"] == "2" and mirror["run_id"] == "run2"
+
+
+# ---------------------------------------------------------------- issue 20
+
+DAG_ID = "snowberg.dag-id"  # the summary key the gate records with the run id
+
+
+def _commit(table: Any, ids: list[int], props: dict[str, str]) -> int:
+    import pyarrow as pa
+
+    data = pa.table(
+        {"id": pa.array(ids, pa.int64()), "grp": pa.array([0] * len(ids), pa.int64()), "note": ["x"] * len(ids)}
+    )
+    table.append(data, snapshot_properties=props)
+    return int(table.current_snapshot().snapshot_id)
+
+
+def test_rollback_before_run_matches_the_dag_id_too(lake: Any, capsys: Any) -> None:
+    """A checks DAG's propagate commit carries the same run id form as the load DAG's (scheduled__<date>).
+
+    Before the fix ``--before-run scheduled__B`` went back before the oldest commit with that run id: the
+    checks DAG's propagate, which was not the run meant.
+    """
+    from maint_harness import state_props
+
+    small_table(lake, 1)  # run1
+    t = lake.load_table("ns.t")
+    load_dag, checks_dag = "snowberg_things", "snowberg_things__checks"
+    propagate = {**state_props(1, "run1"), "snowberg.run-id": "scheduled__B", "snowberg.mode": "propagate"}
+    propagated = _commit(t, [100], {**propagate, DAG_ID: checks_dag})
+    loaded = _commit(t, [101], {**state_props(2, "scheduled__B"), DAG_ID: load_dag})
+    assert t.snapshot_by_id(loaded).parent_snapshot_id == propagated
+    code, out, err = run(capsys, "rollback", "things", "--before-run", "scheduled__B", "--dry-run", "--json")
+    assert code == 0, err
+    assert json.loads(out)["target_snapshot_id"] == propagated  # only the load DAG's commit is undone
+    code, out, _ = run(
+        capsys, "rollback", "things", "--before-run", "scheduled__B", "--dag-id", checks_dag, "--dry-run", "--json"
+    )
+    assert code == 0 and json.loads(out)["target_snapshot_id"] == t.snapshot_by_id(propagated).parent_snapshot_id
+    # namespace.table names no load DAG: a run id two DAGs used is ambiguous, and the DAGs are listed.
+    code, _, err = run(capsys, "rollback", "ns.t", "--before-run", "scheduled__B", "--dry-run")
+    assert code == 2 and load_dag in err and checks_dag in err and "--dag-id" in err
 
 
 def test_small_input_holes_are_clear_errors(lake: Any, capsys: Any) -> None:

@@ -36,7 +36,16 @@ class MetadataTable(StrEnum):
 
 # Columns shown in the terminal (``--json`` has all of them).
 TERMINAL_COLUMNS: dict[MetadataTable, list[str]] = {
-    MetadataTable.SNAPSHOTS: ["committed_at", "snapshot_id", "parent_id", "operation", "run_id", "watermark", "rows"],
+    MetadataTable.SNAPSHOTS: [
+        "committed_at",
+        "snapshot_id",
+        "parent_id",
+        "operation",
+        "run_id",
+        "watermark",
+        "rows",
+        "partial_of",
+    ],
     MetadataTable.HISTORY: ["made_current_at", "snapshot_id", "parent_id", "is_current_ancestor"],
     MetadataTable.FILES: ["content", "file_path", "partition", "record_count", "file_size_in_bytes"],
     MetadataTable.MANIFESTS: [
@@ -57,18 +66,31 @@ class InspectError(ValueError):
 
 
 def metadata_rows(table: Table, which: MetadataTable | str) -> list[dict[str, Any]]:
-    """One metadata table as rows; snapshot summaries become a mapping, with snowberg's state lifted out."""
+    """One metadata table as rows; snapshot summaries become a mapping, with snowberg's state lifted out.
+
+    ``partial_of`` (snapshots): for a snapshot that is not the last of its
+    commit (a merge's removal), the commit's last snapshot — the one to roll
+    back to or tag; ``"?"`` when that one is gone. ``dag_id``: the DAG whose run
+    committed it.
+    """
     kind = MetadataTable(which)
     rows: list[dict[str, Any]] = getattr(table.inspect, kind.value)().to_pylist()
     if kind is MetadataTable.SNAPSHOTS:
         from snowberg.iceberg import state
 
+        children = state.children_index(table)
         for r in rows:
             summary = dict(r.get("summary") or [])
             r["summary"] = summary
+            r["dag_id"] = summary.get(state.DAG_ID)
             r["run_id"] = summary.get(state.RUN_ID)
             r["watermark"] = summary.get(state.WATERMARK)
             r["rows"] = summary.get(state.ROWS)
+            r["partial_of"] = None
+            snap = table.snapshot_by_id(r["snapshot_id"])
+            if snap is not None and state.is_partial(table, snap, children):
+                last = state.last_of_commit(table, snap)
+                r["partial_of"] = last.snapshot_id if last is not None else "?"
         rows.sort(key=lambda r: r["committed_at"])
     if kind is MetadataTable.HISTORY:
         rows.sort(key=lambda r: r["made_current_at"])

@@ -203,6 +203,7 @@ def carried_state_props(table: Table, operation: str) -> dict[str, str]:
     if props:
         props[state.ROWS] = "0"
     props[MAINTENANCE] = operation
+    props[state.COMMIT_ID] = uuid.uuid4().hex  # one snapshot: the commit's last
     return props
 
 

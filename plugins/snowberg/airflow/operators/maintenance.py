@@ -10,7 +10,8 @@ Run params (validated before anything is read or written):
 
 * ``rollback_to_snapshot`` / ``rollback_before_run`` / ``rollback_to_tag`` —
   at most one; the table and its watermark return to that snapshot, and the
-  watermark Variable follows;
+  watermark Variable follows; ``rollback_dag_id`` names the DAG of
+  ``rollback_before_run`` (default: the table's load DAG);
 * ``tag`` (+ ``tag_snapshot``, default the current snapshot) — tag a snapshot;
 
 Snapshot ids are text of digits (19-digit ids pass 2**53: a JSON number is
@@ -73,6 +74,12 @@ def maintenance_params() -> dict[str, Param]:
         "rollback_before_run": Param(
             None, type=["null", "string"], maxLength=250, description="Roll back to just before this run's commits."
         ),
+        "rollback_dag_id": Param(
+            None,
+            type=["null", "string"],
+            maxLength=250,
+            description="The DAG of rollback_before_run (run ids repeat across DAGs); default: the table's load DAG.",
+        ),
         "rollback_to_tag": Param(None, type=["null", "string"], maxLength=100, description="Roll back to this tag."),
         "tag": Param(
             None,
@@ -95,7 +102,7 @@ def manual_request(params: dict[str, Any]) -> dict[str, Any]:
     Raises (``ValueError``, naming the param) when more than one rollback
     target is given or a value the form's schema let through is not valid.
     """
-    keys = (*MANUAL_PARAMS, "tag_snapshot")
+    keys = (*MANUAL_PARAMS, "tag_snapshot", "rollback_dag_id")
     asked = {k: params.get(k) for k in keys if params.get(k) not in (None, "")}
     if sum(1 for k in ROLLBACK_PARAMS if k in asked) > 1:
         raise ValueError(f"give at most one of {', '.join(ROLLBACK_PARAMS)} (got {sorted(asked)})")
@@ -105,6 +112,8 @@ def manual_request(params: dict[str, Any]) -> dict[str, Any]:
     tag = asked.get("tag")
     if tag is not None and not (isinstance(tag, str) and re.fullmatch(TAG_PATTERN, tag)):
         raise RunParamError(f"param 'tag': {str(tag)[:80]!r} is not a tag name (letters, digits, '_', '.', '-')")
+    if "rollback_dag_id" in asked and "rollback_before_run" not in asked:
+        raise RunParamError("param 'rollback_dag_id' goes with rollback_before_run")
     return asked
 
 
@@ -178,6 +187,7 @@ class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
                 variable_key=cfg.variable_key,
                 to_snapshot=asked.get("rollback_to_snapshot"),
                 before_run=asked.get("rollback_before_run"),
+                dag_id=asked.get("rollback_dag_id") or cfg.dag_id,
                 to_tag=asked.get("rollback_to_tag"),
                 dry_run=dry_run,
             )
