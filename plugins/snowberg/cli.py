@@ -402,11 +402,18 @@ def cmd_tag(args: argparse.Namespace) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
+    """The maintenance DAG's steps from a terminal; the Variable follows every commit, as in the DAG.
+
+    The Variable follows right after the compaction step, whatever it did: a
+    compaction that committed and died before the Variable (its rerun has
+    nothing to do) leaves it naming a snapshot the expiry below may remove.
+    """
     from snowberg.config.maintenance_settings import MaintenanceSettings
     from snowberg.iceberg import maintenance as m
 
     table, target, cfg = _open_table(args)
     settings = cfg.maintenance if cfg is not None else MaintenanceSettings()  # type: ignore[attr-defined]
+    key = cfg.variable_key if cfg is not None else None  # type: ignore[attr-defined]
     out: dict[str, object] = {}
     if settings.compact:
         out["compact"] = m.compact(
@@ -417,6 +424,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
         ).to_dict()
     table, _, _ = _open_table(args)
+    if key is not None and not args.dry_run and not args.no_variable:
+        out["variable"] = {"key": key, "action": m.follow_variable(table, key, CliVariables())}  # type: ignore[arg-type]
     out["expire"] = m.expire_snapshots(
         table,  # type: ignore[arg-type]
         older_than=settings.snapshot_retention,
@@ -499,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     _table_args(mt)
     mt.add_argument("--dry-run", action="store_true", help="list what would be done")
+    mt.add_argument("--no-variable", action="store_true", help="do not touch the Airflow Variable mirror")
     mt.set_defaults(func=cmd_maintain)
     args = p.parse_args(argv)
     from snowberg.iceberg.inspect import InspectError

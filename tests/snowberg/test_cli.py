@@ -103,7 +103,7 @@ def test_rollback_dry_run_then_rollback_and_tags(lake: Any, capsys: Any) -> None
     assert code == 2 and "no tag 'nope'" in err
 
 
-def test_maintain_uses_the_tables_settings(lake: Any, capsys: Any) -> None:
+def test_maintain_uses_the_tables_settings(lake: Any, capsys: Any, airflow_db: str) -> None:
     small_table(lake, 5)
     code, out, _ = run(capsys, "maintain", "things", "--dry-run")
     r = json.loads(out)
@@ -171,6 +171,33 @@ def test_rollback_before_run_matches_the_dag_id_too(lake: Any, capsys: Any) -> N
     # namespace.table names no load DAG: a run id two DAGs used is ambiguous, and the DAGs are listed.
     code, _, err = run(capsys, "rollback", "ns.t", "--before-run", "scheduled__B", "--dry-run")
     assert code == 2 and load_dag in err and checks_dag in err and "--dag-id" in err
+
+
+def test_maintain_makes_the_variable_follow_also_after_a_compaction_killed_after_its_commit(
+    lake: Any, capsys: Any, airflow_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compaction commits, the process dies before the Variable; the next maintain finds nothing to compact.
+
+    Before the fix no ``snowberg maintain`` touched the Variable: it kept naming a snapshot the expiry
+    then removed, and the next load refused to run ("ahead of the table").
+    """
+    from airflow.models import Variable
+
+    from snowberg.iceberg import state
+
+    key = "snowberg__ns__t__watermark"
+    small_table(lake, 5)
+    Variable.set(key, state.mirror_value(state.read_state(lake.load_table("ns.t"))))
+    monkeypatch.setenv("SNOWBERG_FAULT", "raise:compact_after_commit")
+    with pytest.raises(RuntimeError, match="injected failure at compact_after_commit"):
+        run(capsys, "maintain", "things")
+    monkeypatch.delenv("SNOWBERG_FAULT")
+    assert lake.load_table("ns.t").current_snapshot().summary.operation.value == "replace"  # the commit landed
+    code, out, _ = run(capsys, "maintain", "things")
+    t = lake.load_table("ns.t")
+    st = state.read_state(t)
+    assert code == 0 and json.loads(Variable.get(key))["snapshot_id"] == st.snapshot_id
+    assert json.loads(out)["compact"]["status"] == "nothing_to_do"
 
 
 def test_small_input_holes_are_clear_errors(lake: Any, capsys: Any) -> None:

@@ -482,6 +482,7 @@ def compact(
     except BaseException:
         _delete_quietly(table, [f.file_path for f in written])
         raise
+    faults.crash_point("compact_after_commit")  # committed; the Variable has not followed yet
     snap = committed.current_snapshot()
     assert snap is not None
     files_after = files_before - n_in + len(written)

@@ -145,6 +145,34 @@ def test_two_rollback_targets_fail_the_manual_run(env: Any) -> None:
     assert dr.state == "failed"
 
 
+def test_a_compaction_killed_after_its_commit_still_leaves_the_variable_following(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compact task dies after its commit (retried: nothing left to compact); expiry then runs.
+
+    Before the fix only a compaction that committed in the same attempt moved the Variable: it kept naming
+    the load's snapshot, the expiry removed that snapshot, and the next load failed ("ahead of the table").
+    """
+    from airflow.models import Variable
+
+    sfdb, cfg = env
+    load_dag, maint_dag = _dags(cfg)
+    assert load_dag.test().state == "success"
+    _change(sfdb, "1, 2", "b")
+    assert load_dag.test().state == "success"
+    monkeypatch.setenv("SNOWBERG_FAULT", "raise:compact_after_commit")
+    assert maint_dag.test().state == "failed"  # compact committed, then died
+    monkeypatch.delenv("SNOWBERG_FAULT")
+    assert _table(cfg).current_snapshot().summary.operation.value == "replace"
+    assert maint_dag.test().state == "success"  # nothing to compact; expiry keeps 1 snapshot
+    t = _table(cfg)
+    assert len(list(t.snapshots())) == 1
+    assert json.loads(Variable.get(cfg.variable_key))["snapshot_id"] == state.read_state(t).snapshot_id
+    _change(sfdb, "3", "c")
+    assert load_dag.test().state == "success"
+    assert _lake(cfg) == _source(sfdb)
+
+
 # ---------------------------------------------------------------- the trigger form (issue 20, items 9 and 10)
 
 
