@@ -145,6 +145,7 @@ def test_two_rollback_targets_fail_the_manual_run(env: Any) -> None:
     assert dr.state == "failed"
 
 
+@pytest.mark.slow  # six DAG runs through Airflow's runner: about a minute on a shared machine
 def test_a_compaction_killed_after_its_commit_still_leaves_the_variable_following(
     env: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
