@@ -416,6 +416,10 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     table, target, cfg = _open_table(args)
     key = cfg.variable_key if cfg is not None else None  # type: ignore[attr-defined]
     variables = None if args.no_variable or key is None else CliVariables()
+    if args.dag_id and not args.before_run:
+        raise rb.RollbackError("--dag-id goes with --before-run")
+    # --before-run matches the run id AND the DAG: a configured table's runs are its load DAG's by default.
+    dag_id = args.dag_id or (cfg.dag_id if cfg is not None else None)  # type: ignore[attr-defined]
     plan = rb.rollback(
         table,  # type: ignore[arg-type]
         target,
@@ -424,6 +428,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         to_snapshot=args.to_snapshot,
         before_run=args.before_run,
         to_tag=args.to_tag,
+        dag_id=dag_id if args.before_run else None,
         dry_run=args.dry_run,
     )
     _emit(json.dumps(plan.to_dict(), indent=2) if args.json else plan.describe())
@@ -444,10 +449,18 @@ def cmd_tag(args: argparse.Namespace) -> int:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
+    """The maintenance DAG's steps from a terminal; the Variable follows every commit, as in the DAG.
+
+    The Variable follows right after the compaction step, whatever it did: a
+    compaction that committed and died before the Variable (its rerun has
+    nothing to do) leaves it naming a snapshot the expiry below may remove.
+    """
+    from snowberg.config.maintenance_settings import MaintenanceSettings
     from snowberg.iceberg import maintenance as m
 
     table, target, cfg = _open_table(args)
-    settings = cfg.maintenance if cfg is not None else m.MaintenanceSettings()  # type: ignore[attr-defined]
+    settings = cfg.maintenance if cfg is not None else MaintenanceSettings()  # type: ignore[attr-defined]
+    key = cfg.variable_key if cfg is not None else None  # type: ignore[attr-defined]
     out: dict[str, object] = {}
     if settings.compact:
         out["compact"] = m.compact(
@@ -458,6 +471,8 @@ def cmd_maintain(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
         ).to_dict()
     table, _, _ = _open_table(args)
+    if key is not None and not args.dry_run and not args.no_variable:
+        out["variable"] = {"key": key, "action": m.follow_variable(table, key, CliVariables())}  # type: ignore[arg-type]
     out["expire"] = m.expire_snapshots(
         table,  # type: ignore[arg-type]
         older_than=settings.snapshot_retention,
@@ -522,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     rd = sub.add_parser("read", help="read rows, now or as of a snapshot or time")
     _table_args(rd)
     when = rd.add_mutually_exclusive_group()
-    when.add_argument("--as-of-snapshot", type=int)
+    when.add_argument("--as-of-snapshot", help="a snapshot id (its digits)")
     when.add_argument("--as-of-time", help="ISO 8601 timestamp (UTC if no offset) or epoch milliseconds")
     rd.add_argument("--where", help="row filter, e.g. \"order_id > 10 and order_channel = 'app'\"")
     rd.add_argument("--limit", type=int, default=20)
@@ -530,22 +545,28 @@ def main(argv: list[str] | None = None) -> int:
     rb = sub.add_parser("rollback", help="roll a table and its watermark back")
     _table_args(rb)
     to = rb.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-snapshot", type=int)
+    to.add_argument("--to-snapshot", help="a snapshot id (its digits); the last snapshot of a commit")
     to.add_argument("--before-run", help="the Airflow run id whose commits to undo")
     to.add_argument("--to-tag")
+    rb.add_argument(
+        "--dag-id",
+        help="the DAG of --before-run's run (run ids repeat across DAGs); default: the table's load DAG, for a "
+        "table from the tables config",
+    )
     rb.add_argument("--dry-run", action="store_true", help="show what would change")
     rb.add_argument("--no-variable", action="store_true", help="do not touch the Airflow Variable mirror")
     rb.set_defaults(func=cmd_rollback)
     tg = sub.add_parser("tag", help="tag a snapshot (tags survive expiry)")
     _table_args(tg)
     tg.add_argument("name")
-    tg.add_argument("--snapshot", type=int, help="default: the current snapshot")
+    tg.add_argument("--snapshot", help="a snapshot id (its digits); default: the current snapshot")
     tg.set_defaults(func=cmd_tag)
     mt = sub.add_parser(
         "maintain", help="compact, expire snapshots, remove orphan files (table's maintenance settings)"
     )
     _table_args(mt)
     mt.add_argument("--dry-run", action="store_true", help="list what would be done")
+    mt.add_argument("--no-variable", action="store_true", help="do not touch the Airflow Variable mirror")
     mt.set_defaults(func=cmd_maintain)
     args = p.parse_args(argv)
     from snowberg.iceberg.inspect import InspectError

@@ -42,7 +42,16 @@ def test_inspect_snapshots_as_a_table_and_as_json(lake: Any, capsys: Any) -> Non
     code, out, _ = run(capsys, "inspect", "things", "snapshots")
     assert code == 0
     header = out.splitlines()[1]
-    assert header.split() == ["committed_at", "snapshot_id", "parent_id", "operation", "run_id", "watermark", "rows"]
+    assert header.split() == [
+        "committed_at",
+        "snapshot_id",
+        "parent_id",
+        "operation",
+        "run_id",
+        "watermark",
+        "rows",
+        "partial_of",
+    ]
     assert "run3" in out and out.count("append") == 3
     code, out, _ = run(capsys, "inspect", "ns.t", "snapshots", "--catalog", "lake", "--json")
     rows = json.loads(out)
@@ -94,7 +103,7 @@ def test_rollback_dry_run_then_rollback_and_tags(lake: Any, capsys: Any) -> None
     assert code == 2 and "no tag 'nope'" in err
 
 
-def test_maintain_uses_the_tables_settings(lake: Any, capsys: Any) -> None:
+def test_maintain_uses_the_tables_settings(lake: Any, capsys: Any, airflow_db: str) -> None:
     small_table(lake, 5)
     code, out, _ = run(capsys, "maintain", "things", "--dry-run")
     r = json.loads(out)
@@ -196,3 +205,92 @@ def test_validate_prints_what_docs_configuration_md_shows(tmp_path: Path, monkey
     code, out, _ = run(capsys, "validate", "include/tables.yaml")
     assert code == 1
     assert out == expected
+
+
+# ---------------------------------------------------------------- issue 20
+
+DAG_ID = "snowberg.dag-id"  # the summary key the gate records with the run id
+
+
+def _commit(table: Any, ids: list[int], props: dict[str, str]) -> int:
+    import pyarrow as pa
+
+    data = pa.table(
+        {"id": pa.array(ids, pa.int64()), "grp": pa.array([0] * len(ids), pa.int64()), "note": ["x"] * len(ids)}
+    )
+    table.append(data, snapshot_properties=props)
+    return int(table.current_snapshot().snapshot_id)
+
+
+def test_rollback_before_run_matches_the_dag_id_too(lake: Any, capsys: Any) -> None:
+    """A checks DAG's propagate commit carries the same run id form as the load DAG's (scheduled__<date>).
+
+    Before the fix ``--before-run scheduled__B`` went back before the oldest commit with that run id: the
+    checks DAG's propagate, which was not the run meant.
+    """
+    from maint_harness import state_props
+
+    small_table(lake, 1)  # run1
+    t = lake.load_table("ns.t")
+    load_dag, checks_dag = "snowberg_things", "snowberg_things__checks"
+    propagate = {**state_props(1, "run1"), "snowberg.run-id": "scheduled__B", "snowberg.mode": "propagate"}
+    propagated = _commit(t, [100], {**propagate, DAG_ID: checks_dag})
+    loaded = _commit(t, [101], {**state_props(2, "scheduled__B"), DAG_ID: load_dag})
+    assert t.snapshot_by_id(loaded).parent_snapshot_id == propagated
+    code, out, err = run(capsys, "rollback", "things", "--before-run", "scheduled__B", "--dry-run", "--json")
+    assert code == 0, err
+    assert json.loads(out)["target_snapshot_id"] == propagated  # only the load DAG's commit is undone
+    code, out, _ = run(
+        capsys, "rollback", "things", "--before-run", "scheduled__B", "--dag-id", checks_dag, "--dry-run", "--json"
+    )
+    assert code == 0 and json.loads(out)["target_snapshot_id"] == t.snapshot_by_id(propagated).parent_snapshot_id
+    # namespace.table names no load DAG: a run id two DAGs used is ambiguous, and the DAGs are listed.
+    code, _, err = run(capsys, "rollback", "ns.t", "--before-run", "scheduled__B", "--dry-run")
+    assert code == 2 and load_dag in err and checks_dag in err and "--dag-id" in err
+
+
+def test_maintain_makes_the_variable_follow_also_after_a_compaction_killed_after_its_commit(
+    lake: Any, capsys: Any, airflow_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compaction commits, the process dies before the Variable; the next maintain finds nothing to compact.
+
+    Before the fix no ``snowberg maintain`` touched the Variable: it kept naming a snapshot the expiry
+    then removed, and the next load refused to run ("ahead of the table").
+    """
+    from airflow.models import Variable
+
+    from snowberg.iceberg import state
+
+    key = "snowberg__ns__t__watermark"
+    small_table(lake, 5)
+    Variable.set(key, state.mirror_value(state.read_state(lake.load_table("ns.t"))))
+    monkeypatch.setenv("SNOWBERG_FAULT", "raise:compact_after_commit")
+    with pytest.raises(RuntimeError, match="injected failure at compact_after_commit"):
+        run(capsys, "maintain", "things")
+    monkeypatch.delenv("SNOWBERG_FAULT")
+    assert lake.load_table("ns.t").current_snapshot().summary.operation.value == "replace"  # the commit landed
+    code, out, _ = run(capsys, "maintain", "things")
+    t = lake.load_table("ns.t")
+    st = state.read_state(t)
+    assert code == 0 and json.loads(Variable.get(key))["snapshot_id"] == st.snapshot_id
+    assert json.loads(out)["compact"]["status"] == "nothing_to_do"
+
+
+def test_small_input_holes_are_clear_errors(lake: Any, capsys: Any) -> None:
+    t = small_table(lake, 2)
+    code, _, err = run(capsys, "tag", "things", "v1\n")
+    assert code == 2 and "invalid tag name" in err
+    code, _, err = run(capsys, "read", "things", "--as-of-time", "²")
+    assert code == 2 and "--as-of-time" in err
+    head = str(t.current_snapshot().snapshot_id)
+    wide = head.translate({ord(c): 0xFF10 + int(c) for c in "0123456789"})  # the id in full-width digits
+    for flag, cmd in (("--to-snapshot", "rollback"), ("--snapshot", "tag"), ("--as-of-snapshot", "read")):
+        argv = [cmd, "things", *(["v2"] if cmd == "tag" else []), flag, wide]
+        code, _, err = run(capsys, *argv, *(["--no-variable"] if cmd == "rollback" else []))
+        assert code == 2 and "ASCII digits" in err, (flag, err)
+
+
+def test_maintain_a_table_that_is_not_in_the_config_uses_the_default_settings(lake: Any, capsys: Any) -> None:
+    small_table(lake, 3)
+    code, out, _ = run(capsys, "maintain", "ns.t", "--catalog", "lake", "--dry-run")
+    assert code == 0 and json.loads(out)["compact"]["status"] == "dry_run"

@@ -100,8 +100,8 @@ def _operation(snap: Any) -> str | None:
 
 
 def last_data_snapshot(table: Table) -> Any | None:
-    """The newest snapshot on main that changed data (skips ``replace``)."""
-    for snap in state.ancestors(table):
+    """The newest complete commit on main that changed data (skips ``replace`` and partial snapshots)."""
+    for snap in state.commits(table):
         op = _operation(snap)
         if op is None or op in DATA_OPERATIONS:
             return snap

@@ -425,7 +425,13 @@ def _count_only(
 
 
 def commit_hard_deletes(
-    table: Table, cfg: TableConfig, keys: Sequence[dict[str, str]], *, run_id: str, expected_snapshot_id: int
+    table: Table,
+    cfg: TableConfig,
+    keys: Sequence[dict[str, str]],
+    *,
+    run_id: str,
+    expected_snapshot_id: int,
+    dag_id: str = "",
 ) -> int:
     """Remove rows whose key is gone from the source, at or below the watermark, in one commit.
 
@@ -485,6 +491,7 @@ def commit_hard_deletes(
         summary={state.RUN_ID: run_id, state.MODE: PROPAGATE_MODE, state.ROWS: "0", ROWS_DELETED: str(before)},
         replaced=gate.Replacement(rows=expr),
         crash_points=None,
+        dag_id=dag_id,
     )
     log.info("%s: removed %d row(s) deleted in the source (watermark %s kept)", cfg.name, before, st.watermark)
     return before

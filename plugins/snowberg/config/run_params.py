@@ -20,6 +20,13 @@ from snowberg.core.window import Mode
 
 # A plain decimal number, as text: NUMBER(38, s) values do not fit a JSON (double) number.
 NUMBER_PATTERN = r"^-?[0-9]{1,38}(\.[0-9]{1,37})?$"
+# An Iceberg snapshot id, as text: 19-digit ids pass 2**53, and a browser rounds a JSON number that large.
+# JSON schema patterns are searches where ``$`` also matches before a trailing newline: the value is
+# checked again here with ``re.fullmatch`` (``[0-9]``, not ``\d``: ASCII digits only).
+SNAPSHOT_ID_PATTERN = r"^[0-9]{1,19}$"
+MAX_SNAPSHOT_ID = 2**63 - 1  # Iceberg snapshot ids are Java longs
+# A tag name (unanchored: ``re.fullmatch`` it; anchor it with ^…$ in a JSON schema).
+TAG_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,99}"
 
 PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
     "window_start": {
@@ -128,6 +135,24 @@ def parse_number(name: str, value: Any) -> Decimal | None:
     if not re.fullmatch(NUMBER_PATTERN, text):
         raise RunParamError(f"param {name!r}: {text[:80]!r} is not a decimal number")
     return Decimal(text)
+
+
+def parse_snapshot_id(name: str, value: Any) -> int | None:
+    """A snapshot id a person typed (trigger form, command line): ASCII digits as text, or an int; None for empty.
+
+    Refused: JSON numbers that are not ints, digits of other scripts (``int()`` would take ``"١٢"``),
+    signs, spaces, underscores, a trailing newline, and anything above a Java long.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise RunParamError(f"param {name!r}: expected a snapshot id as text, got {type(value).__name__}")
+    if isinstance(value, str) and not re.fullmatch(SNAPSHOT_ID_PATTERN[1:-1], value):
+        raise RunParamError(f"param {name!r}: {value[:80]!r} is not a snapshot id (1 to 19 ASCII digits)")
+    sid = int(value)
+    if not 0 <= sid <= MAX_SNAPSHOT_ID:
+        raise RunParamError(f"param {name!r}: {sid} is not a snapshot id (0 to {MAX_SNAPSHOT_ID})")
+    return sid
 
 
 def _bool(name: str, value: Any) -> bool:

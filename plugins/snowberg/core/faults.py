@@ -21,8 +21,8 @@ POINTS += (
     "stream_after_commit",
     "stream_before_cleanup",
 )
-# Table maintenance (snowberg.iceberg.maintenance): compaction files written, before its commit.
-POINTS += ("compact_after_write", "compact_before_commit")
+# Table maintenance (snowberg.iceberg.maintenance): compaction files written, before its commit, after it.
+POINTS += ("compact_after_write", "compact_before_commit", "compact_after_commit")
 
 
 def crash_point(name: str) -> None:

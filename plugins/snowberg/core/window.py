@@ -46,6 +46,7 @@ class Window:
     null_rows: int = 0
     planned_at: str = ""
     run_id: str = ""
+    dag_id: str = ""  # the DAG of the run: run ids repeat across DAGs, and the commit records both
     dry_run: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 

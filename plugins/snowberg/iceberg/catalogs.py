@@ -275,7 +275,8 @@ def secret_values(props: Mapping[str, str]) -> list[str]:
             continue
         # header.* properties are sent as HTTP headers to the catalog: Authorization, X-Api-Key and
         # the like carry credentials, so every header value counts as a secret.
-        if _SECRET_KEY.search(k.split(".")[-1]) or k in ("credential", "token") or k.lower().startswith("header."):
+        # Any dotted part: ``adls.sas-token.<account>`` ends in the account name, not in a secret-looking word.
+        if any(_SECRET_KEY.search(p) for p in k.split(".")) or k.lower().startswith("header."):
             out.append(v)
             if k == "credential" and ":" in v:
                 out.append(v.split(":", 1)[1])

@@ -17,8 +17,10 @@ Watermark writers call ``admit`` before they read a row; its steps, in order:
 
 Every writer then ends in ``commit``: the rows the new data replaces are
 removed (``remove_replaced``), the new data files are added, and the writer's
-state goes into the snapshot summary — and, as an expiry-proof copy, into the
-table properties — all in ONE Iceberg commit. Like pyiceberg's own
+state goes into the summary of the commit's last snapshot — and, as an
+expiry-proof copy, into the table properties — all in ONE Iceberg commit
+(the removal's own snapshots are marked partial: see ``commit``). The DAG
+id goes with the run id into every commit. Like pyiceberg's own
 ``Transaction._stage`` (where each update's requirements, e.g.
 ``AssertRefSnapshotId``, are validated in one place), the requirement that
 the table is still at the snapshot the write was built on is asserted by the
@@ -36,6 +38,7 @@ earlier commit of the same work through ``state.find_commit``.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -46,6 +49,7 @@ from snowberg.core.cursor import CursorKind, format_cursor_value, parse_cursor_v
 from snowberg.core.results import Status
 from snowberg.core.window import Window
 from snowberg.iceberg import state
+from snowberg.iceberg.identity import IDENTITY_KEYS, recorded_identity
 from snowberg.iceberg.keys import KeyCollector, key_filter
 
 if TYPE_CHECKING:
@@ -386,6 +390,7 @@ def commit(
     staged: bool = False,
     state_in_properties: bool = True,
     crash_points: tuple[str, str] | None = ("before_commit", "after_commit"),
+    dag_id: str,
 ) -> Snapshot:
     """The one commit of a write: replaced rows out, new files in, the state with them. Returns the snapshot.
 
@@ -402,10 +407,33 @@ def commit(
     removed copy-on-write). ``properties``: further table properties set in the
     same commit (what the table was loaded with, ``iceberg.identity``).
     ``crash_points``: the named faults around the commit (None: none).
+    ``dag_id``: the Airflow DAG whose run commits ("" for a call outside
+    Airflow: nothing recorded). It is written wherever the run id is: run ids
+    (``scheduled__<date>``) repeat across DAGs, and ``rollback --before-run``
+    matches both. When ``summary`` names the run (a commit that carries
+    another run's state forward, e.g. propagated deletes), the carried state
+    keeps its own DAG id and the summary gets this one.
+
+    Several snapshots, one commit: removals stage snapshots of their own
+    before the one that adds the files. Only that last snapshot carries the
+    state, ``snowberg.commit-id`` and the identity set in ``properties``; the
+    earlier ones carry ``snowberg.partial-of`` (the commit id) and who wrote
+    them (``state.PART_KEYS``), so none of them can pass for a complete commit
+    (``state.commits``). A commit that only removes rows ends with an append
+    snapshot of no files that carries the state.
 
     ``table`` must be the table ``tx`` was opened on.
     """
-    props = {**state_props, **(summary or {})}
+    commit_id = uuid.uuid4().hex
+    own = dict(state_props)
+    if dag_id and not (summary and state.RUN_ID in summary):
+        own[state.DAG_ID] = dag_id
+    ident = recorded_identity(properties or {})
+    props = {**own, **(summary or {}), **ident, state.COMMIT_ID: commit_id}
+    if dag_id:
+        props[state.DAG_ID] = dag_id
+    part = {k: props[k] for k in state.PART_KEYS if k in props}
+    part[state.PARTIAL_OF] = commit_id
     paths = [f.file_path for f in data_files] + list(file_paths)
     if len(paths) != len(set(paths)):
         raise RuntimeError("the same data file is listed twice; refusing to commit")
@@ -418,16 +446,17 @@ def commit(
     refuse_rebase(table)
     table_props = {**NO_REBASE, **(properties or {})}
     if state_in_properties:
-        table_props.update({state.state_property(k): v for k, v in state_props.items()})
+        # The identity has its own table properties (``iceberg.identity``); the copy holds the state only.
+        table_props.update({state.state_property(k): v for k, v in own.items() if k not in IDENTITY_KEYS})
     tx.set_properties(table_props)
     base = tx.table_metadata.current_snapshot()
     if replaced is not None and base is not None:
-        remove_replaced(tx, replaced if isinstance(replaced, Replacement) else Replacement(rows=replaced), props)
+        remove_replaced(tx, replaced if isinstance(replaced, Replacement) else Replacement(rows=replaced), part)
         props = {**props, **rows_deleted(tx, base.snapshot_id)}
     if file_paths:
         tx.add_files(file_paths=list(file_paths), snapshot_properties=props, check_duplicate_files=True)
-    elif data_files or replaced is None or base is None:
-        # A commit that only removes rows (propagated source deletes) adds no empty append snapshot.
+    else:
+        # Also when only rows were removed: the last snapshot of the commit is the one with the state.
         with tx.update_snapshot(snapshot_properties=props).fast_append() as fa:
             for f in data_files:
                 fa.append_data_file(f)

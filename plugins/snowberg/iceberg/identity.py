@@ -12,12 +12,17 @@ config and its commit records the new identity.
 A custom query's text is recorded (as a hash) but a changed query is only
 logged: queries are edited to add or cast columns, and whether the new text
 reads the same rows is not something a hash can tell.
+
+The identity belongs to the state: every commit records it in its snapshot
+summary too (the gate copies what it sets), so a rollback restores the
+identity a snapshot's state was recorded with, together with the watermark.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from snowberg.config.table_config import TableConfig
@@ -36,6 +41,8 @@ QUERY_SHA256 = "snowberg.source-query-sha256"
 
 # (property, config field as users write it)
 _CHECKED = ((SOURCE, "source"), (CURSOR_COLUMN, "cursor.column"), (PRIMARY_KEY, "primary_key"))
+IDENTITY_KEYS = (VERSION, SOURCE, CURSOR_COLUMN, PRIMARY_KEY, QUERY_SHA256)
+FIELD_NAMES = {SOURCE: "source", CURSOR_COLUMN: "cursor.column", PRIMARY_KEY: "primary_key", QUERY_SHA256: "query"}
 
 
 class ConfigDriftError(ValueError):
@@ -62,6 +69,11 @@ def identity_properties(cfg: TableConfig) -> dict[str, str]:
     if cfg.source.query is not None:
         props[QUERY_SHA256] = hashlib.sha256(cfg.source.query.encode()).hexdigest()
     return props
+
+
+def recorded_identity(props: Mapping[str, str]) -> dict[str, str]:
+    """The identity items among ``props`` (table properties or a snapshot summary)."""
+    return {k: props[k] for k in IDENTITY_KEYS if k in props}
 
 
 def check_identity(cfg: TableConfig, table: Table | None, *, mode: str = "incremental") -> None:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
+
+from snowberg.config.run_params import RunParamError, parse_snapshot_id
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -33,7 +36,16 @@ class MetadataTable(StrEnum):
 
 # Columns shown in the terminal (``--json`` has all of them).
 TERMINAL_COLUMNS: dict[MetadataTable, list[str]] = {
-    MetadataTable.SNAPSHOTS: ["committed_at", "snapshot_id", "parent_id", "operation", "run_id", "watermark", "rows"],
+    MetadataTable.SNAPSHOTS: [
+        "committed_at",
+        "snapshot_id",
+        "parent_id",
+        "operation",
+        "run_id",
+        "watermark",
+        "rows",
+        "partial_of",
+    ],
     MetadataTable.HISTORY: ["made_current_at", "snapshot_id", "parent_id", "is_current_ancestor"],
     MetadataTable.FILES: ["content", "file_path", "partition", "record_count", "file_size_in_bytes"],
     MetadataTable.MANIFESTS: [
@@ -54,18 +66,31 @@ class InspectError(ValueError):
 
 
 def metadata_rows(table: Table, which: MetadataTable | str) -> list[dict[str, Any]]:
-    """One metadata table as rows; snapshot summaries become a mapping, with snowberg's state lifted out."""
+    """One metadata table as rows; snapshot summaries become a mapping, with snowberg's state lifted out.
+
+    ``partial_of`` (snapshots): for a snapshot that is not the last of its
+    commit (a merge's removal), the commit's last snapshot — the one to roll
+    back to or tag; ``"?"`` when that one is gone. ``dag_id``: the DAG whose run
+    committed it.
+    """
     kind = MetadataTable(which)
     rows: list[dict[str, Any]] = getattr(table.inspect, kind.value)().to_pylist()
     if kind is MetadataTable.SNAPSHOTS:
         from snowberg.iceberg import state
 
+        children = state.children_index(table)
         for r in rows:
             summary = dict(r.get("summary") or [])
             r["summary"] = summary
+            r["dag_id"] = summary.get(state.DAG_ID)
             r["run_id"] = summary.get(state.RUN_ID)
             r["watermark"] = summary.get(state.WATERMARK)
             r["rows"] = summary.get(state.ROWS)
+            r["partial_of"] = None
+            snap = table.snapshot_by_id(r["snapshot_id"])
+            if snap is not None and state.is_partial(table, snap, children):
+                last = state.last_of_commit(table, snap)
+                r["partial_of"] = last.snapshot_id if last is not None else "?"
         rows.sort(key=lambda r: r["committed_at"])
     if kind is MetadataTable.HISTORY:
         rows.sort(key=lambda r: r["made_current_at"])
@@ -127,8 +152,11 @@ def render_metadata(rows: list[dict[str, Any]], which: MetadataTable | str) -> s
 
 
 def parse_time(text: str) -> int:
-    """Milliseconds since the epoch for an ISO timestamp (naive means UTC) or epoch milliseconds."""
-    if text.isdigit():
+    """Milliseconds since the epoch for an ISO timestamp (naive means UTC) or epoch milliseconds.
+
+    Epoch milliseconds are ASCII digits only: ``str.isdigit`` also takes ``²`` and other scripts' digits.
+    """
+    if re.fullmatch("[0-9]+", text):
         return int(text)
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -139,10 +167,15 @@ def parse_time(text: str) -> int:
     return int(dt.timestamp() * 1000)
 
 
-def snapshot_for(table: Table, *, snapshot_id: int | None = None, as_of_time: str | None = None) -> int | None:
-    """The snapshot a read sees: the given id, the one current at a time, or main's head (None)."""
+def snapshot_for(table: Table, *, snapshot_id: int | str | None = None, as_of_time: str | None = None) -> int | None:
+    """The snapshot a read sees: the given id (ASCII digits as text, or an int), the one current at a time,
+    or main's head (None)."""
     if snapshot_id is not None and as_of_time is not None:
         raise InspectError("give --as-of-snapshot or --as-of-time, not both")
+    try:
+        snapshot_id = parse_snapshot_id("--as-of-snapshot", snapshot_id)
+    except RunParamError as exc:
+        raise InspectError(str(exc)) from None
     if snapshot_id is not None:
         if table.snapshot_by_id(snapshot_id) is None:
             raise InspectError(f"snapshot {snapshot_id} is not in the table (expired?)")
@@ -159,7 +192,7 @@ def snapshot_for(table: Table, *, snapshot_id: int | None = None, as_of_time: st
 def read(
     table: Table,
     *,
-    snapshot_id: int | None = None,
+    snapshot_id: int | str | None = None,
     as_of_time: str | None = None,
     where: str | None = None,
     limit: int | None = None,

@@ -203,6 +203,7 @@ def carried_state_props(table: Table, operation: str) -> dict[str, str]:
     if props:
         props[state.ROWS] = "0"
     props[MAINTENANCE] = operation
+    props[state.COMMIT_ID] = uuid.uuid4().hex  # one snapshot: the commit's last
     return props
 
 
@@ -481,6 +482,7 @@ def compact(
     except BaseException:
         _delete_quietly(table, [f.file_path for f in written])
         raise
+    faults.crash_point("compact_after_commit")  # committed; the Variable has not followed yet
     snap = committed.current_snapshot()
     assert snap is not None
     files_after = files_before - n_in + len(written)

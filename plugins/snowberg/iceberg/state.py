@@ -13,6 +13,16 @@ So the commit gate also writes the state into table properties
 (``snowberg.state.*``) in the same atomic commit. The snapshot walk stays
 authoritative (a rollback to an older snapshot reads that snapshot's state);
 the properties are read only when the walk finds no snowberg snapshot.
+
+One commit may stage several snapshots (a merge's removal, then its append;
+a propagated delete's rewrite, then the snapshot that records the state).
+Only the LAST snapshot of a commit carries the state and ``snowberg.commit-id``;
+each earlier one carries ``snowberg.partial-of=<that commit id>`` and only who
+wrote it (run id, DAG id, mode), never a watermark: with main left on it, the
+table holds half a commit, so every reader of the state skips it (``commits``)
+and rollbacks and tags refuse it. Commits written before this rule carry the
+state on every snapshot they staged; such a snapshot is recognised as partial
+by its child that continues the same commit (``continues``).
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from snowberg.core.cursor import parse_cursor_value
+from snowberg.iceberg.identity import recorded_identity
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -41,6 +52,13 @@ ROWS_EXTRACTED = PREFIX + "rows-extracted"
 ROWS_DELETED = PREFIX + "rows-deleted"
 VERSION = PREFIX + "version"
 MAINTENANCE = PREFIX + "maintenance"  # marks a maintenance commit that only carries the state (value: the operation)
+DAG_ID = PREFIX + "dag-id"  # the DAG whose run wrote the commit: run ids (scheduled__<date>) repeat across DAGs
+COMMIT_ID = PREFIX + "commit-id"  # on the last snapshot of a commit: the commit's id
+PARTIAL_OF = PREFIX + "partial-of"  # on every earlier snapshot of the commit: the id of the commit it is part of
+# What a partial snapshot records besides PARTIAL_OF: who wrote its commit (for rollback --before-run and inspect).
+PART_KEYS = (RUN_ID, DAG_ID, MODE)
+# Facts of one commit, not of the state it leaves: a commit that carries the state forward does not copy them.
+PER_COMMIT_KEYS = (COMMIT_ID, PARTIAL_OF)
 
 # Table properties holding the state of the newest snowberg commit (expiry-proof copy).
 STATE_PROPERTY_PREFIX = PREFIX + "state."
@@ -66,14 +84,19 @@ def current_state_props(table: Table) -> dict[str, str]:
     becomes the newest snapshot on main, so it carries the same state. The
     state comes from the snapshot that holds it or, when snapshot expiry took
     that snapshot, from the table properties the same commit wrote.
+    The commit id is the carrying commit's own (the gate gives it one). The
+    identity the table is loaded with now (``iceberg.identity``) goes with the
+    state: a commit that carries the state changes no identity, and a rollback
+    to it restores both together.
     """
     st = read_state(table)
     if st is None:
         return {}
-    if st.from_properties:
-        return property_state(table)
-    snap = table.snapshot_by_id(st.snapshot_id)
-    return _props(snap) if snap is not None else property_state(table)
+    snap = None if st.from_properties else table.snapshot_by_id(st.snapshot_id)
+    props = _props(snap) if snap is not None else property_state(table)
+    for k in PER_COMMIT_KEYS:
+        props.pop(k, None)
+    return {**props, **recorded_identity(table.properties)}
 
 
 class StateError(RuntimeError):
@@ -122,6 +145,90 @@ def _props(snap: Snapshot) -> dict[str, str]:
     return {k: v for k, v in summary.additional_properties.items() if k.startswith(PREFIX)}
 
 
+def snowberg_props(snap: Snapshot) -> dict[str, str]:
+    """The ``snowberg.*`` items of a snapshot's summary."""
+    return _props(snap)
+
+
+def children_index(table: Table) -> dict[int, list[Snapshot]]:
+    """``{snapshot id: its child snapshots}`` over every retained snapshot (any branch, or none)."""
+    out: dict[int, list[Snapshot]] = {}
+    for snap in table.metadata.snapshots:
+        if snap.parent_snapshot_id is not None:
+            out.setdefault(snap.parent_snapshot_id, []).append(snap)
+    return out
+
+
+def continues(parent: Mapping[str, str], child: Mapping[str, str]) -> bool:
+    """Is ``child`` the next snapshot of the same old-form commit as ``parent`` (both carry the whole state)?
+
+    Old commits carried their state on every snapshot they staged, with no
+    commit id. A snowberg run commits once (a retry that finds its commit
+    writes nothing; a cleared run gets a new id), so a child with the same
+    run id and the same value for every snowberg key both carry (the
+    per-snapshot removal count aside) is the rest of its parent's commit. A
+    maintenance commit carries a run's state on purpose and is not.
+    """
+    if any(k in parent or k in child for k in (COMMIT_ID, PARTIAL_OF, MAINTENANCE)):
+        return False
+    run = parent.get(RUN_ID)
+    if not run or child.get(RUN_ID) != run:
+        return False
+    shared = (parent.keys() & child.keys()) - {ROWS_DELETED}
+    return all(parent[k] == child[k] for k in shared)
+
+
+def is_partial(table: Table, snap: Snapshot, children: Mapping[int, list[Snapshot]] | None = None) -> bool:
+    """Is ``snap`` a snapshot of a commit other than its last (main left on it holds half a commit)?"""
+    props = _props(snap)
+    if PARTIAL_OF in props:
+        return True
+    if COMMIT_ID in props or RUN_ID not in props or MAINTENANCE in props:
+        return False
+    kids = (children if children is not None else children_index(table)).get(snap.snapshot_id, [])
+    return any(continues(props, _props(k)) for k in kids)
+
+
+def last_of_commit(table: Table, snap: Snapshot) -> Snapshot | None:
+    """The last snapshot of the commit ``snap`` belongs to: ``snap`` itself unless it is partial.
+
+    None when that last snapshot is no longer in the table (expired).
+    """
+    props = _props(snap)
+    if PARTIAL_OF in props:
+        commit_id = props[PARTIAL_OF]
+        return next((s for s in table.metadata.snapshots if _props(s).get(COMMIT_ID) == commit_id), None)
+    children = children_index(table)
+    seen = {snap.snapshot_id}
+    while True:
+        p = _props(snap)
+        nxt = [k for k in children.get(snap.snapshot_id, []) if continues(p, _props(k))]
+        if not nxt or nxt[0].snapshot_id in seen:
+            return snap
+        snap = nxt[0]
+        seen.add(snap.snapshot_id)
+
+
+def commits(table: Table, snapshot_id: int | None = None) -> Iterator[Snapshot]:
+    """``ancestors`` without the partial snapshots: the walk every reader of a commit's state takes.
+
+    A head on a partial snapshot (a rollback made by another engine, or by
+    an older snowberg) reads the state of the commit before it: the table
+    holds part of the commit's rows, and the next run reloads that window.
+    """
+    children: dict[int, list[Snapshot]] | None = None
+    for snap in ancestors(table, snapshot_id):
+        props = _props(snap)
+        if PARTIAL_OF in props:
+            continue
+        if COMMIT_ID not in props and RUN_ID in props and MAINTENANCE not in props:  # an old-form commit
+            if children is None:
+                children = children_index(table)
+            if any(continues(props, _props(k)) for k in children.get(snap.snapshot_id, [])):
+                continue
+        yield snap
+
+
 def has_snowberg_snapshot(table: Table, key: str) -> bool:
     """Does any snapshot on the main branch carry ``key`` (else the properties are the only copy of the state)?"""
     return any(key in _props(snap) for snap in ancestors(table))
@@ -130,12 +237,11 @@ def has_snowberg_snapshot(table: Table, key: str) -> bool:
 def run_commits(table: Table) -> Iterator[Snapshot]:
     """Each snowberg run's commit on main, newest first: one snapshot per run.
 
-    A merge-on-read run stages a delete snapshot and an append snapshot that
-    both carry its state (the newest stands for the run); maintenance commits
+    Partial snapshots (a merge's removal) are not commits; maintenance commits
     that only carry the state forward (compaction) are not runs.
     """
     seen: set[str] = set()
-    for snap in ancestors(table):
+    for snap in commits(table):
         props = _props(snap)
         if WATERMARK not in props or MAINTENANCE in props:
             continue
@@ -155,17 +261,9 @@ def read_state(table: Table | None) -> TableState | None:
     """
     if table is None:
         return None
-    for snap in ancestors(table):
-        props = _props(snap)
-        if WATERMARK in props:
-            return TableState(
-                watermark=props[WATERMARK] or None,
-                cursor_kind=props.get(CURSOR_KIND) or None,
-                snapshot_id=snap.snapshot_id,
-                run_id=props.get(RUN_ID),
-                mode=props.get(MODE),
-                timestamp_ms=snap.timestamp_ms,
-            )
+    st = state_at(table)
+    if st is not None:
+        return st
     props = property_state(table)
     current = table.current_snapshot()
     if WATERMARK in props and current is not None:
@@ -178,6 +276,26 @@ def read_state(table: Table | None) -> TableState | None:
             timestamp_ms=current.timestamp_ms,
             from_properties=True,
         )
+    return None
+
+
+def state_at(table: Table, snapshot_id: int | None = None) -> TableState | None:
+    """The state a reader sees with main's head at ``snapshot_id`` (default: the head), from snapshots only.
+
+    The newest complete commit at or below it that carries a watermark
+    (partial snapshots skipped); None when none is retained.
+    """
+    for snap in commits(table, snapshot_id):
+        props = _props(snap)
+        if WATERMARK in props:
+            return TableState(
+                watermark=props[WATERMARK] or None,
+                cursor_kind=props.get(CURSOR_KIND) or None,
+                snapshot_id=snap.snapshot_id,
+                run_id=props.get(RUN_ID),
+                mode=props.get(MODE),
+                timestamp_ms=snap.timestamp_ms,
+            )
     return None
 
 
@@ -199,12 +317,13 @@ def find_commit(table: Table | None, identity: Mapping[str, str]) -> Snapshot | 
     expired (no snapshot on the branch carries any snowberg key any more), the
     state copy in the table properties still identifies the last commit; the
     current snapshot is returned for it. After a rollback older snowberg
-    snapshots remain, so the properties are not consulted.
+    snapshots remain, so the properties are not consulted. Partial snapshots
+    are never a commit: a head left on one means the commit is not in the table.
     """
     if table is None:
         return None
     any_snowberg = False
-    for snap in ancestors(table):
+    for snap in commits(table):
         props = _props(snap)
         if _matches(props, identity):
             return snap
@@ -254,8 +373,11 @@ def mirror_value(state: TableState) -> str:
 def reconcile(key: str, state: TableState | None, variables: VariableStore, table: Table | None) -> str:
     """Bring the Variable in line with the table; return what was done.
 
-    * no Variable, or the table ahead of it (a crash after the commit) → adopt the table's
-    * the Variable ahead of the table → ``StateError``: the table lost commits
+    * no Variable, or the table ahead of it (a crash after the commit) → adopt the table's;
+      the Variable naming an ancestor of the state's snapshot is behind, whatever the watermarks say
+      (a full refresh may record a lower watermark, or one of another cursor column)
+    * the Variable ahead of the table, or naming a snapshot the table no longer has → ``StateError``:
+      the table lost commits
     """
     raw = variables.get(key)
     if raw is None:
@@ -283,9 +405,14 @@ def reconcile(key: str, state: TableState | None, variables: VariableStore, tabl
         variables.set(key, mirror_value(state))
         return f"adopted table state (snapshot {mirror_snapshot} was expired; state read from table properties)"
     known = table is not None and table.snapshot_by_id(mirror_snapshot) is not None
+    # The mirrored snapshot below the state's: the table committed after it (a full refresh may move the
+    # watermark back, or record another cursor column), so its state is the newer one whatever it says.
+    behind = table is not None and any(s.snapshot_id == mirror_snapshot for s in ancestors(table, state.snapshot_id))
     kind = state.cursor_kind
     ahead = False
-    if mirror_wm is not None and state.watermark is not None and kind:
+    if behind:
+        ahead = False
+    elif mirror_wm is not None and state.watermark is not None and kind:
         ahead = parse_cursor_value(kind, mirror_wm) > parse_cursor_value(kind, state.watermark)
     elif mirror_wm is not None and state.watermark is None:
         ahead = True

@@ -169,6 +169,7 @@ def load_window(cfg: TableConfig, conn: Any, catalog: Catalog, w: Window) -> Loa
         replaced=replaced,
         data_files=data_files,
         properties=identity_properties(cfg),
+        dag_id=w.dag_id,
     )
     log.info(
         "%s: committed snapshot %s: %s rows in %d data files, watermark %s",

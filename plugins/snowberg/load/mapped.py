@@ -389,6 +389,7 @@ def commit_data_files(
         summary=counts,
         replaced=replaced,
         properties=identity_properties(cfg),
+        dag_id=w.dag_id,
         data_files=data_files,
         staged=True,
     )

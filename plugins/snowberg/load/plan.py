@@ -53,11 +53,13 @@ def plan_run(
     start: Any = None,
     end: Any = None,
     dry_run: bool = False,
+    dag_id: str = "",
 ) -> Window:
     """Fix the window of a run. Reads the table's state and Snowflake's clock.
 
     ``start``/``end`` bound a backfill: instants (aware datetimes or ISO text)
-    for time cursors, numbers for NUMBER cursors.
+    for time cursors, numbers for NUMBER cursors. ``dag_id``: the run's DAG
+    (its commit records it with the run id).
     """
     mode = Mode(mode)
     check_identity(cfg, table, mode=mode)
@@ -78,6 +80,7 @@ def plan_run(
             base_snapshot_id=base_snap,
             planned_at=planned_at,
             run_id=run_id,
+            dag_id=dag_id,
             dry_run=dry_run,
         )
     zone = ZoneInfo(cfg.cursor.timezone)
@@ -100,7 +103,9 @@ def plan_run(
         if mode is Mode.BACKFILL:
             assert base_wm is not None  # check_backfill_request refused a table without one
             w = _backfill_window(cfg, kind, scale, zone, start, end, base_wm)
-            w = replace(w, base_snapshot_id=base_snap, planned_at=planned_at, run_id=run_id, dry_run=dry_run)
+            w = replace(
+                w, base_snapshot_id=base_snap, planned_at=planned_at, run_id=run_id, dag_id=dag_id, dry_run=dry_run
+            )
             w = _count_backfill(cur, sq, w)
             log.info("planned backfill window for %s: %s", cfg.name, describe_window(w))
             return w
@@ -175,6 +180,7 @@ def plan_run(
         null_rows=null_rows,
         planned_at=planned_at,
         run_id=run_id,
+        dag_id=dag_id,
         dry_run=dry_run,
         extra={"min_cursor": _str(res["min_cursor"]), "max_cursor": _str(res["max_cursor"])},
     )

@@ -380,6 +380,7 @@ def register_files(
         summary=counts,
         replaced=replaced,
         properties=identity_properties(cfg),
+        dag_id=w.dag_id,
         file_paths=paths,
     )
     log.info(

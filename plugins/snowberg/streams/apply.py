@@ -233,8 +233,12 @@ def load_batches(
     *,
     run_id: str,
     through_batch_id: int | None,
+    dag_id: str = "",
 ) -> ApplyResult:
-    """Apply staged batches ``(committed, through]`` to the target (and the changelog), once."""
+    """Apply staged batches ``(committed, through]`` to the target (and the changelog), once.
+
+    ``dag_id``: the run's DAG, recorded with the run id in every commit.
+    """
     started = time.monotonic()
     key = check_keys(cfg, stream)
     table = load_table_or_none(catalog, cfg)
@@ -251,7 +255,9 @@ def load_batches(
     result = ApplyResult.nothing_applied(status=ApplyStatus.ALREADY_COMMITTED, low=committed, through=through)
     if through > committed:
         pending = [p for p in pending_all if committed < p.batch_id <= through]
-        result = _apply_target(cfg, stream, conn, catalog, table, key, committed, through, pending, run_id)
+        result = _apply_target(
+            cfg, stream, conn, catalog, table, key, committed, through, pending, run_id, dag_id=dag_id
+        )
     else:
         log.info(
             "%s: batches up to %d are already in the table (batch id %d): nothing to apply",
@@ -262,7 +268,17 @@ def load_batches(
     if changelog_cfg is not None and changelog_committed is not None and through > changelog_committed:
         pending = [p for p in pending_all if changelog_committed < p.batch_id <= through]
         n, snap = _apply_changelog(
-            cfg, changelog_cfg, stream, conn, catalog, changelog, changelog_committed, through, pending, run_id
+            cfg,
+            changelog_cfg,
+            stream,
+            conn,
+            catalog,
+            changelog,
+            changelog_committed,
+            through,
+            pending,
+            run_id,
+            dag_id=dag_id,
         )
         result.changelog_rows, result.changelog_snapshot_id = n, snap
     result.seconds = time.monotonic() - started
@@ -280,6 +296,8 @@ def _apply_target(
     through: int,
     pending: list[Pending],
     run_id: str,
+    *,
+    dag_id: str,
 ) -> ApplyResult:
     started = time.monotonic()
     if not pending:
@@ -336,6 +354,7 @@ def _apply_target(
         replaced=replaced,
         data_files=data_files,
         crash_points=("stream_during_write", "stream_after_commit"),
+        dag_id=dag_id,
     )
     log.info(
         "%s: committed snapshot %s: batches %s, %s rows appended, %d keys deleted%s",
@@ -389,6 +408,8 @@ def _apply_changelog(
     through: int,
     pending: list[Pending],
     run_id: str,
+    *,
+    dag_id: str,
 ) -> tuple[int, int | None]:
     if not pending:
         return 0, None
@@ -419,6 +440,7 @@ def _apply_changelog(
         summary={core_state.ROWS: str(progress.rows)},
         data_files=data_files,
         crash_points=None,
+        dag_id=dag_id,
     )
     log.info(
         "%s: changelog commit %s: %s changes of batches %s",

@@ -124,8 +124,12 @@ def backfill_changes(
     end: datetime,
     run_id: str,
     target: ChangesTarget | str = ChangesTarget.TABLE,
+    dag_id: str = "",
 ) -> dict[str, Any]:
-    """Read ``[start, end]`` with CHANGES (nothing consumed) and commit it once to the table or the changelog."""
+    """Read ``[start, end]`` with CHANGES (nothing consumed) and commit it once to the table or the changelog.
+
+    ``dag_id``: the run's DAG, recorded with the run id in the commit.
+    """
     started = time.monotonic()
     targets = tuple(t.value for t in ChangesTarget)
     if target not in targets:
@@ -232,6 +236,7 @@ def backfill_changes(
         data_files=files,
         state_in_properties=False,
         crash_points=None,
+        dag_id=dag_id,
     )
     log.info(
         "%s: committed CHANGES window [%s, %s] in snapshot %s (%d rows)",

@@ -69,7 +69,7 @@ def read_stream_state(table: Table | None) -> StreamState | None:
     """
     if table is None:
         return None
-    for snap in core_state.ancestors(table):
+    for snap in core_state.commits(table):  # partial snapshots (a commit's removal) are skipped
         p = _props(snap)
         if BATCH_ID in p:
             return _stream_state(p, snap.snapshot_id, snap.timestamp_ms)

@@ -68,9 +68,10 @@ def load_step(
     *,
     run_id: str,
     consumed: dict[str, Any] | None,
+    dag_id: str = "",
 ) -> dict[str, Any]:
     through = int(consumed["through_batch_id"]) if consumed and consumed.get("through_batch_id") is not None else None
-    return load_batches(cfg, stream, conn, catalog, run_id=run_id, through_batch_id=through).to_dict()
+    return load_batches(cfg, stream, conn, catalog, run_id=run_id, through_batch_id=through, dag_id=dag_id).to_dict()
 
 
 def cleanup_step(

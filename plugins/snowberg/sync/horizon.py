@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.core.identifiers import IcebergName
 from snowberg.core.results import Status
-from snowberg.iceberg.state import ancestors
+from snowberg.iceberg.state import commits
 from snowberg.iceberg.tables import snapshot_live_rows
 from snowberg.sync.snapshots import (
     ChangePlan,
@@ -115,8 +115,8 @@ class IcebergSyncResult:
 
 
 def read_target_state(table: Table) -> TargetState | None:
-    """The newest sync state on the target's main branch (snapshots without it are skipped)."""
-    for snap in ancestors(table):
+    """The newest sync state on the target's main branch (snapshots without it, or partial ones, are skipped)."""
+    for snap in commits(table):
         props = snap.summary.additional_properties if snap.summary is not None else {}
         if SOURCE_SNAPSHOT in props:
             return TargetState(
@@ -302,6 +302,7 @@ def sync_iceberg(
     batch_rows: int = 250_000,
     max_attempts: int = 3,
     key_columns: Sequence[str] | None = None,
+    dag_id: str = "",
 ) -> IcebergSyncResult:
     """Commit the source snapshots not yet in ``target`` as one target commit (or nothing).
 
@@ -309,6 +310,7 @@ def sync_iceberg(
     overwrite/delete snapshots be applied by key — position deletes for the
     changed keys plus the new rows, in the same commit — instead of being
     refused or fully reloaded: the cost follows the change, not the table.
+    ``dag_id``: the run's DAG, recorded with the run id in the commit.
     """
     from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 
@@ -386,6 +388,7 @@ def sync_iceberg(
                 data_files=data_files,
                 state_in_properties=False,
                 crash_points=None,
+                dag_id=dag_id,
             )
         except (CommitFailedException, CommitStateUnknownException) as exc:
             last_error = exc

@@ -68,7 +68,7 @@ def _snap(sid: int, parent: int | None, op: str, ts: int) -> Any:
         snapshot_id=sid,
         parent_snapshot_id=parent,
         timestamp_ms=ts,
-        summary=SimpleNamespace(operation=SimpleNamespace(value=op)),
+        summary=SimpleNamespace(operation=SimpleNamespace(value=op), additional_properties={}),
     )
 
 
@@ -104,3 +104,17 @@ def test_unreadable_watermark_is_reported(orders: Any, lake: Any) -> None:
     )
     f = freshness.evaluate(orders, name="lake.orders", sla=timedelta(hours=1))
     assert not f.fresh and "cannot be read" in f.reasons[0]
+
+
+def test_a_partial_snapshot_left_as_head_is_not_the_last_write(catalog: Any) -> None:
+    """The removal snapshot of a commit (main left on it by another engine) holds half a commit."""
+    import pyarrow as pa
+
+    from snowberg.iceberg import state
+
+    catalog.create_namespace("p")
+    t = catalog.create_table("p.t", schema=pa.schema([("x", pa.int64())]))
+    t.append(pa.table({"x": [1]}), snapshot_properties={state.COMMIT_ID: "c1"})
+    complete = t.current_snapshot().snapshot_id
+    t.append(pa.table({"x": [2]}), snapshot_properties={state.PARTIAL_OF: "c2", state.RUN_ID: "r2"})
+    assert freshness.last_data_snapshot(catalog.load_table("p.t")).snapshot_id == complete

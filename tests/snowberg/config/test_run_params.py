@@ -131,3 +131,19 @@ def test_number_params_follow_the_form_schema() -> None:
     assert p.resolve("12345678901234567890123.25") == "12345678901234567890123.25"
     with pytest.raises(ParamValidationError):
         p.resolve("1e5")
+
+
+# ---------------------------------------------------------------- snapshot ids (issue 20, item 9)
+
+
+def test_snapshot_ids_are_text_of_ascii_digits_and_stay_exact() -> None:
+    from snowberg.config.run_params import SNAPSHOT_ID_PATTERN, parse_snapshot_id
+
+    big = "6412771532345617081"  # 19 digits: above 2**53, a browser would round it as a JSON number
+    assert float(big) != int(big) and parse_snapshot_id("rollback_to_snapshot", big) == 6412771532345617081
+    assert parse_snapshot_id("s", None) is None and parse_snapshot_id("s", "") is None
+    assert parse_snapshot_id("s", 42) == 42  # an int from Python code is exact already
+    assert SNAPSHOT_ID_PATTERN == "^[0-9]{1,19}$"
+    for bad in (big + "\n", "１２", "²", "1_000", " 12", "-1", "9223372036854775808", True, 1.5):
+        with pytest.raises(RunParamError, match="'s'"):
+            parse_snapshot_id("s", bad)

@@ -81,3 +81,12 @@ def test_a_sql_catalog_created_by_another_process_at_the_same_time_opens(
     monkeypatch.setenv("PYICEBERG_CATALOG__RACE__WAREHOUSE", f"file://{tmp_path}")
     cat = open_catalog("race")
     assert cat.list_namespaces() == [] and len(calls) == 2
+
+
+def test_an_adls_sas_token_keyed_by_account_is_a_secret() -> None:
+    """``adls.sas-token.<account>``: the last dotted part is the account name, not a secret-looking word."""
+    from snowberg.iceberg.catalogs import redacted, secret_values
+
+    props = {"adls.sas-token.myaccount": "sv=2024&sig=abc123", "adls.account-name": "myaccount"}
+    assert secret_values(props) == ["sv=2024&sig=abc123"]
+    assert redacted(props) == {"adls.sas-token.myaccount": "***", "adls.account-name": "myaccount"}

@@ -153,3 +153,97 @@ def test_every_commit_records_rows_planned_extracted_and_committed(src: Any, cat
     assert props[state.ROWS_PLANNED] == "100"
     assert props[state.ROWS_EXTRACTED] == "103" and props[state.ROWS] == "103"
     assert (r.rows_planned, r.rows_extracted, r.rows) == (100, 103, 103)
+
+
+# ---------------------------------------------------------------- one commit, several snapshots (issue 20, item 1)
+
+
+def _snowberg(snap: Any) -> dict[str, str]:
+    return {k: v for k, v in snap.summary.additional_properties.items() if k.startswith(state.PREFIX)}
+
+
+@pytest.mark.parametrize("strategy", ["merge_on_read", "copy_on_write"])
+def test_only_the_last_snapshot_of_a_merge_commit_carries_the_state(
+    src: Any, catalog: Any, variables: Any, strategy: str
+) -> None:
+    from maint_harness import table_cfg
+
+    cfg = table_cfg(src, merge_strategy=strategy)
+    run(cfg, src, catalog, variables, "r1")
+    src.sql(f"UPDATE {src.table('SRC')} SET NOTE = 'b', UPDATED_AT = {NOW} WHERE ID IN (1, 2)")
+    run(cfg, src, catalog, variables, "r2")
+    t = catalog.load_table("ns.t")
+    last = t.current_snapshot()
+    parts = []
+    for s in state.ancestors(t):
+        if _snowberg(s).get(state.RUN_ID) != "r2":
+            break
+        parts.append(s)
+    assert len(parts) >= 2 and parts[0].snapshot_id == last.snapshot_id  # a removal, then the append
+    commit_id = _snowberg(last)[state.COMMIT_ID]
+    assert state.WATERMARK in _snowberg(last) and state.PARTIAL_OF not in _snowberg(last)
+    for p in parts[1:]:
+        props = _snowberg(p)
+        assert props[state.PARTIAL_OF] == commit_id and state.COMMIT_ID not in props
+        assert state.WATERMARK not in props and state.WINDOW_HIGH not in props  # no state: never a target
+        assert props[state.RUN_ID] == "r2" and props[state.MODE] == "incremental"
+        assert state.last_of_commit(t, p).snapshot_id == last.snapshot_id
+    assert state.last_of_commit(t, last).snapshot_id == last.snapshot_id
+    # A head left on the removal (another engine's rollback) reads the state before the commit.
+    t.manage_snapshots().set_current_snapshot(parts[-1].snapshot_id).commit()
+    t = catalog.load_table("ns.t")
+    st = state.read_state(t)
+    assert st is not None and st.run_id == "r1"
+    assert state.find_run_commit(t, "r2", "incremental", _snowberg(last)[state.WINDOW_HIGH]) is None
+
+
+def test_a_commit_that_only_removes_rows_ends_with_the_snapshot_that_carries_the_state(catalog: Any) -> None:
+    """Propagated deletes: the removal's snapshots are partial, an append of no files carries the state."""
+    from maint_harness import small_table
+    from pyiceberg.expressions import In
+
+    from snowberg.iceberg import gate
+
+    t = small_table(catalog, 2)  # ids 0..19, state of run2
+    base = t.current_snapshot().snapshot_id
+    gate.commit(
+        t,
+        t.transaction(),
+        state_props=state.current_state_props(t),
+        summary={state.RUN_ID: "scheduled__B", state.MODE: "propagate", state.ROWS: "0"},
+        replaced=gate.Replacement(rows=In("id", {1, 15})),
+        crash_points=None,
+        dag_id="snowberg_t__checks",
+    )
+    t = catalog.load_table("ns.t")
+    assert sorted(r["id"] for r in t.scan().to_arrow().to_pylist()) == [i for i in range(20) if i not in (1, 15)]
+    staged = []
+    for s in state.ancestors(t):
+        if s.snapshot_id == base:
+            break
+        staged.append(s)
+    last, parts = staged[0], staged[1:]
+    props = _snowberg(last)
+    assert last.summary.operation.value == "append" and parts  # the removal staged its own snapshot(s)
+    assert props[state.WATERMARK] == "2" and props[state.RUN_ID] == "scheduled__B"
+    assert props[state.DAG_ID] == "snowberg_t__checks" and props[state.ROWS_DELETED] == "2"
+    assert all(_snowberg(p)[state.PARTIAL_OF] == props[state.COMMIT_ID] for p in parts)
+    assert all(state.WATERMARK not in _snowberg(p) for p in parts)
+    # The table-property copy keeps the carried state: the load's run, not the propagating DAG's.
+    assert t.properties[state.state_property(state.RUN_ID)] == "run2"
+    assert state.state_property(state.DAG_ID) not in t.properties
+    assert state.read_state(t).snapshot_id == last.snapshot_id
+
+
+def test_a_watermark_writer_records_its_dag_with_its_run_in_the_summary_and_the_state_copy(
+    src: Any, catalog: Any, variables: Any
+) -> None:
+    cfg = cfg_for(src)
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, src.conn, table, run_id="scheduled__A", dag_id="snowberg_ns_t")
+    load_window(cfg, src.conn, catalog, w)
+    t = catalog.load_table("ns.t")
+    props = _snowberg(t.current_snapshot())
+    assert (props[state.RUN_ID], props[state.DAG_ID]) == ("scheduled__A", "snowberg_ns_t")
+    assert t.properties[state.state_property(state.DAG_ID)] == "snowberg_ns_t"
+    assert props["snowberg.cursor-column"] == "updated_at"  # the identity the state was recorded with

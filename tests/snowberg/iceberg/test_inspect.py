@@ -179,3 +179,30 @@ def test_a_scan_that_fails_with_a_valid_filter_blames_the_read_not_the_filter(ca
     with pytest.raises(InspectError, match=rf"^reading ns\.t at snapshot {sid} failed: .*Parquet magic") as raised:
         read(t, snapshot_id=sid, where="id >= 5")
     assert "--where" not in str(raised.value)
+
+
+@pytest.mark.parametrize("text", ["²", "١٢٣", "１２３"])
+def test_a_time_of_digits_that_are_not_ascii_is_refused_as_bad_input(text: str) -> None:
+    with pytest.raises(InspectError, match="--as-of-time"):
+        parse_time(text)
+
+
+def test_snapshot_rows_name_the_last_snapshot_of_a_commit_for_its_earlier_ones(catalog: Any) -> None:
+    from pyiceberg.expressions import In
+
+    from snowberg.iceberg import gate, state
+
+    t = small_table(catalog, 1)
+    gate.commit(
+        t,
+        t.transaction(),
+        state_props=state.current_state_props(t),
+        summary={state.RUN_ID: "r2", state.MODE: "propagate"},
+        replaced=gate.Replacement(rows=In("id", {1})),
+        crash_points=None,
+        dag_id="d",
+    )
+    rows = metadata_rows(catalog.load_table("ns.t"), "snapshots")
+    last = rows[-1]["snapshot_id"]
+    assert [r["partial_of"] for r in rows] == [None] + [last] * (len(rows) - 2) + [None]
+    assert rows[-1]["dag_id"] == "d" and "partial_of" in render_metadata(rows, "snapshots").splitlines()[0]

@@ -129,3 +129,225 @@ def test_tags_survive_expiry_and_are_listed(catalog: Any) -> None:
     t = catalog.load_table("ns.t")
     assert rb.list_tags(t) == {"release-1": first} and t.snapshot_by_id(first) is not None
     assert len(t.scan(snapshot_id=first).to_arrow()) == 10
+
+
+# ---------------------------------------------------------------- the middle of a commit (issue 20, item 1)
+
+
+def _merge_run_snapshots(catalog: Any) -> tuple[Any, Any]:
+    """(the removal snapshot, the append snapshot) of the table's newest commit: a merge stages both."""
+    t = catalog.load_table("ns.t")
+    last = t.current_snapshot()
+    first = t.snapshot_by_id(last.parent_snapshot_id)
+    return first, last
+
+
+@pytest.mark.parametrize("strategy", ["merge_on_read", "copy_on_write"])
+def test_rollback_into_a_merge_run_then_the_next_run_leaves_lake_equal_source(
+    src: Any, catalog: Any, variables: Any, strategy: str
+) -> None:
+    """The issue's reproduction: roll back to a merge run's removal snapshot, run once more, compare.
+
+    Before the fix the rollback was accepted, the table lost the replaced keys while the watermark said
+    their window was loaded, and the next run found nothing new: rows missing with every run green.
+    Either answer is right now, a refusal or a correct table; the lake must equal the source.
+    """
+    cfg = table_cfg(src, merge_strategy=strategy)
+    load(cfg, src, catalog, variables, "r1")
+    _change(src, "1, 2, 3", "second")
+    load(cfg, src, catalog, variables, "r2")
+    removal, _ = _merge_run_snapshots(catalog)
+    t = catalog.load_table("ns.t")
+    try:
+        rb.rollback(t, cfg.name, variables=variables, variable_key=cfg.variable_key, to_snapshot=removal.snapshot_id)
+    except rb.RollbackError:
+        pass
+    assert load(cfg, src, catalog, variables, "r3").status in ("committed", "nothing_new")
+    assert lake_pairs(catalog) == source_rows(src)
+
+
+def test_rollback_and_tags_refuse_the_middle_of_a_commit_and_name_its_last_snapshot(
+    src: Any, catalog: Any, variables: Any
+) -> None:
+    cfg = table_cfg(src)
+    load(cfg, src, catalog, variables, "r1")
+    _change(src, "1, 2, 3", "second")
+    load(cfg, src, catalog, variables, "r2")
+    removal, last = _merge_run_snapshots(catalog)
+    t = catalog.load_table("ns.t")
+    head_before = t.current_snapshot().snapshot_id
+    use = f"use snapshot {last.snapshot_id}"
+    with pytest.raises(rb.RollbackError, match=use):
+        rb.rollback(t, cfg.name, variables=variables, variable_key=cfg.variable_key, to_snapshot=removal.snapshot_id)
+    with pytest.raises(rb.RollbackError, match=use):
+        rb.tag_snapshot(t, "mid", removal.snapshot_id)
+    # A tag another tool put on it is refused as a rollback target too.
+    t.manage_snapshots().create_tag(removal.snapshot_id, "outside").commit()
+    t = catalog.load_table("ns.t")
+    with pytest.raises(rb.RollbackError, match=use):
+        rb.plan_rollback(t, cfg.name, to_tag="outside")
+    t = catalog.load_table("ns.t")
+    assert t.current_snapshot().snapshot_id == head_before and "mid" not in t.metadata.refs
+    # The last snapshot of the commit is a fine target (a no-op here), and so is tagging it.
+    assert rb.tag_snapshot(t, "good", last.snapshot_id) == last.snapshot_id
+
+
+def _legacy_merge_commit(table: Any, replace_ids: list[int], props: dict[str, str]) -> None:
+    """A commit as snowberg wrote it before the fix: a delete and an append in ONE transaction, state on both."""
+    import pyarrow as pa
+    from pyiceberg.expressions import In
+
+    tx = table.transaction()
+    tx.delete(In("id", set(replace_ids)), snapshot_properties=props)
+    data = pa.table(
+        {
+            "id": pa.array(replace_ids, pa.int64()),
+            "grp": pa.array([x % 3 for x in replace_ids], pa.int64()),
+            "note": pa.array(["new"] * len(replace_ids), pa.string()),
+        }
+    )
+    tx.append(data, snapshot_properties=props)
+    tx.commit_transaction()
+
+
+def test_old_commits_with_state_on_every_snapshot_are_read_as_one_commit(catalog: Any, variables: Any) -> None:
+    from maint_harness import state_props
+
+    t = small_table(catalog, 2)
+    _legacy_merge_commit(t, [1, 2, 13], state_props(3))
+    t = catalog.load_table("ns.t")
+    last = t.current_snapshot()
+    removal = t.snapshot_by_id(last.parent_snapshot_id)
+    assert removal.summary.additional_properties[state.WATERMARK] == "3"  # the old form: state on both
+    with pytest.raises(rb.RollbackError, match=f"use snapshot {last.snapshot_id}"):
+        rb.plan_rollback(t, "t", to_snapshot=removal.snapshot_id)
+    with pytest.raises(rb.RollbackError, match=f"use snapshot {last.snapshot_id}"):
+        rb.tag_snapshot(t, "mid", removal.snapshot_id)
+    # before-run undoes the whole commit: back to run 2's snapshot, watermark 2
+    plan = rb.plan_rollback(t, "t", before_run="run3")
+    assert plan.target_snapshot_id == removal.parent_snapshot_id and plan.watermark_after == "2"
+
+
+# ---------------------------------------------------------------- identity with the state (issue 20, item 3)
+
+
+def _run(
+    cfg: Any, sfdb: Any, catalog: Any, variables: Any, run_id: str, mode: str = "incremental", dag_id: str = ""
+) -> Any:
+    from snowberg.load.extract import load_window
+    from snowberg.load.plan import plan_run
+    from snowberg.load.publish import publish, reconcile_before_plan
+
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, sfdb.conn, table, run_id=run_id, mode=mode, **({"dag_id": dag_id} if dag_id else {}))
+    r = load_window(cfg, sfdb.conn, catalog, w)
+    publish(cfg, catalog, w, variables)
+    return r
+
+
+def test_rollback_across_a_cursor_change_restores_the_identity_with_the_watermark(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    """Cursor updated_at → changed_at, full refresh, rollback before the refresh, next run.
+
+    Before the fix the table went back to updated_at's watermark but kept recording changed_at: the next run
+    of the new config passed the identity check and read changed_at > (updated_at's watermark), missing rows.
+    """
+    from snowberg.iceberg.identity import CURSOR_COLUMN, ConfigDriftError
+
+    t_src = sfdb.table("SRC")
+    sfdb.sql(
+        f"CREATE TABLE {t_src} (ID NUMBER(38,0), NOTE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ, CHANGED_AT TIMESTAMP_NTZ)"
+    )
+    rows = ", ".join(f"({i}, 'a', '2026-01-01 00:00:00', '2025-01-01 00:00:00')" for i in range(1, 11))
+    sfdb.sql(f"INSERT INTO {t_src} VALUES {rows}")
+    old = table_cfg(sfdb)
+    new = table_cfg(sfdb, cursor={"column": "changed_at"})
+    _run(old, sfdb, catalog, variables, "r1")
+    _run(new, sfdb, catalog, variables, "refresh", mode="full_refresh")
+    assert catalog.load_table("ns.t").properties[CURSOR_COLUMN] == "changed_at"
+    plan = rb.rollback(
+        catalog.load_table("ns.t"), old.name, variables=variables, variable_key=old.variable_key, before_run="refresh"
+    )
+    assert plan.committed
+    t = catalog.load_table("ns.t")
+    assert state.read_state(t).run_id == "r1" and t.properties[CURSOR_COLUMN] == "updated_at"
+    # Rows whose new cursor lies below the old cursor's watermark: the old code's next run skipped them.
+    more = ", ".join(f"({i}, 'b', {NOW}, '2025-06-01 00:00:00')" for i in range(11, 16))
+    sfdb.sql(f"INSERT INTO {t_src} VALUES {more}")
+    try:
+        _run(new, sfdb, catalog, variables, "next")
+    except ConfigDriftError as exc:  # the restored identity refuses the new config: loud, nothing written
+        assert "cursor.column was 'updated_at', is now 'changed_at'" in str(exc)
+        _run(new, sfdb, catalog, variables, "refresh2", mode="full_refresh")
+    lake = sorted(int(r["id"]) for r in catalog.load_table("ns.t").scan().to_arrow().to_pylist())
+    assert lake == list(range(1, 16))
+
+
+def test_a_rollback_across_a_full_refresh_to_a_snapshot_without_a_recorded_identity_is_refused(catalog: Any) -> None:
+    """Snapshots written before commits recorded their identity: whether a refresh changed it is unknown."""
+    import pyarrow as pa
+    from maint_harness import state_props
+
+    from snowberg.iceberg.identity import CURSOR_COLUMN, PRIMARY_KEY, SOURCE, VERSION
+
+    t = small_table(catalog, 2)
+    t.transaction().set_properties(
+        {VERSION: "1", SOURCE: "DB.S.T", CURSOR_COLUMN: "a", PRIMARY_KEY: "id"}
+    ).commit_transaction()
+    t = catalog.load_table("ns.t")
+    # Without a refresh in between the identity cannot have changed: the rollback goes ahead.
+    assert rb.plan_rollback(t, "t", before_run="run2").watermark_after == "1"
+    rows = pa.table({"id": pa.array([1], pa.int64()), "grp": pa.array([1], pa.int64()), "note": ["x"]})
+    t.append(rows, snapshot_properties={**state_props(3, "run3"), state.MODE: "full_refresh"})
+    t = catalog.load_table("ns.t")
+    t.transaction().set_properties({CURSOR_COLUMN: "b"}).commit_transaction()  # what the refresh recorded
+    t = catalog.load_table("ns.t")
+    with pytest.raises(rb.RollbackError, match="full refresh.*run3"):
+        rb.plan_rollback(t, "t", before_run="run3")
+
+
+def test_a_tag_name_with_a_trailing_newline_is_refused(catalog: Any) -> None:
+    t = small_table(catalog, 1)
+    for bad in ("v1\n", "v1\r\n", "\nv1"):
+        with pytest.raises(rb.RollbackError, match="invalid tag name"):
+            rb.tag_snapshot(t, bad)
+    assert rb.list_tags(catalog.load_table("ns.t")) == {}
+
+
+# ---------------------------------------------------------------- run ids of two DAGs (issue 20, item 7)
+
+
+def test_rollback_before_a_load_run_leaves_the_checks_dags_propagate_with_the_same_run_id(
+    src: Any, catalog: Any, variables: Any
+) -> None:
+    """The checks DAG propagates a source delete as run scheduled__B; then the load DAG's run scheduled__B loads."""
+    from snowberg.checks import volume
+
+    cfg = table_cfg(src)
+    load_dag, checks_dag = cfg.dag_id, f"{cfg.dag_id}__checks"
+    _run(cfg, src, catalog, variables, "scheduled__A", dag_id=load_dag)
+    src.sql(f"DELETE FROM {src.table('SRC')} WHERE ID = 5")
+    t = catalog.load_table("ns.t")
+    removed = volume.commit_hard_deletes(
+        t,
+        cfg,
+        [{"id": "5"}],
+        run_id="scheduled__B",
+        expected_snapshot_id=t.current_snapshot().snapshot_id,
+        dag_id=checks_dag,
+    )
+    assert removed == 1
+    propagated = catalog.load_table("ns.t").current_snapshot().snapshot_id
+    _change(src, "1, 2", "second")
+    _run(cfg, src, catalog, variables, "scheduled__B", dag_id=load_dag)
+    t = catalog.load_table("ns.t")
+    with pytest.raises(rb.RollbackError, match=f"more than one writer: {load_dag} .*; {checks_dag} "):
+        rb.plan_rollback(t, cfg.name, before_run="scheduled__B")
+    plan = rb.rollback(
+        t, cfg.name, variables=variables, variable_key=cfg.variable_key, before_run="scheduled__B", dag_id=load_dag
+    )
+    assert plan.target_snapshot_id == propagated and {u["dag_id"] for u in plan.undone} == {load_dag}
+    assert 5 not in dict(lake_pairs(catalog))  # the propagated delete stays
+    _run(cfg, src, catalog, variables, "scheduled__C", dag_id=load_dag)
+    assert lake_pairs(catalog) == source_rows(src)

@@ -95,3 +95,19 @@ def test_batch_id_survives_expiry_of_every_stream_snapshot(harness: Harness) -> 
     res = h.run()
     assert res["load"]["batches"] == [batch + 1] and not res["load"]["refresh"]
     assert h.target_rows() == h.source_rows()
+
+
+def test_a_head_left_on_the_first_snapshot_of_an_old_two_snapshot_commit_reads_the_batch_before(catalog: Any) -> None:
+    """Old stream commits carried the batch id on both snapshots of a key replacement (delete, then append)."""
+    t = _table(catalog)
+    _append(t, [1, 2], {cp.BATCH_ID: "4", core_state.RUN_ID: "r4"})
+    props = {cp.BATCH_ID: "5", core_state.RUN_ID: "r5", core_state.MODE: cp.MODE_STREAM}
+    tx = t.transaction()
+    tx.delete("id == 1", snapshot_properties=props)
+    tx.append(pa.table({"id": pa.array([1], pa.int64())}), snapshot_properties=props)
+    tx.commit_transaction()
+    t = catalog.load_table("shop.orders")
+    assert cp.committed_batch(t) == 5
+    first = t.snapshot_by_id(t.current_snapshot().parent_snapshot_id)
+    t.manage_snapshots().set_current_snapshot(first.snapshot_id).commit()  # another engine's rollback
+    assert cp.committed_batch(catalog.load_table("shop.orders")) == 4  # batch 5 is not complete there

@@ -253,6 +253,7 @@ def test_keyed_source_changes_are_applied_to_the_iceberg_target_not_reloaded(
         replaced=gate.Replacement(keys=pa.table({"order_id": pa.array([2, 4, 6], pa.int64())})),
         data_files=[],
         crash_points=None,
+        dag_id="",
     )
     src = lake.load_table("shop.orders")
     src.append(orders([2, 4, 6]).set_column(1, "customer", pa.array(["v2", "v2", "v2"])))
@@ -279,3 +280,17 @@ def test_keyed_source_changes_are_applied_to_the_iceberg_target_not_reloaded(
     assert state is not None and state.source_snapshot_id == src.current_snapshot().snapshot_id
     assert new_snaps[0].summary.additional_properties[MODE] == "changes"
     assert _sync(src, horizon_conn, "r3", key_columns=["order_id"]).status == "nothing_new"
+
+
+def test_the_target_state_skips_a_partial_snapshot_left_as_head(catalog: Any) -> None:
+    """A target whose head is the removal of a sync commit (another engine rolled back to it) reads the sync
+    before: replaying from there is what makes the target whole again."""
+    from snowberg.iceberg import state
+
+    catalog.create_namespace("n")
+    t = catalog.create_table("n.t", schema=orders_schema())
+    t.append(orders([1]), snapshot_properties={SOURCE_SNAPSHOT: "11", SOURCE_UUID: "u", state.COMMIT_ID: "c1"})
+    before = t.current_snapshot().snapshot_id
+    t.append(orders([2]), snapshot_properties={state.PARTIAL_OF: "c2", state.RUN_ID: "r2"})
+    st = read_target_state(catalog.load_table("n.t"))
+    assert st is not None and st.source_snapshot_id == 11 and st.target_snapshot_id == before

@@ -168,6 +168,7 @@ class SnowbergPlanOperator(SnowbergTableOperator):
                 conn,
                 table,
                 run_id=_attempt_id(context),
+                dag_id=self.dag_id,
                 mode=request.mode,
                 start=request.start,
                 end=request.end,

@@ -98,6 +98,7 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
             target,
             source_label=label,
             run_id=context["run_id"],
+            dag_id=self.dag_id,
             on_rewrite=self.on_rewrite,
             create_if_missing=self.create_if_missing,  # type: ignore[arg-type]
             create_in_snowflake=self._creator(),

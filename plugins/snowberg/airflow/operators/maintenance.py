@@ -10,8 +10,13 @@ Run params (validated before anything is read or written):
 
 * ``rollback_to_snapshot`` / ``rollback_before_run`` / ``rollback_to_tag`` —
   at most one; the table and its watermark return to that snapshot, and the
-  watermark Variable follows;
+  watermark Variable follows; ``rollback_dag_id`` names the DAG of
+  ``rollback_before_run`` (default: the table's load DAG);
 * ``tag`` (+ ``tag_snapshot``, default the current snapshot) — tag a snapshot;
+
+Snapshot ids are text of digits (19-digit ids pass 2**53: a JSON number is
+rounded by the browser). Every pattern is anchored for the form's JSON schema
+(a search) and checked again here with ``re.fullmatch``.
 * ``dry_run`` — log and return what would be done, change nothing (orphan
   files are listed).
 
@@ -30,6 +35,7 @@ The operator takes the table settings it reads as keyword arguments
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
@@ -39,6 +45,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from snowberg.airflow.operators.arguments import Settings, TableSettings
 from snowberg.config.maintenance_settings import MaintenanceSettings
+from snowberg.config.run_params import SNAPSHOT_ID_PATTERN, TAG_PATTERN, RunParamError, parse_snapshot_id
 from snowberg.config.table_config import Source, TableConfig
 
 
@@ -51,32 +58,62 @@ class MaintenanceStep(StrEnum):
 
 ROLLBACK_PARAMS = ("rollback_to_snapshot", "rollback_before_run", "rollback_to_tag")
 MANUAL_PARAMS = (*ROLLBACK_PARAMS, "tag")
+SNAPSHOT_PARAMS = ("rollback_to_snapshot", "tag_snapshot")
 
 
 def maintenance_params() -> dict[str, Param]:
     """The maintenance DAG's trigger form."""
     return {
         "dry_run": Param(False, type="boolean", description="Log what would be done; change nothing."),
-        "rollback_to_snapshot": Param(None, type=["null", "integer"], description="Roll back to this snapshot id."),
+        "rollback_to_snapshot": Param(
+            None,
+            type=["null", "string"],
+            pattern=SNAPSHOT_ID_PATTERN,
+            description="Roll back to this snapshot id (its digits, as text).",
+        ),
         "rollback_before_run": Param(
             None, type=["null", "string"], maxLength=250, description="Roll back to just before this run's commits."
+        ),
+        "rollback_dag_id": Param(
+            None,
+            type=["null", "string"],
+            maxLength=250,
+            description="The DAG of rollback_before_run (run ids repeat across DAGs); default: the table's load DAG.",
         ),
         "rollback_to_tag": Param(None, type=["null", "string"], maxLength=100, description="Roll back to this tag."),
         "tag": Param(
             None,
             type=["null", "string"],
-            pattern="^[A-Za-z0-9][A-Za-z0-9_.\\-]{0,99}$",
+            pattern=f"^{TAG_PATTERN}$",
             description="Tag a snapshot (tags survive expiry).",
         ),
-        "tag_snapshot": Param(None, type=["null", "integer"], description="Snapshot to tag (default: current)."),
+        "tag_snapshot": Param(
+            None,
+            type=["null", "string"],
+            pattern=SNAPSHOT_ID_PATTERN,
+            description="Snapshot to tag, its digits as text (default: current).",
+        ),
     }
 
 
 def manual_request(params: dict[str, Any]) -> dict[str, Any]:
-    """The manual actions a run asks for; raises when more than one rollback target is given."""
-    asked = {k: params.get(k) for k in (*MANUAL_PARAMS, "tag_snapshot") if params.get(k) not in (None, "")}
+    """The manual actions a run asks for, validated: snapshot ids parsed, the tag name fullmatched.
+
+    Raises (``ValueError``, naming the param) when more than one rollback
+    target is given or a value the form's schema let through is not valid.
+    """
+    keys = (*MANUAL_PARAMS, "tag_snapshot", "rollback_dag_id")
+    asked = {k: params.get(k) for k in keys if params.get(k) not in (None, "")}
     if sum(1 for k in ROLLBACK_PARAMS if k in asked) > 1:
         raise ValueError(f"give at most one of {', '.join(ROLLBACK_PARAMS)} (got {sorted(asked)})")
+    for k in SNAPSHOT_PARAMS:
+        if k in asked:
+            asked[k] = parse_snapshot_id(k, asked[k])
+    tag = asked.get("tag")
+    if tag is not None and not (isinstance(tag, str) and re.fullmatch(TAG_PATTERN, tag)):
+        raise RunParamError(f"param 'tag': {str(tag)[:80]!r} is not a tag name (letters, digits, '_', '.', '-')")
+    if "rollback_dag_id" in asked and "rollback_before_run" not in asked:
+        raise RunParamError("param 'rollback_dag_id' goes with rollback_before_run")
     return asked
 
 
@@ -150,6 +187,7 @@ class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
                 variable_key=cfg.variable_key,
                 to_snapshot=asked.get("rollback_to_snapshot"),
                 before_run=asked.get("rollback_before_run"),
+                dag_id=asked.get("rollback_dag_id") or cfg.dag_id,
                 to_tag=asked.get("rollback_to_tag"),
                 dry_run=dry_run,
             )
@@ -177,11 +215,17 @@ class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
                 min_input_files=s.min_input_files,
                 dry_run=dry_run,
             )
-            if r.status == "committed":
+            if not dry_run:
+                # Also when there was nothing to do: an earlier attempt may have committed and died before this.
                 action = m.follow_variable(table.refresh(), cfg.variable_key, AirflowVariables())
                 self.log.info("Variable %s: %s", cfg.variable_key, action)
             return r.to_dict()
         if self.step is MaintenanceStep.EXPIRE:
+            if not dry_run:
+                # Before the expiry: a commit whose Variable update was lost (any writer) may have left it naming
+                # a snapshot this expiry removes, and the next load would refuse to run.
+                action = m.follow_variable(table, cfg.variable_key, AirflowVariables())
+                self.log.info("Variable %s: %s", cfg.variable_key, action)
             return m.expire_snapshots(
                 table, older_than=s.snapshot_retention, min_snapshots=s.min_snapshots, dry_run=dry_run
             ).to_dict()

@@ -195,6 +195,7 @@ class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):
                 conn,
                 open_catalog(self.catalog),
                 run_id=context["run_id"],
+                dag_id=self.dag_id,
                 consumed=self.consumed,
             )
         finally:
@@ -384,6 +385,7 @@ class SnowbergStreamChangesOperator(_StreamOperator):
                 start=request.changes_start,
                 end=request.changes_end,
                 run_id=context["run_id"],
+                dag_id=self.dag_id,
                 target=request.changes_target,
             )
         finally:

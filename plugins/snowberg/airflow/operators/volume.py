@@ -122,6 +122,7 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
                 cfg,
                 keys,
                 run_id=str(context.get("run_id") or "volume-check"),
+                dag_id=self.dag_id,
                 expected_snapshot_id=snap.snapshot_id,
             )
             self.log.info("%s: propagated %d hard delete(s): %s", cfg.name, report.propagated, keys[:20])

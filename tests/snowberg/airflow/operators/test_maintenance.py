@@ -143,3 +143,81 @@ def test_two_rollback_targets_fail_the_manual_run(env: Any) -> None:
     assert load_dag.test().state == "success"
     dr = maint_dag.test(run_conf={"rollback_to_tag": "x", "rollback_before_run": "y"})
     assert dr.state == "failed"
+
+
+@pytest.mark.slow  # six DAG runs through Airflow's runner: about a minute on a shared machine
+def test_a_compaction_killed_after_its_commit_still_leaves_the_variable_following(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compact task dies after its commit (retried: nothing left to compact); expiry then runs.
+
+    Before the fix only a compaction that committed in the same attempt moved the Variable: it kept naming
+    the load's snapshot, the expiry removed that snapshot, and the next load failed ("ahead of the table").
+    """
+    from airflow.models import Variable
+
+    sfdb, cfg = env
+    load_dag, maint_dag = _dags(cfg)
+    assert load_dag.test().state == "success"
+    _change(sfdb, "1, 2", "b")
+    assert load_dag.test().state == "success"
+    monkeypatch.setenv("SNOWBERG_FAULT", "raise:compact_after_commit")
+    assert maint_dag.test().state == "failed"  # compact committed, then died
+    monkeypatch.delenv("SNOWBERG_FAULT")
+    assert _table(cfg).current_snapshot().summary.operation.value == "replace"
+    assert maint_dag.test().state == "success"  # nothing to compact; expiry keeps 1 snapshot
+    t = _table(cfg)
+    assert len(list(t.snapshots())) == 1
+    assert json.loads(Variable.get(cfg.variable_key))["snapshot_id"] == state.read_state(t).snapshot_id
+    _change(sfdb, "3", "c")
+    assert load_dag.test().state == "success"
+    assert _lake(cfg) == _source(sfdb)
+
+
+# ---------------------------------------------------------------- the trigger form (issue 20, items 9 and 10)
+
+
+def _validated_by_airflow(conf: dict[str, Any]) -> dict[str, Any]:
+    """The params a run gets for ``conf``, as Airflow's API server checks them when a run is triggered.
+
+    ``create_dagrun`` merges the conf into the serialized DAG's params and validates them against each
+    Param's JSON schema (a 400 from the REST API, an error in the UI form).
+    """
+    from airflow.sdk import DAG
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    from snowberg.airflow.operators.maintenance import maintenance_params
+
+    dag = DAG("form", schedule=None, params=maintenance_params())
+    served = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    return dict(served.params.deep_merge(conf).validate())
+
+
+def test_snapshot_ids_from_the_trigger_form_are_digits_as_text_and_stay_exact() -> None:
+    """Before the fix the snapshot params were JSON integers: a 19-digit id typed into the form is rounded by
+    the browser (2**53), and the digits sent as text were refused by the schema."""
+    from snowberg.airflow.operators.maintenance import maintenance_params, manual_request
+
+    big = "6412771532345617081"
+    for name in ("rollback_to_snapshot", "tag_snapshot"):
+        schema = maintenance_params()[name].schema
+        assert schema["type"] == ["null", "string"] and schema["pattern"] == "^[0-9]{1,19}$"
+    params = _validated_by_airflow({"rollback_to_snapshot": big, "tag_snapshot": big})
+    assert params["rollback_to_snapshot"] == big
+    asked = manual_request(params)
+    assert asked["rollback_to_snapshot"] == 6412771532345617081 and asked["tag_snapshot"] == 6412771532345617081
+    with pytest.raises(Exception, match="is not of type"):
+        _validated_by_airflow({"rollback_to_snapshot": int(big)})  # a JSON number is refused
+
+
+def test_form_values_the_json_schema_lets_through_are_refused_by_the_task() -> None:
+    """A JSON schema ``pattern`` is a search and ``$`` matches before a trailing newline: the task fullmatches."""
+    from snowberg.airflow.operators.maintenance import maintenance_params, manual_request
+
+    pattern = maintenance_params()["tag"].schema["pattern"]
+    assert pattern.startswith("^") and pattern.endswith("$")
+    for name, value in (("tag", "v1\n"), ("rollback_to_snapshot", "12\n")):
+        params = _validated_by_airflow({name: value})  # the schema accepts it …
+        assert params[name] == value
+        with pytest.raises(ValueError, match=name):
+            manual_request(params)  # … the task does not
