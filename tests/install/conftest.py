@@ -29,6 +29,7 @@ import pytest
 from wheel_env import (
     EMULATOR_CONSTRAINT,
     REPO,
+    WHEEL_SOURCES,
     WheelVenv,
     deploy_requirements,
     freeze,
@@ -42,14 +43,13 @@ from wheel_env import (
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("wheel")
     src = root / "src"
-    (src / "plugins").mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy2(REPO / name, src / name)
-    shutil.copytree(
-        REPO / "plugins" / "snowberg",
-        src / "plugins" / "snowberg",
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"),
-    )
+    for name in WHEEL_SOURCES:
+        if (REPO / name).is_dir():
+            ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+            shutil.copytree(REPO / name, src / name, ignore=ignore)
+        else:
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, src / name)
     run([*uv_command(), "build", "--wheel", "--quiet", "--out-dir", str(root / "dist"), str(src)])
     [built] = sorted((root / "dist").glob("snowberg-*.whl"))
     return built

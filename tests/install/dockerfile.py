@@ -34,10 +34,16 @@ class Instruction:
 
 def instructions(path: Path) -> list[Instruction]:
     """The file's instructions in order (continuations joined, comments dropped); unknown keywords raise."""
+    return parse(path.read_text(), str(path))
+
+
+def parse(text: str, name: str = "<text>") -> list[Instruction]:
+    """The instructions of Dockerfile ``text`` (see ``instructions``)."""
+    path = name
     out: list[Instruction] = []
     pending: list[str] = []
     start = 0
-    for n, raw in enumerate(path.read_text().splitlines(), 1):
+    for n, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
         if not pending and (not line.strip() or line.lstrip().startswith("#")):
             continue

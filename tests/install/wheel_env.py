@@ -22,6 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY_DOCKERFILE = REPO / "docker" / "deploy.Dockerfile"
 EMULATOR_CONSTRAINT = "snowflake-connector-python<5"
 DEV_BIN = Path(sys.executable).parent
+# What the wheel is built from (the install tests' fixture and docker/Dockerfile's wheel stage copy exactly these).
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "LICENSE", "plugins/snowberg")
 
 
 def uv_command() -> list[str]:
