@@ -56,9 +56,13 @@ def test_the_helm_values_run_the_recipes_image_with_configs_from_the_configmap()
     values = yaml.safe_load(HELM.read_text())
     # Only keys of the official chart's values.yaml (checked against the chart: top-level volumes/volumeMounts/env/
     # secret reach every Airflow container and the KubernetesExecutor pod template).
-    assert set(values) <= {"airflowVersion", "executor", "images", "env", "secret", "volumes", "volumeMounts"}
+    allowed = {"airflowVersion", "executor", "defaultAirflowRepository", "defaultAirflowTag", "env", "secret"}
+    assert set(values) <= allowed | {"volumes", "volumeMounts"}
     version = arg_defaults(instructions(DEPLOY))["AIRFLOW_VERSION"]
-    assert values["airflowVersion"] == version and values["images"]["airflow"]["tag"] == version
+    assert values["airflowVersion"] == version and values["defaultAirflowTag"] == version
+    # The chart's pod template (KubernetesExecutor task pods) takes images.pod_template or defaultAirflow*,
+    # never images.airflow: the image must be set where the task pods get it.
+    assert values["defaultAirflowRepository"] != "apache/airflow" and "images" not in values
     assert values["executor"] == "KubernetesExecutor"
     mounts = {m["name"]: m["mountPath"] for m in values["volumeMounts"]}
     volumes = {v["name"]: v for v in values["volumes"]}
