@@ -171,6 +171,7 @@ def test_a_project_from_the_wheel_parses_loads_checks_and_shows_the_page(
         timeout=300,
     )
     assert res.returncode == 2 and "no tables config was found" in res.stderr, res.stderr[-2000:]
+    assert "site-packages" not in res.stderr
 
     run([str(venv.bin / "airflow"), "db", "migrate"], cwd=project, env=env, timeout=600)
     got = result(run([venv.python, str(IN_VENV), "deploy"], cwd=project, env=env, timeout=900))
@@ -188,8 +189,9 @@ def test_a_project_from_the_wheel_parses_loads_checks_and_shows_the_page(
     assert got["lake_rows"] == emulator.seeded["orders"]
     assert got["checks"]["tasks"]["check_volume"] == "success", got["checks"]
 
-    run_ok = run([str(venv.bin / "snowberg"), "inspect", "demo_orders", "snapshots", "--json"], cwd=project, env=env)
-    assert json.loads(run_ok.stdout)[0]["operation"] in ("append", "overwrite"), run_ok.stdout[-2000:]
+    # From the project directory the same command finds ./include/tables.yaml and reads the loaded table.
+    snaps = run([str(venv.bin / "snowberg"), "inspect", "demo_orders", "snapshots", "--json"], cwd=project, env=env)
+    assert json.loads(snaps.stdout)[0]["operation"] in ("append", "overwrite"), snaps.stdout[-2000:]
 
     svc = _api_server(venv, env, home, port)
     try:
