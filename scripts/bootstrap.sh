@@ -33,3 +33,8 @@ if [ ${#UV[@]} -gt 0 ]; then
 else
   .venv/bin/pip install --quiet -c constraints.txt -e ".[dev]"
 fi
+# The editable build leaves setuptools' plugins/snowberg.egg-info behind; plugins/ is on sys.path (the
+# editable .pth), so importlib.metadata would see a second "snowberg" distribution and Airflow would load
+# the UI plugin's entry point twice ("Plugin 'snowberg' already registered"). The venv's dist-info is the
+# installed metadata; the leftover is not needed.
+rm -rf plugins/snowberg.egg-info

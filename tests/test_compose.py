@@ -2,7 +2,8 @@
 
 What ``docker compose up`` needs and what a user relies on: every service
 present with a pinned image, a health check on each long-running service,
-start order through health conditions, dags/ plugins/ include/ mounted, the
+start order through health conditions, dags/ and include/ mounted (snowberg
+itself installed in the image from its wheel, as a deployment does), the
 settings snowberg reads (connection, catalog, tables config) coming from the
 env file, and an ``.env.example`` that names every variable the compose file
 interpolates.
@@ -81,7 +82,12 @@ def test_airflow_image_is_built_from_the_dockerfile_on_a_pinned_base(services: d
     assert re.search(r"^ARG AIRFLOW_VERSION=3\.3\.2$", text, re.M)
     assert re.search(r"^FROM apache/airflow:\$\{AIRFLOW_VERSION\}-python\$\{PYTHON_VERSION\}$", text, re.M)
     assert '"apache-airflow==${AIRFLOW_VERSION}"' in text  # installing snowberg never moves Airflow
-    assert '-e "/opt/snowberg[local]"' in text
+    # Built from the wheel of the checkout (stage "wheel"), with the emulator's "local" extra; not editable.
+    assert re.search(r"^FROM apache/airflow:\$\{AIRFLOW_VERSION\}-python\$\{PYTHON_VERSION\} AS wheel$", text, re.M)
+    assert "pip wheel --no-cache-dir --no-deps --wheel-dir /tmp/snowberg-dist /tmp/snowberg-src" in text
+    assert "COPY --from=wheel --chown=airflow:0 /tmp/snowberg-dist/ /tmp/snowberg-dist/" in text
+    assert '"$(ls /tmp/snowberg-dist/snowberg-*-py3-none-any.whl)[local]"' in text
+    assert " -e " not in text and "/opt/snowberg" not in text
 
 
 def test_airflow_services_run_the_right_commands(services: dict[str, dict[str, Any]]) -> None:
@@ -124,15 +130,20 @@ def test_start_order_follows_health(services: dict[str, dict[str, Any]]) -> None
     assert "airflow db migrate" in "\n".join(services["airflow-init"]["command"])
 
 
-def test_dags_plugins_include_are_mounted(services: dict[str, dict[str, Any]]) -> None:
+def test_dags_and_include_are_mounted_and_the_package_comes_from_the_image(
+    services: dict[str, dict[str, Any]],
+) -> None:
     for name in AIRFLOW_SERVICES:
         mounts = {m.split(":")[0]: m.split(":")[1] for m in services[name]["volumes"]}
         assert mounts["./dags"] == "/opt/airflow/dags"
         assert mounts["./include"] == "/opt/airflow/include"
-        # snowberg is installed editable from /opt/snowberg: the mount makes edits live.
-        assert mounts["./plugins"] == "/opt/snowberg/plugins"
-    assert "COPY --chown=airflow:0 plugins/ /opt/snowberg/plugins/" in DOCKERFILE.read_text()
-    for path in ("dags", "plugins", "include"):
+        # snowberg is installed from its wheel in the image; mounting the sources would shadow nothing and
+        # mislead (edits would not be live), so they are not mounted.
+        assert "./plugins" not in mounts
+    text = DOCKERFILE.read_text()
+    assert "COPY --chown=airflow:0 plugins/snowberg/ /tmp/snowberg-src/plugins/snowberg/" in text
+    assert "COPY --chown=airflow:0 pyproject.toml README.md LICENSE /tmp/snowberg-src/" in text
+    for path in ("dags", "plugins/snowberg", "include"):
         assert (REPO / path).is_dir()
 
 

@@ -5,6 +5,7 @@ snowberg stack down    stop the emulator
 snowberg demo          quick start: stack up, two loads through Airflow, then the Asset-driven summary DAG
 snowberg docs          regenerate the generated docs (type mapping, configuration reference, JSON Schemas)
 snowberg validate      check tables.yaml / syncs.yaml: every error with file, line, entry, field (--connect: online)
+snowberg init DIR      write the example project (two-line dags/*.py, include/*.yaml) into DIR
 snowberg inspect T W   a metadata table of lake table T: snapshots|history|files|manifests|partitions|refs
 snowberg read T        rows of T, now or as of a snapshot/time, filtered, limited
 snowberg rollback T    move T (and its watermark, and the Variable) back to a snapshot, before a run, or to a tag
@@ -312,6 +313,26 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write the example project shipped in the package (``snowberg.config.examples``) into a directory."""
+    from snowberg.config.examples import ExampleConflictError, FileAction, write_examples
+
+    project = Path(args.dir).resolve()
+    try:
+        plan = write_examples(project, force=args.force)
+    except ExampleConflictError as exc:
+        print(f"snowberg init: {exc}", file=sys.stderr)
+        return 2
+    for f in plan:
+        print(f"{f.action.value:>9}  {project / f.relative}")
+    if any(f.action is not FileAction.UNCHANGED for f in plan):
+        print(
+            f"next: edit {project / 'include' / 'tables.yaml'}; Airflow's dags folder is {project / 'dags'} "
+            "(the DAG files find include/ beside it, or set SNOWBERG_TABLES_CONFIG)"
+        )
+    return 0
+
+
 class TableRefError(ValueError):
     """A table argument names neither a configured table nor namespace.table."""
 
@@ -528,6 +549,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also open each Snowflake connection and catalog: source tables and columns, namespaces, stream grants",
     )
     va.set_defaults(func=cmd_validate)
+
+    it = sub.add_parser("init", help="write the example project (dags/, include/) into a directory")
+    it.add_argument("dir", nargs="?", default=".", help="the project directory (default: .)")
+    it.add_argument("--force", action="store_true", help="overwrite files that differ from the examples")
+    it.set_defaults(func=cmd_init)
     from snowberg.iceberg.inspect import MetadataTable
 
     ins = sub.add_parser("inspect", help="show a metadata table of a lake table")

@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 ALLOWED: dict[str, str] = {
     "cursor.description": "README: the DB-API cursor's result metadata, not the `cursor:` section",
     "--workers": "docs/performance.md: an option of `python -m bench.mapped`, not of the snowberg command",
+    "--no-index": "docs/deployment.md: pip's option (MWAA requirements without a package index)",
 }
 
 ROOTS: tuple[type[BaseModel], ...] = (TableConfig, SyncConfig)
