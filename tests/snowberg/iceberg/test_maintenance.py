@@ -282,7 +282,7 @@ def test_compaction_folds_merge_on_read_position_deletes_back_into_data_files(ca
         }
     )
     tx = t.transaction()
-    gate.remove_replaced(tx, gate.Replacement(keys=replaced), state_props(7))
+    gate.remove_replaced(tx, gate.Replacement(keys=replaced), state_props(7), io=t.io)
     tx.append(new, snapshot_properties=state_props(7))
     tx.commit_transaction()
     t = catalog.load_table("ns.t")
