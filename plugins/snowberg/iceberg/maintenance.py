@@ -391,6 +391,11 @@ def compact(
         for d in t.delete_files
         if all(u.file.file_path in picked_paths for u in users[d.file_path])
     }
+    if picked:
+        # A delete file that applies to no live data file hides no row (its data file was rewritten
+        # since, e.g. by a backfill's copy-on-write delete): it goes too. Kept, it would share a delete
+        # manifest with the folded ones, which pyiceberg cannot rewrite, and block every compaction.
+        delete_files.update(_dangling_delete_files(table, base, set(users)))
     n_in = sum(len(ts) for ts in picked.values())
     specs = table.specs()
     log.info(
@@ -516,6 +521,20 @@ def compact(
         seconds=time.monotonic() - started,
         groups=group_info,
     )
+
+
+def _dangling_delete_files(table: Table, snapshot: Any, in_use: set[str]) -> dict[str, Any]:
+    """Delete files of ``snapshot`` that no data file of the scan uses (``in_use``: the used ones' paths)."""
+    from pyiceberg.manifest import ManifestContent
+
+    out: dict[str, Any] = {}
+    for mf in snapshot.manifests(table.io):
+        if mf.content != ManifestContent.DELETES:
+            continue
+        for e in mf.fetch_manifest_entry(table.io, discard_deleted=True):
+            if e.data_file.file_path not in in_use:
+                out[e.data_file.file_path] = e.data_file
+    return out
 
 
 def _delete_quietly(table: Table, paths: list[str]) -> None:

@@ -297,3 +297,44 @@ def test_compaction_folds_merge_on_read_position_deletes_back_into_data_files(ca
     assert rows_of(t) == before
     assert t.inspect.delete_files().num_rows == 0
     assert state.read_state(t).watermark == "7"
+
+
+def test_compaction_drops_position_deletes_whose_data_file_a_copy_on_write_delete_already_rewrote(
+    catalog: Any,
+) -> None:
+    """A backfill (copy-on-write delete) rewrites a data file that a merge's position delete file targets.
+
+    That delete file hides no row any more, but stays listed in the delete
+    manifest next to live ones. Compaction used to refuse the table
+    ("delete manifest … would keep 1 of 2 delete files") and never compacted
+    it again; it drops the dangling delete file with the others.
+    """
+    import pyarrow as pa
+    from pyiceberg.expressions import In
+
+    t = small_table(catalog, 3)  # ids 0..29, ten per data file
+    replaced = pa.table({"id": pa.array([3, 14], pa.int64())})  # one key in each of two data files
+    new = pa.table({"id": replaced.column("id"), "grp": pa.array([0, 1], pa.int64()), "note": ["u", "u"]})
+    tx = t.transaction()
+    gate.remove_replaced(tx, gate.Replacement(keys=replaced), state_props(7), io=t.io)
+    tx.append(new, snapshot_properties=state_props(7))
+    tx.commit_transaction()
+    t = catalog.load_table("ns.t")
+    assert t.inspect.delete_files().num_rows == 2
+    # The backfill: a copy-on-write delete of rows 0..9 rewrites the first data file (its delete file dangles).
+    tx = t.transaction()
+    gate.remove_replaced(tx, gate.Replacement(rows=In("id", list(range(10)))), state_props(7), io=t.io)
+    tx.append(
+        pa.table({"id": pa.array(range(10), pa.int64()), "grp": pa.array([0] * 10, pa.int64()), "note": ["b"] * 10}),
+        snapshot_properties=state_props(7),
+    )
+    tx.commit_transaction()
+    t = catalog.load_table("ns.t")
+    before = rows_of(t)
+
+    r = m.compact(t, target_size=64 * 1024 * 1024)
+    t = catalog.load_table("ns.t")
+    assert r.status == "committed" and r.delete_files_removed == 2
+    assert rows_of(t) == before and len(before) == 30
+    assert t.inspect.delete_files().num_rows == 0
+    assert state.read_state(t).watermark == "7"
