@@ -623,11 +623,14 @@ def _list_files(table: Table) -> Iterator[tuple[str, str, datetime | None]]:
         infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
     except FileNotFoundError:
         return
-    prefix = f"{scheme}://{netloc}" if scheme != "file" else "file://"
     for info in infos:
         if info.type != pafs.FileType.File:
             continue
-        full = f"{prefix}{info.path}" if scheme != "file" else f"file://{info.path}"
+        # Object stores (S3, GCS) list ``bucket/key``; local and HDFS-like filesystems list ``/path``.
+        if info.path.startswith("/"):
+            full = f"file://{info.path}" if scheme == "file" else f"{scheme}://{netloc}{info.path}"
+        else:
+            full = f"{scheme}://{info.path}"
         mtime = info.mtime.replace(tzinfo=UTC) if info.mtime is not None and info.mtime.tzinfo is None else info.mtime
         yield full, _strip(full), mtime
 
