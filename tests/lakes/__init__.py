@@ -313,8 +313,7 @@ def open_lake(
             server.stop()
 
 
-@pytest.fixture
-def lake(
+def _lake(
     request: pytest.FixtureRequest, lake_services: LakeServices, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Lake]:
     """A lake of the backend given by indirect parametrization (default ``file_sqlite``); see the module doc."""
@@ -323,9 +322,15 @@ def lake(
         yield lk
 
 
-def lake_fixtures() -> tuple[Any, Any]:
-    """``(lake, lake_services)``: the two fixtures, to bind by those names in a test module or conftest."""
-    return lake, lake_services
+lake = pytest.fixture(_lake, name="lake")
+
+
+def lake_fixtures(name: str = "lake") -> tuple[Any, Any]:
+    """``(lake, lake_services)``: the two fixtures, to bind by those names in a test module or conftest.
+
+    ``name`` renames the lake fixture where ``lake`` is taken already (bind it to that name then).
+    """
+    return (lake if name == "lake" else pytest.fixture(_lake, name=name)), lake_services
 
 
 __all__ = [
