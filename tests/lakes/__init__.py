@@ -217,6 +217,61 @@ def _env(var: str, value: str) -> Iterator[None]:
             os.environ[var] = old
 
 
+WAREHOUSE_PREFIX = {LakeBackend.S3_POSTGRES: "warehouse", LakeBackend.GLUE_S3: "glue", LakeBackend.REST_S3: "rest"}
+
+
+def connection_for(
+    backend: LakeBackend,
+    *,
+    warehouse: str,
+    endpoint: str = "",
+    key_id: str = "",
+    secret: str = "",
+    catalog_db: str = "",
+    catalog_uri: str = "",
+) -> dict[str, Any]:
+    """The Airflow connection of a lake, as users write it (docs/lakes.md shows these; a test compares them).
+
+    ``catalog_db``: the SQLite file (file_sqlite) or the PostgreSQL database
+    (s3_postgres); ``catalog_uri``: the REST catalog's URI.
+    """
+    if backend is LakeBackend.FILE_SQLITE:
+        return {"conn_type": "sqlite", "host": catalog_db, "extra": {"warehouse": warehouse}}
+    if backend is LakeBackend.S3_POSTGRES:
+        return {
+            "conn_type": "postgres",
+            "host": PG_DSN["host"],
+            "port": PG_DSN["port"],
+            "login": PG_DSN["user"],
+            "schema": catalog_db,
+            "extra": {
+                "warehouse": warehouse,
+                "s3.endpoint": endpoint,
+                "s3.access-key-id": key_id,
+                "s3.secret-access-key": secret,
+                "s3.region": REGION,
+            },
+        }
+    if backend is LakeBackend.GLUE_S3:
+        return {
+            "conn_type": "aws",
+            "login": key_id,
+            "password": secret,
+            "extra": {"region_name": REGION, "endpoint_url": endpoint, "warehouse": warehouse},
+        }
+    return {
+        "conn_type": "iceberg",
+        "host": catalog_uri,
+        "login": "snowberg",
+        "password": REST_PAT,
+        "extra": {
+            "warehouse": REST_WAREHOUSE,
+            "scope": f"session:role:{REST_ROLE}",
+            "header.X-Iceberg-Access-Delegation": "vended-credentials",
+        },
+    }
+
+
 def _unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:10]}"
 
@@ -244,36 +299,14 @@ def open_lake(
         wh = tmp_path / "lake-warehouse"
         wh.mkdir(exist_ok=True)
         warehouse = f"file://{wh}"
-        connection: dict[str, Any] = {
-            "conn_type": "sqlite",
-            "host": str(tmp_path / "lake-catalog.db"),
-            "extra": {"warehouse": warehouse},
-        }
+        connection = connection_for(backend, warehouse=warehouse, catalog_db=str(tmp_path / "lake-catalog.db"))
     else:
         moto = services.moto
         bucket = moto.create_bucket(_unique("lake-").replace("_", "-"))
-        if backend is LakeBackend.S3_POSTGRES:
-            warehouse = f"s3://{bucket}/warehouse"
-            connection = {
-                "conn_type": "postgres",
-                "host": PG_DSN["host"],
-                "port": PG_DSN["port"],
-                "login": PG_DSN["user"],
-                "schema": services.pg_database,
-                "extra": {"warehouse": warehouse, **moto.writer_properties()},
-            }
-        elif backend is LakeBackend.GLUE_S3:
-            warehouse = f"s3://{bucket}/glue"
-            connection = {
-                "conn_type": "aws",
-                "login": moto.key_id,
-                "password": moto.secret,
-                "extra": {"region_name": REGION, "endpoint_url": moto.endpoint, "warehouse": warehouse},
-            }
-        else:
+        warehouse = f"s3://{bucket}/{WAREHOUSE_PREFIX[backend]}"
+        if backend is LakeBackend.REST_S3:
             from pyiceberg.catalog.sql import SqlCatalog
 
-            warehouse = f"s3://{bucket}/rest"
             # The server's own catalog store reaches S3 with the writer's keys; clients get only vended ones.
             store = SqlCatalog(
                 "rest_store",
@@ -282,17 +315,15 @@ def open_lake(
                 **moto.writer_properties(),
             )
             server = rest_catalog_server(store, moto.vend()).start()
-            connection = {
-                "conn_type": "iceberg",
-                "host": server.uri,
-                "login": "snowberg",
-                "password": REST_PAT,
-                "extra": {
-                    "warehouse": REST_WAREHOUSE,
-                    "scope": f"session:role:{REST_ROLE}",
-                    "header.X-Iceberg-Access-Delegation": "vended-credentials",
-                },
-            }
+        connection = connection_for(
+            backend,
+            warehouse=warehouse,
+            endpoint=moto.endpoint,
+            key_id=moto.key_id,
+            secret=moto.secret,
+            catalog_db=services.pg_database if backend is LakeBackend.S3_POSTGRES else "",
+            catalog_uri=server.uri if server is not None else "",
+        )
     lake = Lake(
         backend=backend,
         conn_id=conn_id,
@@ -338,6 +369,7 @@ __all__ = [
     "LakeBackend",
     "LakeServices",
     "connection_env_var",
+    "connection_for",
     "lake",
     "lake_fixtures",
     "lake_services",
