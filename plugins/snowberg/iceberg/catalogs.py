@@ -124,11 +124,11 @@ class LakeProblem(enum.StrEnum):
     NO_BUCKET = "no_bucket"
     UNREACHABLE = "unreachable"  # no answer from the catalog or the storage endpoint
     CATALOG_AUTH = "catalog_auth"  # the catalog refused its own client credentials (REST OAuth, database login)
-    CATALOG_UNAVAILABLE = "catalog_unavailable"  # the catalog answered 5xx (not applied)
+    CATALOG_UNAVAILABLE = "catalog_unavailable"  # the catalog answered 503 (or 5xx outside a commit)
     COMMIT_STATE_UNKNOWN = "commit_state_unknown"  # 5xx on a commit the catalog may have applied
 
 
-# What went wrong, and which fields of the connection to check; {ref} is the connection id.
+# What went wrong, and what to check (fields of the connection first).
 _WHAT_AND_CHECK: dict[LakeProblem, tuple[str, str]] = {
     LakeProblem.CREDENTIALS: (
         "the storage or the catalog refused the credentials (unknown access key id or wrong secret)",
@@ -160,8 +160,9 @@ _WHAT_AND_CHECK: dict[LakeProblem, tuple[str, str]] = {
         "login/password (OAuth2 client id and secret, or the database login), extra.credential / token / scope",
     ),
     LakeProblem.CATALOG_UNAVAILABLE: (
-        "the catalog answered with a server error and applied nothing",
-        "the catalog service (its health and logs); the next run retries",
+        "the catalog answered with a server error (unavailable)",
+        "the catalog service (its health and logs); the next run reads the table's state first and loads what "
+        "is missing",
     ),
     LakeProblem.COMMIT_STATE_UNKNOWN: (
         "the catalog failed while committing: the commit may or may not have been applied",
