@@ -1,10 +1,11 @@
 """Probe the lake storage with the lake writer's own FileIO: write, read, list, delete.
 
 The probe uses exactly the FileIO the writer uses — a table's ``table.io``
-(which carries vended credentials from a REST catalog) or
-``pyiceberg.io.load_file_io(catalog.properties, location)`` — so a pass here
-means the writer's credentials, endpoint and region work against that
-location, and a failure names the step.
+(which carries vended credentials from a REST catalog) or, before a table
+exists, ``pyiceberg.io.load_file_io(catalog.properties, location)`` (the
+catalog's own properties: the endpoint and keys of its Airflow connection,
+never the environment's) — so a pass here means the writer's credentials,
+endpoint and region work against that location, and a failure names the step.
 
 The result has the same shape as Snowflake's verification: each step is
 ``PASSED``, ``SKIPPED`` or ``FAILED`` with the error text and a likely cause.
@@ -187,10 +188,18 @@ def probe_location(io: FileIO, location: str, *, payload: bytes | None = None) -
 def writer_file_io(catalog: Any, *, table: Any | None = None, location: str | None = None) -> tuple[FileIO, str]:
     """The FileIO and location the lake writer uses.
 
-    * a table: ``table.io`` and ``table.location()`` (REST catalogs vend
-      per-table credentials, so this is the only faithful choice);
-    * else ``load_file_io(catalog.properties, location)`` for ``location``,
-      or for the catalog's ``warehouse``.
+    * a table: ``table.io`` and ``table.location()`` — exactly what the
+      writer uses (REST catalogs vend per-table credentials, so this is the
+      only faithful choice there);
+    * else a FileIO built from the catalog's own properties (what the
+      catalog got from its Airflow connection: S3 endpoint, keys, region;
+      never the environment's) for ``location``, or for the catalog's
+      ``warehouse``. This is the one place snowberg builds a FileIO itself:
+      to test the writer's credentials where no table exists yet.
+
+    A REST catalog's ``warehouse`` is a name, not a storage location: without
+    a table or a location there is nothing faithful to probe, and the probe
+    says so instead of writing to a local folder of that name.
     """
     if table is not None:
         return table.io, location or table.location()
@@ -200,6 +209,11 @@ def writer_file_io(catalog: Any, *, table: Any | None = None, location: str | No
     where = location or props.get("warehouse")
     if not where:
         raise ValueError("no location to probe: give a table or a location, or set the catalog's warehouse")
+    if "://" not in where and not where.startswith("/"):
+        raise ValueError(
+            f"the catalog's warehouse {where!r} is not a storage location (a REST catalog names a warehouse and "
+            "vends storage credentials per table): give a table, whose FileIO the writer uses, or a location"
+        )
     return load_file_io(props, where), where
 
 

@@ -51,13 +51,23 @@ Every secret (password, credential, token, secret keys, session tokens; for
 ``iceberg`` connections the password and the secret-looking extras) is
 registered with Airflow's secrets masker before the catalog is built, so it
 is masked in every task log line, including pyiceberg's and the provider's.
+
+When the lake refuses or cannot be reached — wrong keys, an expired session
+token (vended or not), a missing bucket, an endpoint that does not answer, a
+catalog answering 5xx — ``lake_errors(ref)`` turns the library's exception
+(pyarrow's ``OSError``, botocore's, pyiceberg's REST errors, SQLAlchemy's)
+into a ``LakeAccessError`` that names the connection and the fields to check,
+with the original chained and no secret in the text. The operators wrap their
+work in it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
@@ -103,6 +113,201 @@ _SECRET_KEY = re.compile(r"(password|secret|credential|token|sas|account-key|con
 
 class CatalogConfigError(ValueError):
     """A catalog connection or config is incomplete or contradictory."""
+
+
+class LakeProblem(enum.StrEnum):
+    """Why the lake refused a task (``LakeAccessError.problem``)."""
+
+    CREDENTIALS = "credentials"  # unknown key id, wrong secret
+    SESSION_TOKEN = "session_token"  # temporary credentials refused: expired, revoked or malformed
+    ACCESS_DENIED = "access_denied"  # known credentials without the permission
+    NO_BUCKET = "no_bucket"
+    UNREACHABLE = "unreachable"  # no answer from the catalog or the storage endpoint
+    CATALOG_AUTH = "catalog_auth"  # the catalog refused its own client credentials (REST OAuth, database login)
+    CATALOG_UNAVAILABLE = "catalog_unavailable"  # the catalog answered 503 (or 5xx outside a commit)
+    COMMIT_STATE_UNKNOWN = "commit_state_unknown"  # 5xx on a commit the catalog may have applied
+
+
+# What went wrong, and what to check (fields of the connection first).
+_WHAT_AND_CHECK: dict[LakeProblem, tuple[str, str]] = {
+    LakeProblem.CREDENTIALS: (
+        "the storage or the catalog refused the credentials (unknown access key id or wrong secret)",
+        "the access key id and secret: login/password of an aws connection, s3.access-key-id / "
+        "s3.secret-access-key (or glue.*) in extra",
+    ),
+    LakeProblem.SESSION_TOKEN: (
+        "the storage refused the session token: the temporary credentials expired, were revoked or are malformed",
+        "extra.aws_session_token / s3.session-token; for a REST catalog that vends credentials, the storage "
+        "role or integration it vends them for (each run asks the catalog for fresh ones)",
+    ),
+    LakeProblem.ACCESS_DENIED: (
+        # S3 answers a HEAD request signed with a wrong secret with a bare 403: it reads as access denied.
+        "the storage denied access (HTTP 403): the credentials are wrong, or lack a permission",
+        "the access key id and secret (login/password of an aws connection, s3.access-key-id / "
+        "s3.secret-access-key in extra), then the permissions of the key or role on the warehouse prefix "
+        "(read, write, list, delete)",
+    ),
+    LakeProblem.NO_BUCKET: (
+        "the bucket does not exist",
+        "extra.warehouse (the bucket and prefix new tables go to) and the table's location",
+    ),
+    LakeProblem.UNREACHABLE: (
+        "the catalog or the storage endpoint cannot be reached",
+        "host / uri, extra.endpoint_url or s3.endpoint, and the network (DNS, proxy, firewall) from the workers",
+    ),
+    LakeProblem.CATALOG_AUTH: (
+        "the catalog refused the connection's own credentials",
+        "login/password (OAuth2 client id and secret, or the database login), extra.credential / token / scope",
+    ),
+    LakeProblem.CATALOG_UNAVAILABLE: (
+        "the catalog answered with a server error (unavailable)",
+        "the catalog service (its health and logs); the next run reads the table's state first and loads what "
+        "is missing",
+    ),
+    LakeProblem.COMMIT_STATE_UNKNOWN: (
+        "the catalog failed while committing: the commit may or may not have been applied",
+        "the catalog service (its health and logs); the next run reads the table's state first, so the window "
+        "is neither loaded twice nor skipped",
+    ),
+}
+
+# Matched in the text of every exception of the chain (lower-cased), in this order.
+_TEXT_RULES: tuple[tuple[LakeProblem, tuple[str, ...]], ...] = (
+    (LakeProblem.NO_BUCKET, ("no_such_bucket", "nosuchbucket", "bucket does not exist")),
+    (
+        LakeProblem.SESSION_TOKEN,
+        ("invalidtoken", "expiredtoken", "token is malformed", "token has expired", "security token included"),
+    ),
+    (
+        LakeProblem.CREDENTIALS,
+        (
+            "signature_does_not_match",
+            "signaturedoesnotmatch",
+            "invalidsignatureexception",
+            "invalid_access_key_id",
+            "invalidaccesskeyid",
+            "unrecognizedclientexception",
+            "invalidclienttokenid",
+            "access key id you provided does not exist",
+        ),
+    ),
+    (LakeProblem.ACCESS_DENIED, ("access_denied", "accessdenied", "access denied")),
+    (
+        LakeProblem.UNREACHABLE,
+        (
+            "network_connection",
+            "could not connect",
+            "couldn't connect",
+            "could not resolve host",
+            "couldn't resolve host",
+            "connection refused",
+            "failed to establish a new connection",
+            "max retries exceeded",
+            "timed out",
+        ),
+    ),
+)
+_TYPE_RULES: dict[str, LakeProblem] = {
+    "EndpointConnectionError": LakeProblem.UNREACHABLE,
+    "ConnectTimeoutError": LakeProblem.UNREACHABLE,
+    "ConnectionError": LakeProblem.UNREACHABLE,  # requests' (REST catalogs) and the builtin
+    "ConnectionRefusedError": LakeProblem.UNREACHABLE,
+    "NoCredentialsError": LakeProblem.CREDENTIALS,
+    "UnauthorizedError": LakeProblem.CATALOG_AUTH,
+    "OAuthError": LakeProblem.CATALOG_AUTH,
+    "AuthorizationExpiredError": LakeProblem.CATALOG_AUTH,
+    "ForbiddenError": LakeProblem.ACCESS_DENIED,
+    "ServiceUnavailableError": LakeProblem.CATALOG_UNAVAILABLE,
+    "ServerError": LakeProblem.CATALOG_UNAVAILABLE,
+    "CommitStateUnknownException": LakeProblem.COMMIT_STATE_UNKNOWN,
+}
+
+
+_NOT_THE_LAKE = ("snowflake.", "snowberg.snowflake")
+
+
+class LakeAccessError(RuntimeError):
+    """The lake refused a task or could not be reached; the message names the connection and what to check."""
+
+    def __init__(self, message: str, *, ref: str, problem: LakeProblem) -> None:
+        super().__init__(message)
+        self.ref = ref
+        self.problem = problem
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen and len(seen) < 20:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def classify_lake_error(exc: BaseException) -> LakeProblem | None:
+    """What ``exc`` says about the lake (None: not a lake access problem, e.g. a bug or a config error)."""
+    chain = list(_chain(exc))
+    for e in chain:
+        # Already explained, or Snowflake's side of the task (its connector speaks HTTP too): not the lake.
+        if isinstance(e, LakeAccessError) or type(e).__module__.startswith(_NOT_THE_LAKE):
+            return None
+    for e in chain:
+        problem = _TYPE_RULES.get(type(e).__name__)
+        if problem is not None:
+            return problem
+    for e in chain:
+        text = f"{type(e).__name__}: {e}".lower()
+        for problem, needles in _TEXT_RULES:
+            if any(n in text for n in needles):
+                return problem
+        if type(e).__module__.startswith(("sqlalchemy", "psycopg")) and "connect" in text:
+            return LakeProblem.UNREACHABLE  # the SQL catalog's database
+    return None
+
+
+def _connection_secrets(ref: str) -> list[str]:
+    """The secret values of connection ``ref`` (to keep them out of error texts); best effort."""
+    try:
+        conn = _airflow_connection(ref)
+        if conn is None:
+            return []
+        out = [conn.password] if conn.password else []
+        extra = {k: _s(v) for k, v in (conn.extra_dejson or {}).items() if not isinstance(v, dict)}
+        out += secret_values(extra)
+        if (conn.conn_type or "").lower() != ICEBERG_CONN_TYPE:
+            out += secret_values(catalog_properties(conn))
+        return [s for s in out if s]
+    except Exception:  # noqa: BLE001 - the message is built on a failure path: never fail it again
+        return []
+
+
+def describe_lake_error(ref: str, problem: LakeProblem, exc: BaseException) -> str:
+    """The ``LakeAccessError`` text: the connection, what went wrong, what to check, the original (no secret)."""
+    what, check = _WHAT_AND_CHECK[problem]
+    original = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:400]
+    for secret in sorted(_connection_secrets(ref), key=len, reverse=True):
+        original = original.replace(secret, "***")
+    committed = (
+        "A run commits its rows and its watermark together or not at all: the next run after the fix loads "
+        "from the table's last commit."
+    )
+    return f"lake connection {ref!r}: {what}. Check {check} (Airflow connection {ref!r}). {committed} [{original}]"
+
+
+@contextlib.contextmanager
+def lake_errors(ref: str) -> Iterator[None]:
+    """Turn the lake's refusals in the block into a ``LakeAccessError`` naming connection ``ref``.
+
+    Anything else (a bug, a config error, a conflict between runs) passes
+    unchanged. The original exception stays chained for the traceback.
+    """
+    try:
+        yield
+    except Exception as exc:
+        problem = classify_lake_error(exc)
+        if problem is None:
+            raise
+        raise LakeAccessError(describe_lake_error(ref, problem, exc), ref=ref, problem=problem) from exc
 
 
 class ConnectionLike(Protocol):

@@ -316,18 +316,19 @@ def replaced_by_window(cfg: TableConfig, w: Window, keys: KeyCollector | None, h
     return Replacement(rows=expr, keys=key_table)
 
 
-def remove_replaced(tx: Any, replaced: Replacement, props: Mapping[str, str]) -> None:
+def remove_replaced(tx: Any, replaced: Replacement, props: Mapping[str, str], *, io: Any) -> None:
     """Remove the rows the new data replaces, in the commit's transaction: the one place a commit removes rows.
 
     Rows matched by a filter are removed copy-on-write; replaced keys get
     position delete files (``iceberg.merge``). Never equality deletes.
+    ``io``: the FileIO of the table ``tx`` was opened on (``table.io``).
     """
     if replaced.rows is not None:
         tx.delete(delete_filter=replaced.rows, snapshot_properties=dict(props))
     if replaced.keys is not None and replaced.keys.num_rows:
         from snowberg.iceberg.merge import write_position_deletes
 
-        write_position_deletes(tx, replaced.keys, dict(props))
+        write_position_deletes(tx, replaced.keys, dict(props), io=io)
 
 
 def rows_deleted(tx: Any, base_snapshot_id: int) -> dict[str, str]:
@@ -451,7 +452,8 @@ def commit(
     tx.set_properties(table_props)
     base = tx.table_metadata.current_snapshot()
     if replaced is not None and base is not None:
-        remove_replaced(tx, replaced if isinstance(replaced, Replacement) else Replacement(rows=replaced), part)
+        removal = replaced if isinstance(replaced, Replacement) else Replacement(rows=replaced)
+        remove_replaced(tx, removal, part, io=table.io)
         props = {**props, **rows_deleted(tx, base.snapshot_id)}
     if file_paths:
         tx.add_files(file_paths=list(file_paths), snapshot_properties=props, check_duplicate_files=True)

@@ -392,6 +392,11 @@ def compact(
         for d in t.delete_files
         if all(u.file.file_path in picked_paths for u in users[d.file_path])
     }
+    if picked:
+        # A delete file that applies to no live data file hides no row (its data file was rewritten
+        # since, e.g. by a backfill's copy-on-write delete): it goes too. Kept, it would share a delete
+        # manifest with the folded ones, which pyiceberg cannot rewrite, and block every compaction.
+        delete_files.update(_dangling_delete_files(table, base, set(users)))
     n_in = sum(len(ts) for ts in picked.values())
     specs = table.specs()
     log.info(
@@ -520,6 +525,20 @@ def compact(
     )
 
 
+def _dangling_delete_files(table: Table, snapshot: Any, in_use: set[str]) -> dict[str, Any]:
+    """Delete files of ``snapshot`` that no data file of the scan uses (``in_use``: the used ones' paths)."""
+    from pyiceberg.manifest import ManifestContent
+
+    out: dict[str, Any] = {}
+    for mf in snapshot.manifests(table.io):
+        if mf.content != ManifestContent.DELETES:
+            continue
+        for e in mf.fetch_manifest_entry(table.io, discard_deleted=True):
+            if e.data_file.file_path not in in_use:
+                out[e.data_file.file_path] = e.data_file
+    return out
+
+
 def _delete_quietly(table: Table, paths: list[str]) -> None:
     """Remove files an aborted compaction wrote (what is left, orphan removal finds later)."""
     for p in paths:
@@ -606,11 +625,14 @@ def _list_files(table: Table) -> Iterator[tuple[str, str, datetime | None]]:
         infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
     except FileNotFoundError:
         return
-    prefix = f"{scheme}://{netloc}" if scheme != "file" else "file://"
     for info in infos:
         if info.type != pafs.FileType.File:
             continue
-        full = f"{prefix}{info.path}" if scheme != "file" else f"file://{info.path}"
+        # Object stores (S3, GCS) list ``bucket/key``; local and HDFS-like filesystems list ``/path``.
+        if info.path.startswith("/"):
+            full = f"file://{info.path}" if scheme == "file" else f"{scheme}://{netloc}{info.path}"
+        else:
+            full = f"{scheme}://{info.path}"
         mtime = info.mtime.replace(tzinfo=UTC) if info.mtime is not None and info.mtime.tzinfo is None else info.mtime
         yield full, _strip(full), mtime
 

@@ -48,18 +48,23 @@ class KeyTypeError(ValueError):
     """The primary key's type in the lake table cannot be compared with the window's keys."""
 
 
-def write_position_deletes(tx: Transaction, key_table: pa.Table, props: dict[str, str]) -> int:
+def write_position_deletes(tx: Transaction, key_table: pa.Table, props: dict[str, str], *, io: FileIO) -> int:
     """Add position delete files for every live row whose key is in ``key_table``; return the row count.
 
     The files go into one snapshot of their own in the transaction (operation
     ``delete``), before the run's append: Iceberg applies a position delete to
     data files of the same or an older sequence number, so the run's new rows
     are never hidden by it.
-    """
-    from pyiceberg.io import load_file_io
 
+    ``io`` is the table's own FileIO (``table.io`` of the table ``tx`` was
+    opened on): it carries what the catalog knows and the table properties do
+    not, such as an S3 endpoint and keys from an Airflow connection or the
+    credentials a REST catalog vended for this table. A FileIO rebuilt from
+    the table properties would reach the wrong endpoint without credentials.
+    pyiceberg's ``Transaction`` keeps its table private, so the caller, which
+    holds the table, passes it.
+    """
     meta = tx.table_metadata
-    io = load_file_io(properties=meta.properties, location=meta.location)
     schema = meta.schema()
     field_ids = [_key_field_id(schema, c) for c in key_table.column_names]
     key_table = _unify_key_types(key_table, schema, field_ids)

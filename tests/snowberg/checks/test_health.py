@@ -38,7 +38,8 @@ def test_report_counts_position_delete_files_and_the_rows_they_delete(orders: An
 
     lake.append(orders, lake.batch([20, 21, 22]), run_id="r2")
     tx = orders.transaction()
-    write_position_deletes(tx, pa.table({"id": pa.array([1, 2, 21], pa.int64())}), {"snowberg.run-id": "m"})
+    keys = pa.table({"id": pa.array([1, 2, 21], pa.int64())})
+    write_position_deletes(tx, keys, {"snowberg.run-id": "m"}, io=orders.io)
     t = tx.commit_transaction()
     r = health.collect(t, name="lake.orders")
     assert (r.delete_manifests, r.delete_files, r.deleted_rows_in_delete_files) == (1, 2, 3)

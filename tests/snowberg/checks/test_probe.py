@@ -190,3 +190,39 @@ def test_s3_writer_with_bad_keys(moto_with_iam: Any) -> None:
     r = probe.probe_location(load_file_io(props, "s3://lake/w"), "s3://lake/w")
     assert r.steps[0].status == FAILED
     assert r.steps[0].cause is not None and ("credentials" in r.steps[0].cause or "s3:PutObject" in r.steps[0].cause)
+
+
+# ---------------------------------------------------------------------------
+# Every object-storage lake of tests/lakes: keys and endpoints only in the Airflow connection
+
+from lakes import LakeBackend, lake_fixtures  # noqa: E402
+
+backend_lake, lake_services = lake_fixtures("backend_lake")  # `lake` is the checks harness's own fixture here
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend_lake", [b for b in LakeBackend if b.on_s3], indirect=True)
+def test_the_probe_uses_the_writers_credentials_from_the_airflow_connection(backend_lake: Any) -> None:
+    """A table: its ``table.io`` (vended credentials included). No table: the catalog's own properties.
+
+    Glue and SQL catalogs carry the connection's S3 endpoint and keys, so the
+    warehouse can be probed; a REST catalog's ``warehouse`` is a name, not a
+    location, and its storage credentials are vended per table: the probe
+    asks for a table instead of writing to a local folder named like the
+    warehouse.
+    """
+    import pyarrow as pa
+
+    cat = backend_lake.catalog()
+    t = cat.create_table(f"{backend_lake.namespace}.probed", schema=pa.schema([("id", pa.int64())]))
+    io, where = probe.writer_file_io(cat, table=t)
+    r = probe.probe_location(io, where)
+    assert r.ok and where.startswith("s3://"), probe.render(r)
+    if backend_lake.backend is LakeBackend.REST_S3:
+        with pytest.raises(ValueError, match="not a storage location.*give a table"):
+            probe.writer_file_io(cat)
+        return
+    io, where = probe.writer_file_io(cat)
+    assert where == backend_lake.warehouse
+    r = probe.probe_location(io, where)
+    assert r.ok, probe.render(r)

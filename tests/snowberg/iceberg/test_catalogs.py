@@ -90,3 +90,82 @@ def test_an_adls_sas_token_keyed_by_account_is_a_secret() -> None:
     props = {"adls.sas-token.myaccount": "sv=2024&sig=abc123", "adls.account-name": "myaccount"}
     assert secret_values(props) == ["sv=2024&sig=abc123"]
     assert redacted(props) == {"adls.sas-token.myaccount": "***", "adls.account-name": "myaccount"}
+
+
+# ---------------------------------------------------------------------------
+# The lake's refusals, explained (the texts are what pyarrow 26, botocore and pyiceberg 0.12 raise against
+# moto's S3/Glue and a REST catalog; tests/scenarios/test_lake_errors.py produces them for real).
+
+_PYARROW = "When initiating multiple part upload for key 'a/y.txt' in bucket 'b': AWS Error {} during PutObject"
+
+
+@pytest.mark.parametrize(
+    ("exc", "problem"),
+    [
+        (OSError(_PYARROW.format("SIGNATURE_DOES_NOT_MATCH") + ": The request signature ..."), "credentials"),
+        (OSError(_PYARROW.format("UNKNOWN (HTTP status 400)") + ": ExceptionName: InvalidToken"), "session_token"),
+        (OSError(_PYARROW.format("NO_SUCH_BUCKET") + ": The specified bucket does not exist"), "no_bucket"),
+        (OSError(_PYARROW.format("ACCESS_DENIED") + ": Access Denied"), "access_denied"),
+        (OSError(_PYARROW.format("NETWORK_CONNECTION") + ": curlCode: 7, Could not connect to server"), "unreachable"),
+    ],
+)
+def test_storage_errors_are_classified_by_what_they_say(exc: BaseException, problem: str) -> None:
+    from snowberg.iceberg.catalogs import classify_lake_error
+
+    assert classify_lake_error(exc) == problem
+
+
+def test_catalog_errors_are_classified_by_their_type_through_the_chain() -> None:
+    from botocore.exceptions import ClientError, EndpointConnectionError
+    from pyiceberg.exceptions import CommitStateUnknownException, ServiceUnavailableError, UnauthorizedError
+
+    from snowberg.iceberg.catalogs import classify_lake_error
+
+    glue = ClientError({"Error": {"Code": "SignatureDoesNotMatch", "Message": "..."}}, "GetTable")
+    assert classify_lake_error(glue) == "credentials"
+    assert classify_lake_error(EndpointConnectionError(endpoint_url="http://127.0.0.1:9")) == "unreachable"
+    assert classify_lake_error(ServiceUnavailableError("ServiceUnavailableException: down")) == "catalog_unavailable"
+    assert classify_lake_error(CommitStateUnknownException("500")) == "commit_state_unknown"
+    assert classify_lake_error(UnauthorizedError("401")) == "catalog_auth"
+    try:
+        try:
+            raise ServiceUnavailableError("503")
+        except ServiceUnavailableError as inner:
+            raise RuntimeError("while committing") from inner
+    except RuntimeError as outer:
+        assert classify_lake_error(outer) == "catalog_unavailable"
+
+
+def test_what_is_not_the_lake_passes_unchanged() -> None:
+    """A bug, a config error, or Snowflake's side of the task (its connector speaks HTTP too) is not explained away."""
+    import snowflake.connector.errors as sf
+
+    from snowberg.iceberg.catalogs import CatalogConfigError, LakeAccessError, lake_errors
+
+    for exc in (
+        KeyError("id"),
+        CatalogConfigError("no warehouse"),
+        sf.OperationalError(msg="Could not connect to Snowflake backend after 2 attempt(s)"),
+    ):
+        with pytest.raises(type(exc)), lake_errors("lake"):
+            raise exc
+    with pytest.raises(LakeAccessError) as e, lake_errors("lake"):
+        raise OSError(_PYARROW.format("NO_SUCH_BUCKET"))
+    assert e.value.problem == "no_bucket" and e.value.ref == "lake"
+
+
+def test_the_message_names_the_connection_and_the_fields_to_check_and_hides_its_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from snowberg.iceberg.catalogs import LakeAccessError, lake_errors
+
+    secret = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+    conn = {"conn_type": "aws", "login": "AKIAEXAMPLE", "password": secret, "extra": {"region_name": "eu-west-1"}}
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_PROD", json.dumps(conn))
+    with pytest.raises(LakeAccessError) as e, lake_errors("lake_prod"):
+        raise OSError(_PYARROW.format("SIGNATURE_DOES_NOT_MATCH") + f" (signed with {secret})")
+    text = str(e.value)
+    assert text.startswith("lake connection 'lake_prod': the storage or the catalog refused the credentials")
+    assert "login/password of an aws connection" in text and "Airflow connection 'lake_prod'" in text
+    assert secret not in text and "***" in text
+    assert isinstance(e.value.__cause__, OSError)

@@ -15,11 +15,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from lakes import LakeBackend, lake_fixtures
 from snowberg.config.table_config import MergeStrategy, TableConfig, parse_config
 from snowberg.core.window import Window
 from snowberg.iceberg import gate
 from snowberg.iceberg.keys import DuplicateKeyError, KeyCollector
 from snowberg.iceberg.merge import DELETE_FILE_PATH_ID, DELETE_POS_ID, KeyTypeError
+
+lake, lake_services = lake_fixtures()  # the lakes of tests/lakes (object storage from moto)
 
 
 def cfg(strategy: MergeStrategy = MergeStrategy.MERGE_ON_READ, keys: tuple[str, ...] = ("id",)) -> TableConfig:
@@ -81,7 +84,7 @@ def merge(catalog: Any, c: TableConfig, new: pa.Table, run_id: str = "r", props:
     tx = t.transaction()
     replaced = gate.replaced_by_window(c, window(run_id), keys, tx.table_metadata.current_snapshot() is not None)
     if replaced is not None:
-        gate.remove_replaced(tx, replaced, props or {"snowberg.run-id": run_id})
+        gate.remove_replaced(tx, replaced, props or {"snowberg.run-id": run_id}, io=t.io)
     tx.append(new)
     return tx.commit_transaction()
 
@@ -200,7 +203,7 @@ def test_keys_that_cannot_be_compared_with_the_table_key_fail_naming_the_column(
     with pytest.raises(KeyTypeError, match="primary key column 'id'"):
         replaced = gate.replaced_by_window(cfg(), window("r"), keys, tx.table_metadata.current_snapshot() is not None)
         if replaced is not None:
-            gate.remove_replaced(tx, replaced, {})
+            gate.remove_replaced(tx, replaced, {}, io=t.io)
 
 
 def test_first_load_writes_no_deletes(catalog: Any) -> None:
@@ -218,3 +221,37 @@ def test_switching_a_table_to_copy_on_write_keeps_earlier_position_deletes_appli
     got = as_dict(t)
     assert len(got) == 4000
     assert got[10] == 1 and got[1500] == 1 and got[9] == 2 and got[11] == 0
+
+
+# ---------------------------------------------------------------------------
+# On object storage: the merge reads and writes through the table's own FileIO
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lake", [b for b in LakeBackend if b.on_s3], indirect=True)
+def test_merge_on_read_on_object_storage_uses_the_catalogs_file_io(lake: Any) -> None:
+    """The S3 endpoint and keys exist only in the Airflow connection (no AWS variable, no credentials file).
+
+    A FileIO rebuilt from the table's properties has neither: it goes to AWS's
+    real endpoint without keys. The merge must read the candidate files and
+    write its delete files with ``table.io`` (vended credentials included).
+    """
+    cat = lake.catalog()
+    t = cat.create_table(f"{lake.namespace}.t", schema=rows([0], 0).schema)
+    t.append(rows([1, 2, 3], 0))
+    t = cat.load_table(f"{lake.namespace}.t")
+    tx = t.transaction()
+    keys = KeyCollector(["id"], "t")
+    keys.add(rows([2, 4], 1).to_batches()[0])
+    replaced = gate.replaced_by_window(cfg(), window("r"), keys, True)
+    assert replaced is not None and replaced.keys is not None
+    from snowberg.iceberg.write import write_data_files
+
+    new = rows([2, 4], 1)
+    files = list(write_data_files(t, tx, new.schema, iter(new.to_batches()), 1000))
+    gate.commit(
+        t, tx, state_props={"snowberg.run-id": "r"}, replaced=replaced, data_files=files, crash_points=None, dag_id="d"
+    )
+    t = cat.load_table(f"{lake.namespace}.t")
+    assert as_dict(t) == {1: 0, 2: 1, 3: 0, 4: 1}
+    assert [d.file_path.startswith("s3://") for d in delete_entries(t)] == [True]

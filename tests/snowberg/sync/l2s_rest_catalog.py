@@ -19,12 +19,18 @@ under the client, as when a proxy or the network drops it), or, with
 catalog applied the commit). Each such commit's snapshot id is kept in
 ``lost_commits``.
 
+A catalog that is down for a moment, for the bad-input tests:
+``refuse_next_commits`` commits are answered with ``refuse_status`` (a 500 or
+503 from the catalog or a gateway in front of it) *without* being applied.
+
 Every call except the token exchange needs ``Authorization: Bearer <token>``
-with a token this server issued. Tables live in a pyiceberg ``SqlCatalog`` on
-SQLite (the server's own storage). When the request carries
+with a token this server issued. Tables live in a pyiceberg ``SqlCatalog``
+(the server's own: SQLite or PostgreSQL, with a local or S3 warehouse that
+the server reaches with its own credentials). When the request carries
 ``X-Iceberg-Access-Delegation: vended-credentials``, the load/create response
-``config`` hands out the storage credentials (``vended`` below); without the
-header it hands out none. Every request is recorded for the assertions.
+``config`` hands out the storage credentials (``vended`` below, read at each
+response, so a test can change them between calls); without the header it
+hands out none. Every request is recorded for the assertions.
 """
 
 from __future__ import annotations
@@ -77,6 +83,8 @@ class HorizonLikeServer:
     lose_next_commit_responses: int = 0  # apply this many commits, then lose the response (see module doc)
     lost_commit_status: int | None = None  # None: close the connection; else answer this HTTP status
     lost_commits: list[int | None] = field(default_factory=list)  # snapshot id after each lost commit
+    refuse_next_commits: int = 0  # answer this many commits with ``refuse_status``, applying nothing
+    refuse_status: int = 503
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
@@ -321,6 +329,11 @@ class _Handler(BaseHTTPRequestHandler):
                     if self.srv.fail_next_commits > 0:
                         self.srv.fail_next_commits -= 1
                         return self._error(409, "CommitFailedException", "injected conflict")
+                    if self.srv.refuse_next_commits > 0:
+                        self.srv.refuse_next_commits -= 1
+                        status = self.srv.refuse_status
+                        kind = "ServiceUnavailableException" if status == 503 else "InternalServerError"
+                        return self._error(status, kind, f"injected: the catalog answered {status}, nothing applied")
                     try:
                         table = cat.load_table(ident)
                         resp = cat.commit_table(table, req.requirements, req.updates)

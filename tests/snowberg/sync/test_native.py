@@ -234,7 +234,7 @@ def test_keyed_source_changes_are_merged_by_key_not_reloaded(lake, snowflake) ->
     src.append(orders([4, 5]))
     _load(src, conn, db, "r1")
     tx = src.transaction()
-    write_position_deletes(tx, pa.table({"order_id": pa.array([2, 4, 6], pa.int64())}), {})
+    write_position_deletes(tx, pa.table({"order_id": pa.array([2, 4, 6], pa.int64())}), {}, io=src.io)
     new = orders([2, 4, 6])
     tx.append(new.set_column(1, "customer", pa.array(["v2", "v2", "v2"])))
     src = tx.commit_transaction()

@@ -146,12 +146,12 @@ def test_keyed_merge_on_read_changes_are_read_from_the_touched_files_only(lake) 
     last = t.current_snapshot().snapshot_id
     # a merge run: keys 5 and 150 get new versions, key 999 is new
     tx = t.transaction()
-    write_position_deletes(tx, pa.table({"order_id": pa.array([5, 150, 999], pa.int64())}), {})
+    write_position_deletes(tx, pa.table({"order_id": pa.array([5, 150, 999], pa.int64())}), {}, io=t.io)
     tx.append(_renamed([5, 150, 999], "v2-"))
     t = tx.commit_transaction()
     # a plain delete of key 201 (merge-on-read as well)
     tx = t.transaction()
-    write_position_deletes(tx, pa.table({"order_id": pa.array([201], pa.int64())}), {})
+    write_position_deletes(tx, pa.table({"order_id": pa.array([201], pa.int64())}), {}, io=t.io)
     t = tx.commit_transaction()
 
     with pytest.raises(SourceRewriteError):

@@ -138,7 +138,7 @@ class SnowbergPlanOperator(SnowbergTableOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.config.run_params import resolve_run
         from snowberg.core.window import Mode
-        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.catalogs import lake_errors, open_catalog
         from snowberg.iceberg.state import AirflowVariables, read_state
         from snowberg.load.plan import check_backfill_request, plan_run
         from snowberg.load.publish import reconcile_before_plan
@@ -156,26 +156,27 @@ class SnowbergPlanOperator(SnowbergTableOperator):
             interval_end=context.get("data_interval_end"),
         )
         self.log.info("run %s (%s): %s", context["run_id"], run_type, request)
-        catalog = open_catalog(self.catalog)
-        table, action = reconcile_before_plan(cfg, catalog, AirflowVariables())
-        self.log.info("watermark mirror %s: %s", cfg.variable_key, action)
-        if request.mode is Mode.BACKFILL:
-            # From the table's metadata alone: a request that cannot work fails before Snowflake is touched.
-            check_backfill_request(cfg, read_state(table), request.start, request.end)
-        with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
-            window = plan_run(
-                cfg,
-                conn,
-                table,
-                run_id=_attempt_id(context),
-                dag_id=self.dag_id,
-                mode=request.mode,
-                start=request.start,
-                end=request.end,
-                dry_run=request.dry_run,
-            )
-            # A large window is cut by cursor value now, so retries read the same slices.
-            window = plan_slices(cfg, conn, window)
+        with lake_errors(self.catalog):
+            catalog = open_catalog(self.catalog)
+            table, action = reconcile_before_plan(cfg, catalog, AirflowVariables())
+            self.log.info("watermark mirror %s: %s", cfg.variable_key, action)
+            if request.mode is Mode.BACKFILL:
+                # From the table's metadata alone: a request that cannot work fails before Snowflake is touched.
+                check_backfill_request(cfg, read_state(table), request.start, request.end)
+            with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
+                window = plan_run(
+                    cfg,
+                    conn,
+                    table,
+                    run_id=_attempt_id(context),
+                    dag_id=self.dag_id,
+                    mode=request.mode,
+                    start=request.start,
+                    end=request.end,
+                    dry_run=request.dry_run,
+                )
+                # A large window is cut by cursor value now, so retries read the same slices.
+                window = plan_slices(cfg, conn, window)
         return window.to_dict()
 
 
@@ -245,15 +246,16 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.airflow.metrics import observed_load
         from snowberg.core.window import Window
-        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.catalogs import lake_errors, open_catalog
         from snowberg.load.extract import load_window
         from snowberg.snowflake.hook import snowflake_connection
 
         cfg = self.cfg
         w = Window.from_dict(self.window)
-        catalog = open_catalog(self.catalog)
-        with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
-            result = load_window(cfg, conn, catalog, w)
+        with lake_errors(self.catalog):
+            catalog = open_catalog(self.catalog)
+            with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
+                result = load_window(cfg, conn, catalog, w)
         return observed_load(self, cfg.name, result.to_dict())
 
 
@@ -291,7 +293,7 @@ class SnowbergPublishOperator(SnowbergTableOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.core.window import Window
-        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.catalogs import lake_errors, open_catalog
         from snowberg.iceberg.state import AirflowVariables
         from snowberg.load.publish import publish
 
@@ -303,4 +305,5 @@ class SnowbergPublishOperator(SnowbergTableOperator):
             # Nothing was committed, so there is nothing to publish or to check
             # (the checks downstream skip too: a dry run of a first load has no table yet).
             raise AirflowSkipException(f"dry run of {w.mode} window: nothing committed, nothing to publish")
-        return publish(cfg, open_catalog(self.catalog), w, AirflowVariables())
+        with lake_errors(self.catalog):
+            return publish(cfg, open_catalog(self.catalog), w, AirflowVariables())

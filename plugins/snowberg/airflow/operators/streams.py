@@ -104,7 +104,7 @@ class SnowbergStreamConsumeOperator(_StreamOperator):
         self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.catalogs import lake_errors, open_catalog
         from snowberg.streams.params import resolve_stream_params
         from snowberg.streams.steps import consume_step
 
@@ -112,14 +112,15 @@ class SnowbergStreamConsumeOperator(_StreamOperator):
         request = resolve_stream_params(dict(context.get("params") or {}))
         conn = self.connect(cfg)
         try:
-            return consume_step(
-                cfg,
-                stream,
-                conn,
-                open_catalog(self.catalog),
-                run_id=context["run_id"],
-                recover=request.recover,
-            )
+            with lake_errors(self.catalog):
+                return consume_step(
+                    cfg,
+                    stream,
+                    conn,
+                    open_catalog(self.catalog),
+                    run_id=context["run_id"],
+                    recover=request.recover,
+                )
         finally:
             conn.close()
 
@@ -183,21 +184,22 @@ class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.airflow.metrics import observed_load
-        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.catalogs import lake_errors, open_catalog
         from snowberg.streams.steps import load_step
 
         cfg, stream = self.configs()
         conn = self.connect(cfg)
         try:
-            result = load_step(
-                cfg,
-                stream,
-                conn,
-                open_catalog(self.catalog),
-                run_id=context["run_id"],
-                dag_id=self.dag_id,
-                consumed=self.consumed,
-            )
+            with lake_errors(self.catalog):
+                result = load_step(
+                    cfg,
+                    stream,
+                    conn,
+                    open_catalog(self.catalog),
+                    run_id=context["run_id"],
+                    dag_id=self.dag_id,
+                    consumed=self.consumed,
+                )
         finally:
             conn.close()
         return observed_load(self, cfg.name, result)
@@ -241,14 +243,15 @@ class SnowbergStreamCleanupOperator(_StreamOperator):
         self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.catalogs import lake_errors, open_catalog
         from snowberg.iceberg.state import AirflowVariables
         from snowberg.streams.steps import cleanup_step
 
         cfg, stream = self.configs()
         conn = self.connect(cfg)
         try:
-            return cleanup_step(cfg, stream, conn, open_catalog(self.catalog), variables=AirflowVariables())
+            with lake_errors(self.catalog):
+                return cleanup_step(cfg, stream, conn, open_catalog(self.catalog), variables=AirflowVariables())
         finally:
             conn.close()
 
@@ -366,7 +369,7 @@ class SnowbergStreamChangesOperator(_StreamOperator):
         self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.catalogs import lake_errors, open_catalog
         from snowberg.streams.changes import backfill_changes
         from snowberg.streams.params import resolve_stream_params
 
@@ -377,17 +380,18 @@ class SnowbergStreamChangesOperator(_StreamOperator):
             return {"status": "not_requested"}
         conn = self.connect(cfg)
         try:
-            return backfill_changes(
-                cfg,
-                stream,
-                conn,
-                open_catalog(self.catalog),
-                start=request.changes_start,
-                end=request.changes_end,
-                run_id=context["run_id"],
-                dag_id=self.dag_id,
-                target=request.changes_target,
-            )
+            with lake_errors(self.catalog):
+                return backfill_changes(
+                    cfg,
+                    stream,
+                    conn,
+                    open_catalog(self.catalog),
+                    start=request.changes_start,
+                    end=request.changes_end,
+                    run_id=context["run_id"],
+                    dag_id=self.dag_id,
+                    target=request.changes_target,
+                )
         finally:
             conn.close()
 
