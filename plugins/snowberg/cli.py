@@ -422,6 +422,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         out["orphans"] = m.remove_orphan_files(
             table,  # type: ignore[arg-type]
             older_than=settings.orphan_age,
+            allow_short_age=settings.allow_short_orphan_age,
             dry_run=args.dry_run,
         ).to_dict()
     _emit(json.dumps(out, indent=2, default=str))

@@ -4,9 +4,27 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
+from snowberg.core.durations import format_duration
 from snowberg.core.models import Duration, StrictModel
+
+# The shortest orphan age the sweep accepts without ``allow_short_orphan_age``. Iceberg's and Spark's
+# remove_orphan_files procedures refuse less than 24 hours for the same reason: a file written for a commit
+# that has not landed yet (a running load, slices waiting for their commit) is unreferenced, and a sweep with
+# a short age deletes it.
+ORPHAN_AGE_FLOOR = timedelta(days=1)
+OVERRIDE_FIELD = "allow_short_orphan_age"
+
+
+def check_orphan_age(age: timedelta, allow_short: bool) -> None:
+    """Refuse an orphan age under ``ORPHAN_AGE_FLOOR`` unless the override is given (one message, two callers)."""
+    if age < ORPHAN_AGE_FLOOR and not allow_short:
+        raise ValueError(
+            f"orphan_age must be at least {ORPHAN_AGE_FLOOR.days} day (got {format_duration(age)}): a "
+            "shorter age deletes files a running load or a pending slice commit still needs. If no write can be in "
+            f"flight that long, set {OVERRIDE_FIELD}: true"
+        )
 
 
 class MaintenanceSettings(StrictModel):
@@ -23,6 +41,14 @@ class MaintenanceSettings(StrictModel):
     target_file_size: int | None = Field(default=None, ge=1024)
     small_file_ratio: float = Field(default=0.75, gt=0, le=1)
     min_input_files: int = Field(default=2, ge=2)
-    # Orphan files: unreferenced files under the table location older than this.
+    # Orphan files: unreferenced files under the table location older than this (at least a
+    # day unless allow_short_orphan_age; declared first so the age's check can read it).
     remove_orphans: bool = True
+    allow_short_orphan_age: bool = False
     orphan_age: Duration = timedelta(days=3)
+
+    @field_validator("orphan_age")
+    @classmethod
+    def _floor(cls, v: timedelta, info: ValidationInfo) -> timedelta:
+        check_orphan_age(v, bool(info.data.get(OVERRIDE_FIELD, False)))
+        return v

@@ -16,8 +16,10 @@ one rule that keeps the exactly-once invariant:
   rows read and the rows written are compared (count and content checksum)
   before the commit; a difference fails the task with nothing committed;
 * **orphans** only deletes files under the table location that no retained
-  metadata references and that are older than a safety age (a running load's
-  fresh files are never touched).
+  metadata references and that are older than a safety age of at least a day
+  (a running load's fresh files are never touched), and never a file staged
+  for a pending commit (mapped slices' staging folder and every file a staging
+  manifest names), however old.
 
 ``MaintenanceSettings`` is the ``maintenance:`` section of a table config; it
 imports nothing heavy, so DAG parsing stays cheap.
@@ -30,14 +32,16 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from snowberg.config.maintenance_settings import check_orphan_age
 from snowberg.core import faults
-from snowberg.iceberg import state
+from snowberg.iceberg import staging, state
 from snowberg.iceberg.gate import refuse_rebase
+from snowberg.iceberg.staging import ListedFile
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -543,7 +547,12 @@ def follow_variable(table: Table, variable_key: str, variables: state.VariableSt
 
 @dataclass(kw_only=True)
 class OrphanResult:
-    """Files under the table location no snapshot references, and what was done with them."""
+    """Files under the table location no snapshot references, and what was done with them.
+
+    ``staged_kept``: files kept because a pending commit may need them (the staging folder and every file a
+    staging manifest names); ``data_files_held``: unreferenced files kept this time because a staging manifest
+    being written could not be read yet.
+    """
 
     orphans: list[str]
     too_young: int
@@ -552,6 +561,8 @@ class OrphanResult:
     deleted: int
     dry_run: bool
     older_than: str
+    staged_kept: int = 0
+    data_files_held: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -589,47 +600,81 @@ def referenced_files(table: Table) -> set[str]:
     return {_strip(p) for p in out}
 
 
-def _list_files(table: Table) -> Iterator[tuple[str, str, datetime | None]]:
-    """(full path, comparable path, modified time) of every file under the table location."""
-    from pyarrow import fs as pafs
-    from pyiceberg.io.pyarrow import PyArrowFileIO
+def _staged_names(table: Table, listed: list[ListedFile], cutoff: datetime) -> tuple[set[str], bool]:
+    """The files staging manifests name, and whether an unreadable one may still be being written.
 
-    loc = table.location()
-    io = table.io
-    if not isinstance(io, PyArrowFileIO):
-        io = PyArrowFileIO(properties=dict(table.io.properties))
-    scheme, netloc, path = io.parse_location(loc)
-    filesystem = io.fs_by_scheme(scheme, netloc)
-    try:
-        infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
-    except FileNotFoundError:
-        return
-    prefix = f"{scheme}://{netloc}" if scheme != "file" else "file://"
-    for info in infos:
-        if info.type != pafs.FileType.File:
+    A staging manifest that cannot be read and was written after the cutoff
+    may be half-written by a slice right now: it could name any unreferenced
+    data file, so the caller keeps them all this time. One written before the
+    cutoff was left by a slice that died (a slice hands its manifest to the
+    commit only once it is complete): what it names is never committed.
+    """
+    names: set[str] = set()
+    hold = False
+    for f in listed:
+        if not staging.is_staging_manifest(f.path):
             continue
-        full = f"{prefix}{info.path}" if scheme != "file" else f"file://{info.path}"
-        mtime = info.mtime.replace(tzinfo=UTC) if info.mtime is not None and info.mtime.tzinfo is None else info.mtime
-        yield full, _strip(full), mtime
+        try:
+            names.update(_strip(d.file_path) for d in staging.read_staging_manifest(table.io, f.path))
+        except Exception as exc:  # noqa: BLE001 - any unreadable manifest: decided by its age below
+            if f.modified is None or f.modified > cutoff:
+                hold = True
+                log.warning(
+                    "orphans: staging manifest %s cannot be read yet (%s); it may be being written, so no "
+                    "unreferenced data file is deleted this time",
+                    f.path,
+                    exc,
+                )
+            else:
+                log.warning(
+                    "orphans: staging manifest %s cannot be read (%s) and was last written %s: left by a slice that "
+                    "died; the files it names are never committed. It is kept (staging is never swept): delete it "
+                    "by hand.",
+                    f.path,
+                    exc,
+                    f.modified,
+                )
+    return names, hold
 
 
 def remove_orphan_files(
-    table: Table, *, older_than: timedelta, now: datetime | None = None, dry_run: bool = False
+    table: Table,
+    *,
+    older_than: timedelta,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    allow_short_age: bool = False,
 ) -> OrphanResult:
-    """Delete (or, in a dry run, list) unreferenced files under the table location older than ``older_than``."""
+    """Delete (or, in a dry run, list) unreferenced files under the table location older than ``older_than``.
+
+    Never deleted, whatever their age: files retained metadata references,
+    the staging folder (``iceberg.staging``), and every file a staging manifest
+    names (slices waiting for their commit). ``older_than`` below a day is
+    refused unless ``allow_short_age`` (``maintenance.allow_short_orphan_age``):
+    the write in flight is what a short age deletes. A file whose age cannot
+    be read is kept.
+    """
+    check_orphan_age(older_than, allow_short_age)
     now = now or datetime.now(UTC)
     cutoff = now - older_than
     refs = referenced_files(table)
+    listed = list(staging.list_files(table.io, table.location()))
+    staged, hold = _staged_names(table, listed, cutoff)
+    metadata_dir = _strip(f"{table.location().rstrip('/')}/metadata/")
     orphans: list[str] = []
-    young = scanned = 0
-    for full, key, mtime in _list_files(table):
-        scanned += 1
+    young = staged_kept = held = 0
+    for f in listed:
+        key = _strip(f.path)
         if key in refs:
             continue
-        if mtime is not None and mtime > cutoff:
+        if staging.is_staged(f.path) or key in staged:
+            staged_kept += 1
+        elif f.modified is None or f.modified > cutoff:
             young += 1
-            continue
-        orphans.append(full)
+        elif hold and not key.startswith(metadata_dir):
+            held += 1
+        else:
+            orphans.append(f.path)
     orphans.sort()
     for p in orphans:
         log.info("orphan%s: %s", " (dry run, kept)" if dry_run else "", p)
@@ -639,12 +684,15 @@ def remove_orphan_files(
             table.io.delete(p)
             deleted += 1
     log.info(
-        "orphans: %d files under %s, %d referenced, %d unreferenced but younger than %s (kept), %d %s",
-        scanned,
+        "orphans: %d files under %s, %d referenced, %d staged for a pending commit (kept), %d unreferenced but "
+        "younger than %s (kept)%s, %d %s",
+        len(listed),
         table.location(),
         len(refs),
+        staged_kept,
         young,
         older_than,
+        f", {held} held while a staging manifest is written" if held else "",
         len(orphans),
         "listed (dry run)" if dry_run else "deleted",
     )
@@ -652,8 +700,10 @@ def remove_orphan_files(
         orphans=orphans,
         too_young=young,
         referenced=len(refs),
-        scanned=scanned,
+        scanned=len(listed),
         deleted=deleted,
         dry_run=dry_run,
         older_than=str(older_than),
+        staged_kept=staged_kept,
+        data_files_held=held,
     )

@@ -122,7 +122,7 @@ def test_compaction_that_would_change_rows_fails_without_committing(catalog: Any
     t = catalog.load_table("ns.t")
     assert t.current_snapshot().snapshot_id == head
     # The files it wrote were removed again: nothing for the orphan sweep.
-    r = m.remove_orphan_files(t, older_than=timedelta(0), now=FAR_FUTURE, dry_run=True)
+    r = m.remove_orphan_files(t, older_than=timedelta(days=1), now=FAR_FUTURE, dry_run=True)
     assert [p for p in r.orphans if "/data/" in p] == []
 
 
@@ -186,7 +186,7 @@ def test_files_of_expired_snapshots_become_orphans_and_go_without_breaking_reads
     t = catalog.load_table("ns.t")
     m.expire_snapshots(t, older_than=timedelta(0), min_snapshots=1, now=FAR_FUTURE)
     t = catalog.load_table("ns.t")
-    r = m.remove_orphan_files(t, older_than=timedelta(0), now=FAR_FUTURE)
+    r = m.remove_orphan_files(t, older_than=timedelta(days=1), now=FAR_FUTURE)
     assert sum("/data/" in p for p in r.orphans) == 8  # the 8 small files the compaction replaced
     assert len(rows_of(catalog.load_table("ns.t"))) == 80
 
@@ -214,7 +214,7 @@ def test_compaction_killed_midway_leaves_the_table_correct_and_its_files_are_swe
     assert res.returncode == 137, res.stderr[-2000:]
     t = catalog.load_table("ns.t")
     assert t.current_snapshot().snapshot_id == head and rows_of(t) == before
-    swept = m.remove_orphan_files(t, older_than=timedelta(0), now=FAR_FUTURE)
+    swept = m.remove_orphan_files(t, older_than=timedelta(days=1), now=FAR_FUTURE)
     assert any("/data/" in p for p in swept.orphans)  # the killed run's rewritten files
     env.pop("SNOWBERG_FAULT")
     res = subprocess.run([sys.executable, "-c", CHILD, args], env=env, capture_output=True, text=True, timeout=120)
@@ -252,7 +252,7 @@ def test_expiry_compaction_and_orphan_removal_never_break_the_next_load(
     m.compact(t, target_size=1 << 26)
     assert "adopted" in m.follow_variable(catalog.load_table("ns.t"), cfg.variable_key, variables)
     m.expire_snapshots(catalog.load_table("ns.t"), older_than=timedelta(0), min_snapshots=1, now=FAR_FUTURE)
-    m.remove_orphan_files(catalog.load_table("ns.t"), older_than=timedelta(0), now=FAR_FUTURE)
+    m.remove_orphan_files(catalog.load_table("ns.t"), older_than=timedelta(days=1), now=FAR_FUTURE)
     t = catalog.load_table("ns.t")
     assert len(list(t.snapshots())) == 1 and state.read_state(t).watermark == st.watermark
     sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET NOTE = 'after', UPDATED_AT = {NOW} WHERE ID = 5")
@@ -297,3 +297,187 @@ def test_compaction_folds_merge_on_read_position_deletes_back_into_data_files(ca
     assert rows_of(t) == before
     assert t.inspect.delete_files().num_rows == 0
     assert state.read_state(t).watermark == "7"
+
+
+# ---------------------------------------------------------------- orphan files a writer still needs
+
+
+@pytest.mark.parametrize("age", [timedelta(0), timedelta(hours=23)])
+def test_an_orphan_sweep_under_a_day_is_refused_unless_explicitly_allowed(catalog: Any, age: timedelta) -> None:
+    """Like Iceberg's and Spark's remove_orphan_files: a short age deletes files a running write still needs."""
+    t = small_table(catalog, 2)
+    stray = Path(t.location().removeprefix("file://")) / "data" / "00000-killed-run.parquet"
+    stray.write_bytes(b"not referenced")
+    with pytest.raises(ValueError, match=r"at least 1 day.*allow_short_orphan_age: true"):
+        m.remove_orphan_files(t, older_than=age)
+    assert stray.exists()
+    r = m.remove_orphan_files(t, older_than=age, now=FAR_FUTURE, allow_short_age=True)
+    assert r.deleted == 1 and not stray.exists()
+
+
+def test_a_sweep_between_a_loads_write_and_its_commit_fails_the_load_instead_of_committing_missing_files(
+    sfdb: Any, catalog: Any, variables: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race: the sweep runs after a merge-on-read load wrote its data and delete files, before its commit.
+
+    The sweep sees them as old (its clock is days ahead, as for a commit delayed that long) and unreferenced,
+    and deletes them. The commit must then refuse — committing would reference missing files and every read of
+    the table would fail — and leave the table as it was; the retry writes them again and commits.
+    """
+    import time
+
+    from maint_harness import DDL, NOW, insert, lake_pairs, load, source_rows, table_cfg
+
+    from snowberg.core import faults
+
+    sfdb.sql(DDL.format(t=sfdb.table("SRC")))
+    insert(sfdb, range(1, 21), "2026-01-01 00:00:00")
+    cfg = table_cfg(sfdb)
+    load(cfg, sfdb, catalog, variables, "r0")
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET NOTE = 'b', UPDATED_AT = {NOW} WHERE ID IN (3, 17)")
+    insert(sfdb, range(21, 24), "now", note="new")
+    time.sleep(0.01)
+    head = catalog.load_table("ns.t").current_snapshot().snapshot_id
+    real = faults.crash_point
+    swept: list[m.OrphanResult] = []
+
+    def sweep_first(name: str) -> None:
+        if name == "before_commit" and not swept:
+            t = catalog.load_table("ns.t")
+            swept.append(m.remove_orphan_files(t, older_than=timedelta(days=3), now=FAR_FUTURE))
+        real(name)
+
+    monkeypatch.setattr(faults, "crash_point", sweep_first)
+    with pytest.raises(RuntimeError, match=r"no longer exist.*Nothing was committed"):
+        load(cfg, sfdb, catalog, variables, "r1")
+    assert any("/data/" in p for p in swept[0].orphans)
+    t = catalog.load_table("ns.t")
+    assert t.current_snapshot().snapshot_id == head
+    assert len(lake_pairs(catalog)) == 20  # the table still reads: nothing dangling was committed
+
+    monkeypatch.setattr(faults, "crash_point", real)
+    assert load(cfg, sfdb, catalog, variables, "r1").status == "committed"
+    assert lake_pairs(catalog) == source_rows(sfdb)
+
+
+def test_the_sweep_keeps_staging_and_what_a_staging_manifest_names_even_when_old(catalog: Any) -> None:
+    """Files staged for a later commit (mapped slices) are never orphans: the staging folder, every data file a
+    staging manifest names; an unreadable staging manifest that is still being written keeps every unreferenced
+    data file for this sweep (it may name any of them)."""
+    import pyarrow as pa
+
+    from snowberg.iceberg import staging
+    from snowberg.iceberg.write import write_data_files
+
+    t = small_table(catalog, 2)
+    tx = t.transaction()
+    batch = pa.record_batch({"id": pa.array([7], pa.int64()), "grp": pa.array([1], pa.int64()), "note": ["x"]})
+    files = list(write_data_files(t, tx, batch.schema, iter([batch]), 1000))
+    folder = staging.staging_location(t, "manual__2026-12-01")
+    manifest, _ = staging.write_staging_manifest(t, f"{folder}/slice-00000.avro", files)
+    stray = Path(t.location().removeprefix("file://")) / "data" / "00000-killed-run.parquet"
+    stray.write_bytes(b"not referenced")
+    old = (datetime.now(UTC) - timedelta(days=10)).timestamp()
+    os.utime(stray, (old, old))
+
+    r = m.remove_orphan_files(t, older_than=timedelta(days=3), now=FAR_FUTURE, dry_run=True)
+    assert r.orphans == [f"file://{stray}"]
+    assert r.staged_kept == 2 and files[0].file_path not in r.orphans and manifest not in r.orphans
+
+    # A staging manifest a slice is writing right now (fresh, unreadable yet): no data file goes this time.
+    partial = Path(folder.removeprefix("file://")) / "slice-00001.avro"
+    partial.write_bytes(b"Obj\x01 half written")
+    r = m.remove_orphan_files(t, older_than=timedelta(days=3), dry_run=True)
+    assert r.orphans == [] and r.data_files_held == 1
+    # Left over by a slice killed long ago: no commit can use what it names (a slice hands its manifest to the
+    # commit only once it is written), so the sweep goes on.
+    os.utime(partial, (old, old))
+    r = m.remove_orphan_files(t, older_than=timedelta(days=3))
+    assert r.orphans == [f"file://{stray}"] and r.deleted == 1 and partial.exists()
+    assert len(rows_of(catalog.load_table("ns.t"))) == 20
+
+
+@pytest.fixture(scope="module")
+def moto_s3() -> Any:
+    """moto's S3 in server mode (real HTTP), for the sweep's listing and deletes on object storage."""
+    import socket
+    import time
+
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def test_the_sweep_lists_and_deletes_on_object_storage_through_the_tables_own_fileio(
+    moto_s3: str, tmp_path: Path
+) -> None:
+    """On S3 the sweep lists through the file system behind ``table.io`` and deletes the path it listed: a leftover
+    goes, referenced and staged files stay, the table reads."""
+    import uuid
+
+    import boto3
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from snowberg.iceberg import staging
+
+    bucket = f"lake-{uuid.uuid4().hex[:10]}"
+    keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
+    s3 = boto3.client("s3", endpoint_url=moto_s3, **keys)
+    s3.create_bucket(Bucket=bucket)
+    catalog = SqlCatalog(
+        "lake",
+        uri=f"sqlite:///{tmp_path}/c.db",
+        warehouse=f"s3://{bucket}/wh",
+        **{"s3.endpoint": moto_s3, "s3.access-key-id": "testing", "s3.secret-access-key": "testing"},
+        **{"s3.region": "us-east-1"},
+    )
+    t = small_table(catalog, 3)
+    prefix = t.location().removeprefix(f"s3://{bucket}/")
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/data/00000-killed-run.parquet", Body=b"x")
+    staged = f"{prefix}/metadata/{staging.STAGING_DIR}/run-1/slice-00000-keys.parquet"
+    s3.put_object(Bucket=bucket, Key=staged, Body=b"k")
+    r = m.remove_orphan_files(t, older_than=timedelta(days=3), now=FAR_FUTURE)
+    assert r.orphans == [f"s3://{bucket}/{prefix}/data/00000-killed-run.parquet"] and r.deleted == 1
+    assert r.staged_kept == 1
+    left = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]}
+    assert f"{prefix}/data/00000-killed-run.parquet" not in left
+    assert staged in left
+    assert len(rows_of(catalog.load_table("ns.t"))) == 30
+
+
+def test_the_sweep_lists_through_an_fsspec_fileio_too(tmp_path: Path) -> None:
+    """A catalog configured with ``py-io-impl`` fsspec: the listing uses fsspec's file system (no second FileIO)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.io.fsspec import FsspecFileIO
+
+    (tmp_path / "wh").mkdir()
+    catalog = SqlCatalog(
+        "lake",
+        uri=f"sqlite:///{tmp_path}/c.db",
+        warehouse=f"file://{tmp_path}/wh",
+        **{"py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"},
+    )
+    t = small_table(catalog, 3)
+    assert isinstance(t.io, FsspecFileIO)
+    stray = Path(t.location().removeprefix("file://")) / "data" / "00000-killed-run.parquet"
+    stray.write_bytes(b"x")
+    young = m.remove_orphan_files(t, older_than=timedelta(days=3), dry_run=True)
+    assert young.orphans == [] and young.too_young == 1
+    r = m.remove_orphan_files(t, older_than=timedelta(days=3), now=FAR_FUTURE)
+    assert r.orphans == [f"file://{stray}"] and not stray.exists()
+    assert len(rows_of(catalog.load_table("ns.t"))) == 30

@@ -187,4 +187,6 @@ class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
             ).to_dict()
         if not s.remove_orphans:
             raise AirflowSkipException("orphan removal is off for this table (maintenance.remove_orphans)")
-        return m.remove_orphan_files(table, older_than=s.orphan_age, dry_run=dry_run).to_dict()
+        return m.remove_orphan_files(
+            table, older_than=s.orphan_age, allow_short_age=s.allow_short_orphan_age, dry_run=dry_run
+        ).to_dict()

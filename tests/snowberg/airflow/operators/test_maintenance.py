@@ -143,3 +143,40 @@ def test_two_rollback_targets_fail_the_manual_run(env: Any) -> None:
     assert load_dag.test().state == "success"
     dr = maint_dag.test(run_conf={"rollback_to_tag": "x", "rollback_before_run": "y"})
     assert dr.state == "failed"
+
+
+def test_a_short_orphan_age_fails_the_operator_at_parse_and_the_override_reaches_the_sweep(
+    tmp_path: Path, catalog_env: Any
+) -> None:
+    """``orphan_age`` under a day is refused when the DAG is parsed, naming the override; with the override, the
+    sweep step runs with that age (and deletes a leftover that old)."""
+    from datetime import UTC, datetime, timedelta
+
+    import pyarrow as pa
+
+    from snowberg.airflow.operators.maintenance import SnowbergMaintenanceOperator
+    from snowberg.iceberg.catalogs import open_catalog
+
+    kw: dict[str, Any] = {
+        "task_id": "remove_orphan_files",
+        "step": "remove_orphan_files",
+        "table_name": "t",
+        "source": {"table": "DB.S.T"},
+        "target": "ns.t",
+        "catalog": "maint",
+    }
+    with pytest.raises(ValueError, match=r"maintenance\.orphan_age.*at least 1 day.*allow_short_orphan_age: true"):
+        SnowbergMaintenanceOperator(**kw, maintenance={"orphan_age": "0s"})
+
+    catalog_env("maint")
+    catalog = open_catalog("maint")
+    catalog.create_namespace("ns")
+    t = catalog.create_table("ns.t", schema=pa.schema([pa.field("id", pa.int64())]))
+    t.append(pa.table({"id": [1, 2]}), snapshot_properties={state.WATERMARK: "2", state.RUN_ID: "r1"})
+    stray = Path(t.location().removeprefix("file://")) / "data" / "00000-killed-run.parquet"
+    stray.write_bytes(b"x")
+    two_hours_ago = (datetime.now(UTC) - timedelta(hours=2)).timestamp()
+    os.utime(stray, (two_hours_ago, two_hours_ago))
+    op = SnowbergMaintenanceOperator(**kw, maintenance={"orphan_age": "1h", "allow_short_orphan_age": True})
+    out = op.execute({"params": {}})
+    assert out["orphans"] == [f"file://{stray}"] and out["deleted"] == 1 and not stray.exists()
