@@ -315,11 +315,17 @@ def replaced_by_window(cfg: TableConfig, w: Window, keys: KeyCollector | None, h
 def remove_replaced(tx: Any, replaced: Replacement, props: Mapping[str, str]) -> None:
     """Remove the rows the new data replaces, in the commit's transaction: the one place a commit removes rows.
 
-    Rows matched by a filter are removed copy-on-write; replaced keys get
-    position delete files (``iceberg.merge``). Never equality deletes.
+    Rows matched by a filter are removed copy-on-write, and the position
+    delete files of the data files that removal dropped or rewrote go with
+    them (``iceberg.deletes``: left behind they hide no row but make the row
+    count wrong and block compaction); replaced keys get position delete
+    files (``iceberg.merge``). Never equality deletes.
     """
     if replaced.rows is not None:
+        from snowberg.iceberg.deletes import drop_dangling_deletes
+
         tx.delete(delete_filter=replaced.rows, snapshot_properties=dict(props))
+        drop_dangling_deletes(tx, props)
     if replaced.keys is not None and replaced.keys.num_rows:
         from snowberg.iceberg.merge import write_position_deletes
 

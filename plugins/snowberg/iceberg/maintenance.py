@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.config.maintenance_settings import check_orphan_age
 from snowberg.core import faults
-from snowberg.iceberg import staging, state
+from snowberg.iceberg import deletes, staging, state
 from snowberg.iceberg.gate import refuse_rebase
 from snowberg.iceberg.staging import ListedFile
 
@@ -210,113 +210,6 @@ def carried_state_props(table: Table, operation: str) -> dict[str, str]:
     return props
 
 
-def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
-    """A snapshot producer for a REPLACE commit: files swapped, rows unchanged.
-
-    pyiceberg 0.12 has no rewrite-data-files API. Its overwrite producer
-    (``_OverwriteFiles``, what ``Transaction.overwrite`` and ``delete`` use to
-    rewrite files) already writes the manifests we need: the removed files as
-    DELETED entries, the new ones as ADDED, untouched manifests kept. We
-    change two things: the operation is ``replace`` (its summary totals are
-    computed as for an overwrite, which pyiceberg supports), and delete files
-    may be removed too (folded into the rewritten data).
-    """
-    from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus
-    from pyiceberg.table.snapshots import Operation, Summary
-    from pyiceberg.table.update.snapshot import _OverwriteFiles
-
-    class _ReplaceFiles(_OverwriteFiles):
-        def _summary(self, snapshot_properties: Any = None) -> Summary:
-            s = super()._summary(snapshot_properties or {})
-            return Summary(operation=Operation.REPLACE, **s.additional_properties)
-
-        def _deleted_entries(self) -> list[ManifestEntry]:
-            if self._parent_snapshot_id is None:
-                return []
-            parent = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
-            assert parent is not None
-            entries = [
-                ManifestEntry.from_args(
-                    status=ManifestEntryStatus.DELETED,
-                    snapshot_id=self._snapshot_id,
-                    sequence_number=e.sequence_number,
-                    file_sequence_number=e.file_sequence_number,
-                    data_file=e.data_file,
-                )
-                for m in parent.manifests(self._io)
-                for e in m.fetch_manifest_entry(self._io, discard_deleted=True)
-                if e.data_file in self._deleted_data_files
-            ]
-            self._validate_required_deletes(entries)
-            return entries
-
-        def _manifests(self) -> list[Any]:
-            """One data manifest per spec holding the new files and every entry that stays.
-
-            After a hundred runs the table holds a manifest per run, and a reader
-            opens each one when it plans a scan; compaction rewrites them too, so
-            the compacted table plans like a freshly written one.
-            """
-            deleted = self._deleted_entries()
-            parent = (
-                self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
-                if self._parent_snapshot_id is not None
-                else None
-            )
-            by_spec: dict[int, list[tuple[str, ManifestEntry]]] = {}
-            out: list[Any] = []
-            for mf in parent.manifests(self._io) if parent is not None else []:
-                live = mf.fetch_manifest_entry(self._io, discard_deleted=True)
-                kept = [e for e in live if e.data_file not in self._deleted_data_files]
-                if mf.content == ManifestContent.DELETES:
-                    # pyiceberg 0.12 cannot write delete manifests: keep untouched ones, drop emptied ones.
-                    if len(kept) == len(live):
-                        out.append(mf)
-                    elif kept:
-                        raise NotImplementedError(
-                            f"delete manifest {mf.manifest_path} would keep {len(kept)} of {len(live)} delete files; "
-                            "pyiceberg cannot rewrite it. Nothing was committed."
-                        )
-                    continue
-                by_spec.setdefault(mf.partition_spec_id, []).extend(("existing", e) for e in kept)
-            # The removed files are not written back as DELETED entries: every later scan would
-            # decode them (loads carry manifests forward unchanged), which is the cost compaction
-            # removes. The snapshot summary counts them; change readers skip `replace` snapshots.
-            del deleted
-            default_spec = self._transaction.table_metadata.default_spec_id
-            by_spec.setdefault(default_spec, [])
-            for spec_id, entries in by_spec.items():
-                added = self._added_data_files if spec_id == default_spec else []
-                if not entries and not added:
-                    continue
-                with self.new_manifest_writer(self.spec(spec_id)) as w:
-                    for f in added:
-                        w.add(
-                            ManifestEntry.from_args(
-                                status=ManifestEntryStatus.ADDED,
-                                snapshot_id=self._snapshot_id,
-                                sequence_number=None,
-                                file_sequence_number=None,
-                                data_file=f,
-                            )
-                        )
-                    for _kind, e in entries:
-                        w.add_entry(
-                            ManifestEntry.from_args(
-                                status=ManifestEntryStatus.EXISTING,
-                                snapshot_id=e.snapshot_id,
-                                sequence_number=e.sequence_number,
-                                file_sequence_number=e.file_sequence_number,
-                                data_file=e.data_file,
-                            )
-                        )
-                out.append(w.to_manifest_file())
-            return out
-
-    producer = _ReplaceFiles(operation=Operation.OVERWRITE, transaction=tx, io=io, snapshot_properties=props)
-    return producer
-
-
 def _partition_label(spec: Any, partition: Any) -> str:
     if spec is None or not spec.fields:
         return "<unpartitioned>"
@@ -395,16 +288,21 @@ def compact(
         for d in t.delete_files
         if all(u.file.file_path in picked_paths for u in users[d.file_path])
     }
+    # Delete files whose data files are all gone (left by a copy-on-write removal before the gate dropped them).
+    dangling = deletes.dangling_delete_files(table.io, base)
+    delete_files.update((d.file_path, d) for d in dangling)
     n_in = sum(len(ts) for ts in picked.values())
     specs = table.specs()
     log.info(
-        "compact: %d data files in %d partitions; %d partitions hold %d files under %s bytes (target %s)%s",
+        "compact: %d data files in %d partitions; %d partitions hold %d files under %s bytes (target %s); "
+        "%d delete files of removed data files%s",
         files_before,
         len(groups),
         len(picked),
         n_in,
         f"{threshold:,}",
         f"{target:,}",
+        len(dangling),
         " (dry run)" if dry_run else "",
     )
     group_info = [
@@ -415,9 +313,9 @@ def compact(
         }
         for k, ts in picked.items()
     ]
-    if not picked or dry_run:
+    if not (picked or dangling) or dry_run:
         return CompactionResult(
-            status="dry_run" if dry_run and picked else "nothing_to_do",
+            status="dry_run" if dry_run and (picked or dangling) else "nothing_to_do",
             files_before=files_before,
             files_after=files_before,
             rewritten_files=n_in,
@@ -471,7 +369,7 @@ def compact(
             )
             faults.crash_point("compact_after_write")
         tx = table.transaction()
-        producer = _replace_producer(tx, table.io, carried_state_props(table, "compact"))
+        producer = deletes.replace_producer(tx, table.io, carried_state_props(table, "compact"))
         for ts in picked.values():
             for t in ts:
                 producer.delete_data_file(t.file)

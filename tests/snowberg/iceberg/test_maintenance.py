@@ -481,3 +481,132 @@ def test_the_sweep_lists_through_an_fsspec_fileio_too(tmp_path: Path) -> None:
     r = m.remove_orphan_files(t, older_than=timedelta(days=3), now=FAR_FUTURE)
     assert r.orphans == [f"file://{stray}"] and not stray.exists()
     assert len(rows_of(catalog.load_table("ns.t"))) == 30
+
+
+# ---------------------------------------------------------------- delete files of removed data files
+
+
+def _merge_on_read(t: Any, ids: list[int], i: int, note: str = "updated") -> None:
+    """A merge run the way the gate commits it: position deletes for the replaced keys, then their new rows."""
+    replaced = pa.table({"id": pa.array(ids, pa.int64())})
+    new = pa.table(
+        {
+            "id": replaced.column("id"),
+            "grp": pa.array([x % 3 for x in ids], pa.int64()),
+            "note": pa.array([note] * len(ids), pa.string()),
+        }
+    )
+    tx = t.transaction()
+    gate.remove_replaced(tx, gate.Replacement(keys=replaced), state_props(i))
+    tx.append(new, snapshot_properties=state_props(i))
+    tx.commit_transaction()
+
+
+def _commit_replacing(t: Any, rows_filter: Any, ids: list[int], i: int, run_id: str) -> Any:
+    """A backfill, full refresh or propagated delete through the gate: rows matching the filter out, ``ids`` in."""
+    from snowberg.iceberg.tables import arrow_schema
+    from snowberg.iceberg.write import write_data_files
+
+    tx = t.transaction()
+    files: list[Any] = []
+    if ids:
+        schema = arrow_schema(t.schema())
+        batch = pa.record_batch(
+            [
+                pa.array(ids, pa.int64()),
+                pa.array([x % 3 for x in ids], pa.int64()),
+                pa.array([f"row {x}" for x in ids], pa.string()),
+            ],
+            schema=schema,
+        )
+        files = list(write_data_files(t, tx, schema, iter([batch]), 10_000))
+    return gate.commit(
+        t,
+        tx,
+        state_props=state_props(i, run_id=run_id),
+        replaced=gate.Replacement(rows=rows_filter),
+        data_files=files,
+    )
+
+
+def test_a_backfill_range_on_a_merge_on_read_table_drops_the_delete_files_of_the_data_files_it_removed(
+    catalog: Any,
+) -> None:
+    """The issue's case: a backfill removes a data file copy-on-write, its position delete file stays behind.
+
+    Left behind, it made the live-row count wrong (49 for 50 rows: rollback plans, the sync's guard) and every
+    compaction fail (a delete manifest it could only partly empty). The gate's commit now drops it, in the same
+    commit, and the compaction runs.
+    """
+    from pyiceberg.expressions import LessThan
+
+    from snowberg.iceberg import rollback
+
+    t = small_table(catalog, 5)  # ids 0..49 in 5 files of 10
+    _merge_on_read(t, [3, 14, 25, 41], 6)  # 4 delete files, one per data file, in one delete manifest
+    t = catalog.load_table("ns.t")
+    assert t.inspect.delete_files().num_rows == 4
+    _commit_replacing(t, LessThan("id", 10), list(range(10)), 7, run_id="backfill")  # the file of ids 0..9 goes
+    t = catalog.load_table("ns.t")
+    before = rows_of(t)
+    assert len(before) == 50 and {r["id"] for r in before} == set(range(50))
+
+    assert rollback.plan_rollback(t, "t", before_run="backfill").rows_now == 50
+    assert t.inspect.delete_files().num_rows == 3  # the removed file's delete file went with it
+    r = m.compact(t, target_size=1 << 26)
+    t = catalog.load_table("ns.t")
+    assert r.status == "committed" and rows_of(t) == before and t.inspect.delete_files().num_rows == 0
+
+
+def test_removing_every_row_of_a_merge_on_read_table_counts_zero_rows(catalog: Any) -> None:
+    """Propagated deletes that empty the table: 0 rows, not minus the position deletes left behind."""
+    from pyiceberg.expressions import AlwaysTrue
+
+    from snowberg.iceberg import rollback
+
+    t = small_table(catalog, 2)
+    _merge_on_read(t, [3, 14], 3)
+    _commit_replacing(catalog.load_table("ns.t"), AlwaysTrue(), [], 4, run_id="propagate")
+    t = catalog.load_table("ns.t")
+    assert rows_of(t) == []
+    assert rollback.plan_rollback(t, "t", before_run="propagate").rows_now == 0
+    assert t.inspect.delete_files().num_rows == 0
+
+
+def test_compaction_drops_delete_files_an_older_version_left_dangling(catalog: Any) -> None:
+    """Tables written before the fix hold delete files whose data files are gone: compaction removes them
+    (with or without data files to rewrite), and the live-row count is right before and after."""
+    from pyiceberg.expressions import LessThan, StartsWith
+
+    from snowberg.iceberg import deletes
+
+    t = small_table(catalog, 5)
+    _merge_on_read(t, [3, 14, 25, 41], 6)
+    t = catalog.load_table("ns.t")
+    tx = t.transaction()
+    tx.delete(LessThan("id", 20), snapshot_properties=state_props(7))  # what the gate did before: no clean-up
+    tx.commit_transaction()
+    t = catalog.load_table("ns.t")
+    before = rows_of(t)
+    assert len(before) == 30 and t.inspect.delete_files().num_rows == 4
+    assert deletes.live_rows(t) == 30
+    assert [f.file_path for f in deletes.dangling_delete_files(t.io, t.current_snapshot())] != []
+
+    r = m.compact(t, target_size=1 << 26)
+    t = catalog.load_table("ns.t")
+    assert r.status == "committed" and r.delete_files_removed == 4
+    assert rows_of(t) == before and t.inspect.delete_files().num_rows == 0 and deletes.live_rows(t) == 30
+
+    # Only dangling delete files, nothing small to rewrite: the compaction still commits, removing them.
+    t2 = small_table(catalog, 1, rows=40, name="ns.t2")
+    _merge_on_read(t2, [3, 33], 2)
+    t2 = catalog.load_table("ns.t2")
+    tx = t2.transaction()
+    tx.delete(StartsWith("note", "row"), snapshot_properties=state_props(3))  # drops the first file whole
+    tx.commit_transaction()
+    t2 = catalog.load_table("ns.t2")
+    assert len(rows_of(t2)) == 2 and deletes.live_rows(t2) == 2
+    r = m.compact(t2, target_size=1 << 26, min_input_files=2)
+    t2 = catalog.load_table("ns.t2")
+    assert r.status == "committed" and r.rewritten_files == 0 and r.delete_files_removed >= 1
+    assert t2.inspect.delete_files().num_rows == 0 and len(rows_of(t2)) == 2

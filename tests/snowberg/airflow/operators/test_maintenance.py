@@ -180,3 +180,27 @@ def test_a_short_orphan_age_fails_the_operator_at_parse_and_the_override_reaches
     op = SnowbergMaintenanceOperator(**kw, maintenance={"orphan_age": "1h", "allow_short_orphan_age": True})
     out = op.execute({"params": {}})
     assert out["orphans"] == [f"file://{stray}"] and out["deleted"] == 1 and not stray.exists()
+
+
+def test_the_maintenance_dag_compacts_after_a_backfill_on_a_merge_on_read_table(env: Any) -> None:
+    """The issue's case through Airflow: merges leave position deletes, a backfill removes a data file
+    copy-on-write; the next maintenance run compacted nothing ever again ("would keep 1 of 2 delete files")."""
+    from snowberg.iceberg import rollback
+
+    sfdb, cfg = env
+    load_dag, maint_dag = _dags(cfg)
+    assert load_dag.test().state == "success"
+    _change(sfdb, "1, 2", "b")
+    assert load_dag.test().state == "success"
+    _change(sfdb, "1, 3", "c")  # one delete manifest: a delete file for the first file and one for the second
+    assert load_dag.test().state == "success"
+    backfill = {"window_start": "2025-12-31T00:00:00Z", "window_end": "2026-01-02T00:00:00Z", "full_refresh": False}
+    assert load_dag.test(run_conf=backfill).state == "success"  # the first file goes, copy-on-write
+    t = _table(cfg)
+    assert rollback.plan_rollback(t, cfg.name, to_snapshot=t.current_snapshot().snapshot_id).rows_now == 50
+
+    assert maint_dag.test(run_conf={"dry_run": False}).state == "success"
+    t = _table(cfg)
+    assert t.current_snapshot().summary.additional_properties.get("snowberg.maintenance") == "compact"
+    assert t.inspect.delete_files().num_rows == 0
+    assert _lake(cfg) == _source(sfdb)
