@@ -408,6 +408,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
             target_size=settings.target_file_size,
             small_file_ratio=settings.small_file_ratio,
             min_input_files=settings.min_input_files,
+            delete_ratio=settings.delete_ratio,
             dry_run=args.dry_run,
         ).to_dict()
     table, _, _ = _open_table(args)

@@ -14,6 +14,9 @@ from snowberg.core.models import Duration, StrictModel
 # that has not landed yet (a running load, slices waiting for their commit) is unreferenced, and a sweep with
 # a short age deletes it.
 ORPHAN_AGE_FLOOR = timedelta(days=1)
+# A data file whose position deletes hide this share of its rows is rewritten by compaction even when it is
+# not small (Iceberg's rewrite_data_files: delete-ratio-threshold, default 0.3).
+DEFAULT_DELETE_RATIO = 0.3
 OVERRIDE_FIELD = "allow_short_orphan_age"
 
 
@@ -36,11 +39,13 @@ class MaintenanceSettings(StrictModel):
     snapshot_retention: Duration = timedelta(days=5)
     min_snapshots: int = Field(default=24, ge=1)
     # Compaction: data files under small_file_ratio × target size are rewritten into
-    # files near the target (the table's write.target-file-size-bytes unless set here).
+    # files near the target (the table's write.target-file-size-bytes unless set here),
+    # and so are files whose position deletes hide at least delete_ratio of their rows.
     compact: bool = True
     target_file_size: int | None = Field(default=None, ge=1024)
     small_file_ratio: float = Field(default=0.75, gt=0, le=1)
     min_input_files: int = Field(default=2, ge=2)
+    delete_ratio: float = Field(default=DEFAULT_DELETE_RATIO, gt=0, le=1)
     # Orphan files: unreferenced files under the table location older than this (at least a
     # day unless allow_short_orphan_age; declared first so the age's check can read it).
     remove_orphans: bool = True

@@ -49,6 +49,9 @@ def delete_targets(io: FileIO, delete_file: DataFile) -> dict[str, int]:
     snowberg and most engines write them) answers from its metadata; any
     other is read (its ``file_path`` column only).
     """
+    referenced = getattr(delete_file, "referenced_data_file", None)  # v3 deletion vectors name their data file
+    if referenced:
+        return {str(referenced): int(delete_file.record_count)}
     lo = (delete_file.lower_bounds or {}).get(DELETE_FILE_PATH_ID)
     hi = (delete_file.upper_bounds or {}).get(DELETE_FILE_PATH_ID)
     if lo is not None and lo == hi:

@@ -9,12 +9,16 @@ one rule that keeps the exactly-once invariant:
   on the main branch from the head down to the one that carries the
   watermark (``state.read_state`` walks that chain: cutting it would lose the
   state);
-* **compact** rewrites small data files (and folds delete files) in one
+* **compact** rewrites small data files and files mostly hidden by position
+  deletes (folding the deletes in), file group by file group — a group is at
+  most the target file size of input, read file by file and batch by batch,
+  written row group by row group, so memory never follows the table — in one
   ``replace`` commit that copies the current state into its summary, asserts
   the snapshot it was planned on and never rebases: a load committing at the
   same moment makes exactly one of the two fail, and its retry succeeds. The
-  rows read and the rows written are compared (count and content checksum)
-  before the commit; a difference fails the task with nothing committed;
+  rows read and the rows written are compared per group (count and a streamed
+  content checksum) before the commit; a difference fails the task with
+  nothing committed;
 * **orphans** only deletes files under the table location that no retained
   metadata references and that are older than a safety age of at least a day
   (a running load's fresh files are never touched), and never a file staged
@@ -27,20 +31,19 @@ imports nothing heavy, so DAG parsing stays cheap.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from snowberg.config.maintenance_settings import check_orphan_age
+from snowberg.config.maintenance_settings import DEFAULT_DELETE_RATIO, check_orphan_age
 from snowberg.core import faults
 from snowberg.iceberg import deletes, staging, state
-from snowberg.iceberg.gate import refuse_rebase
+from snowberg.iceberg.gate import check_added_files_exist, refuse_rebase
 from snowberg.iceberg.staging import ListedFile
 
 if TYPE_CHECKING:
@@ -163,7 +166,7 @@ def expire_snapshots(
 
 @dataclass(kw_only=True)
 class CompactionResult:
-    """What a compaction rewrote, or why it did nothing."""
+    """What a compaction rewrote, or why it did nothing (``groups``: one entry per file group rewritten)."""
 
     status: str  # committed | nothing_to_do | dry_run
     files_before: int
@@ -183,22 +186,59 @@ class CompactionResult:
         return asdict(self)
 
 
-def content_checksum(batches: Iterable[pa.RecordBatch]) -> tuple[int, str]:
-    """(rows, checksum) of a set of rows, independent of row order and file layout.
+class RowChecksum:
+    """An order-independent checksum of rows, fed one batch at a time: the row count and the sum (mod 2**64) of
+    a 64-bit hash of each row's values.
 
-    The sum (mod 2**64) of a 64-bit BLAKE2 hash of each row's values: equal for
-    the same multiset of rows, however they are split into files or ordered.
-    A duplicated or lost row changes it. (Arrow has no row-hash kernel, hence
-    this small loop; it runs over the rewritten files only.)
+    Equal for the same multiset of rows however they are split into files,
+    batches or orders; a lost, duplicated or changed row changes it (barring
+    a 64-bit collision). Why DuckDB (a runtime dependency of the volume
+    checks): Arrow has no row-hash kernel, and DuckDB hashes a batch's rows in
+    vectorised code over the Arrow buffers without copying them — a fraction
+    of a second per million rows, the memory of one batch. Its
+    ``hash(c0, …, cn)`` combines the columns in order; the outer ``hash(·, 1)``
+    keeps a row whose columns all hash to 0 (zeros, false) in the sum.
     """
-    total = 0
-    rows = 0
-    for b in batches:
-        for row in b.to_pylist():
-            h = hashlib.blake2b(repr(tuple(row.values())).encode(), digest_size=8).digest()
-            total = (total + int.from_bytes(h, "big")) % (1 << 64)
-            rows += 1
-    return rows, f"{total:016x}"
+
+    def __init__(self) -> None:
+        import duckdb
+
+        self._con = duckdb.connect()
+        self.rows = 0
+        self.total = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        names = [f"c{i}" for i in range(batch.num_columns)]  # DuckDB folds case: no two columns may clash
+        self._con.register("batch_rows", batch.rename_columns(names))
+        try:
+            cols = ", ".join(names)
+            ((n, s),) = self._con.execute(
+                f"SELECT count(*), sum(hash(hash({cols}), 1::UTINYINT)) FROM batch_rows"  # noqa: S608 - c0…cn only
+            ).fetchall()
+        finally:
+            self._con.unregister("batch_rows")
+        self.rows += int(n)
+        self.total = (self.total + int(s)) % (1 << 64)
+
+    @property
+    def hex(self) -> str:
+        return f"{self.total:016x}"
+
+    def close(self) -> None:
+        self._con.close()
+
+
+def content_checksum(batches: Iterable[pa.RecordBatch]) -> tuple[int, str]:
+    """(rows, checksum) of a set of rows, independent of row order and file layout (see ``RowChecksum``)."""
+    ck = RowChecksum()
+    try:
+        for b in batches:
+            ck.add(b)
+        return ck.rows, ck.hex
+    finally:
+        ck.close()
 
 
 def carried_state_props(table: Table, operation: str) -> dict[str, str]:
@@ -223,155 +263,377 @@ def target_file_size(table: Table, override: int | None = None) -> int:
     return int(table.properties.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
 
 
+@dataclass(kw_only=True)
+class FileGroup:
+    """Data files of one partition rewritten together: at most ``target`` bytes of input, so about one output file."""
+
+    spec_id: int
+    partition: Any
+    label: str
+    tasks: list[Any]
+
+    @property
+    def bytes(self) -> int:
+        return sum(int(t.file.file_size_in_bytes) for t in self.tasks)
+
+    def describe(self) -> dict[str, Any]:
+        return {"partition": self.label, "files": len(self.tasks), "bytes": self.bytes}
+
+
+def _bins(tasks: list[Any], capacity: int) -> list[list[Any]]:
+    """First-fit decreasing by file size: bins of at most ``capacity`` bytes (a larger file gets a bin alone)."""
+    bins: list[tuple[int, list[Any]]] = []
+    for t in sorted(tasks, key=lambda t: int(t.file.file_size_in_bytes), reverse=True):
+        size = int(t.file.file_size_in_bytes)
+        for i, (used, members) in enumerate(bins):
+            if used + size <= capacity:
+                members.append(t)
+                bins[i] = (used + size, members)
+                break
+        else:
+            bins.append((size, [t]))
+    return [members for _, members in bins]
+
+
+def plan_groups(
+    table: Table,
+    tasks: list[Any],
+    *,
+    target: int,
+    small_file_ratio: float,
+    min_input_files: int,
+    delete_ratio: float,
+) -> list[FileGroup]:
+    """The file groups worth rewriting, partition by partition.
+
+    A data file is a candidate when it is small (under ``small_file_ratio ×
+    target``) or when its position deletes hide at least ``delete_ratio`` of
+    its rows. A file with a few deletes is left alone: readers apply them, and
+    rewriting it would read the whole table on every run of a merge-on-read
+    table whose merges touch most files (Iceberg's rewrite_data_files has the
+    same threshold, ``delete-ratio-threshold``). A partition is rewritten when
+    it has ``min_input_files`` candidates or a candidate with deletes; its
+    candidates are packed into groups of at most ``target`` bytes, and a
+    group of one file without deletes is dropped (nothing to gain).
+    """
+    threshold = int(target * small_file_ratio)
+    targets: dict[str, dict[str, int]] = {}
+
+    def deleted_share(t: Any) -> float:
+        if not t.delete_files:
+            return 0.0
+        n = 0
+        for d in t.delete_files:
+            if d.file_path not in targets:
+                targets[d.file_path] = deletes.delete_targets(table.io, d)
+            n += targets[d.file_path].get(t.file.file_path, 0)
+        return n / max(int(t.file.record_count), 1)
+
+    partitions: dict[tuple[int, Any], list[Any]] = {}
+    for t in tasks:
+        part: Any = t.file.partition
+        partitions.setdefault((t.file.spec_id, tuple(part) if part is not None else ()), []).append(t)
+    specs = table.specs()
+    groups: list[FileGroup] = []
+    for (spec_id, _), ts in partitions.items():
+        cands = [t for t in ts if t.file.file_size_in_bytes < threshold or deleted_share(t) >= delete_ratio]
+        if not (len(cands) >= min_input_files or any(t.delete_files for t in cands)):
+            continue
+        label = _partition_label(specs.get(spec_id), ts[0].file.partition)
+        for members in _bins(cands, target):
+            if len(members) == 1 and not members[0].delete_files:
+                continue
+            groups.append(FileGroup(spec_id=spec_id, partition=ts[0].file.partition, label=label, tasks=members))
+    return groups
+
+
+def _read_file(md: Any, io: Any, task: Any) -> Iterator[pa.RecordBatch]:
+    """One data file's rows, its deletes applied, batch by batch in the table's current schema.
+
+    pyiceberg's public ``ArrowScan.to_record_batches`` materialises each file
+    in a worker thread before yielding; this calls the per-file generator it
+    runs there, so memory is one batch, not one file.
+    """
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
+
+    scan = ArrowScan(md, io, md.schema(), AlwaysTrue())
+    yield from scan._record_batches_from_scan_tasks_and_deletes([task], _read_all_delete_files(io, [task]))
+
+
+class _PartitionPath:
+    """What a location provider needs of a partition key (``to_path``), for a partition value we already hold."""
+
+    def __init__(self, spec: Any, partition: Any, schema: Any) -> None:
+        self.spec, self.partition, self.schema = spec, partition, schema
+
+    def to_path(self) -> str:
+        return str(self.spec.partition_to_path(self.partition, self.schema))
+
+
+# Rows are buffered into row groups of at most this many Arrow bytes (or the table's row-group row limit):
+# the writer's memory, whatever the group's size.
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+
+def _write_stream(md: Any, io: Any, group: FileGroup, batches: Iterator[pa.RecordBatch], name: str) -> list[Any]:
+    """Write a group's rows as ONE data file in the group's partition, streaming row group by row group.
+
+    pyiceberg's writer (``write_file``) builds each file's whole Arrow table
+    before writing it, and its thread pool takes every file of a stream at
+    once: a group would be in memory whole. Its Parquet writer takes several
+    writes per file, so we call it directly with bounded buffers, and build
+    the data file's metadata the way ``write_file`` does.
+    """
+    import pyarrow as pa
+    from pyiceberg.io.fileformat import FileFormatFactory
+    from pyiceberg.io.pyarrow import _to_requested_schema, pyarrow_to_schema
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.schema import sanitize_column_names
+    from pyiceberg.table import DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE, TableProperties
+    from pyiceberg.table.locations import load_location_provider
+    from pyiceberg.utils.config import Config
+
+    table_schema = md.schema()
+    file_schema = sanitize_column_names(table_schema)
+    downcast = Config().get_bool(DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE) or False
+    model = FileFormatFactory.get(FileFormat.PARQUET)
+    spec = md.specs()[group.spec_id]
+    key: Any = _PartitionPath(spec, group.partition, table_schema) if spec.fields else None
+    path = load_location_provider(md.location, md.properties).new_data_location(f"{name}.parquet", key)
+    row_limit = int(
+        md.properties.get(TableProperties.PARQUET_ROW_GROUP_LIMIT, TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT)
+    )
+    out = io.new_output(path)
+    writer = None
+    task_schema = None
+    arrow_schema: pa.Schema | None = None  # of the first converted batch: files may differ (string, large_string)
+    buf: list[pa.RecordBatch] = []
+    rows = size = 0
+    try:
+        for b in batches:
+            if b.num_rows == 0:
+                continue
+            if task_schema is None:
+                task_schema = pyarrow_to_schema(
+                    b.schema,
+                    name_mapping=table_schema.name_mapping,
+                    downcast_ns_timestamp_to_us=downcast,
+                    format_version=md.format_version,
+                )
+            converted = _to_requested_schema(
+                requested_schema=file_schema,
+                file_schema=task_schema,
+                batch=b,
+                downcast_ns_timestamp_to_us=downcast,
+                include_field_ids=True,
+                format_model=model,
+            )
+            if arrow_schema is None:
+                arrow_schema = converted.schema
+            elif converted.schema != arrow_schema:
+                converted = converted.cast(arrow_schema)
+            buf.append(converted)
+            rows += b.num_rows
+            size += b.nbytes
+            if rows >= row_limit or size >= ROW_GROUP_BYTES:
+                writer = writer or model.create_writer(out, file_schema, md.properties)
+                writer.write(pa.Table.from_batches(buf))
+                buf, rows, size = [], 0, 0
+        if buf:
+            writer = writer or model.create_writer(out, file_schema, md.properties)
+            writer.write(pa.Table.from_batches(buf))
+            buf = []
+        if writer is None:
+            return []  # every row of the group was deleted
+        stats = writer.close()
+    except BaseException:
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the original error is what matters
+                pass
+            _delete_quietly_path(io, path)
+        raise
+    f = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=group.partition,
+        file_size_in_bytes=len(out),
+        sort_order_id=None,
+        equality_ids=None,
+        key_metadata=None,
+        **stats.to_serialized_dict(),
+    )
+    f.spec_id = group.spec_id  # not a from_args field in pyiceberg 0.12 (the manifest writer sets it)
+    return [f]
+
+
+def _rewrite_group(
+    md: Any, io: Any, group: FileGroup, write_uuid: uuid.UUID, counter: Any, written: list[Any]
+) -> tuple[int, int, str]:
+    """Rewrite one group and verify it: (files written, rows, checksum); an error when the rows differ.
+
+    The new files are appended to ``written`` as soon as they exist, so the
+    caller removes them whatever fails after.
+    """
+    import pyarrow as pa
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+    from pyiceberg.table import FileScanTask
+
+    ck_in, ck_out = RowChecksum(), RowChecksum()
+    try:
+
+        def rows_in() -> Iterator[pa.RecordBatch]:
+            for t in group.tasks:
+                for b in _read_file(md, io, t):
+                    ck_in.add(b)
+                    yield b
+
+        if group.spec_id == md.default_spec_id:
+            new_files = _write_stream(md, io, group, rows_in(), f"00000-{next(counter)}-{write_uuid}")
+        else:
+            # Files of an older partition spec are rewritten into the current one; pyiceberg splits the rows
+            # by the new partition values, which needs the group in memory (at most ``target`` bytes of input).
+            batches = [b for b in rows_in() if b.num_rows]
+            data = pa.Table.from_batches(batches) if batches else None
+            new_files = [] if data is None else list(_dataframe_to_data_files(md, data, io, write_uuid, counter))
+            for f in new_files:
+                f.spec_id = md.default_spec_id  # set by the manifest writer otherwise; the read-back needs it
+        written.extend(new_files)
+        for f in new_files:
+            for b in _read_file(md, io, FileScanTask(f)):
+                ck_out.add(b)
+        if (ck_in.rows, ck_in.hex) != (ck_out.rows, ck_out.hex):
+            raise CompactionVerificationError(
+                f"partition {group.label}: read {ck_in.rows} rows (checksum {ck_in.hex}) from {len(group.tasks)} "
+                f"files, the rewritten files hold {ck_out.rows} rows (checksum {ck_out.hex}); nothing committed"
+            )
+        return len(new_files), ck_out.rows, ck_out.hex
+    finally:
+        ck_in.close()
+        ck_out.close()
+
+
 def compact(
     table: Table,
     *,
     target_size: int | None = None,
     small_file_ratio: float = 0.75,
     min_input_files: int = 2,
+    delete_ratio: float = DEFAULT_DELETE_RATIO,
     dry_run: bool = False,
 ) -> CompactionResult:
-    """Rewrite small data files (per partition) into files near the target size, in one REPLACE commit.
+    """Rewrite small data files and files mostly deleted, file group by file group, in one REPLACE commit.
 
-    A partition's files are rewritten when it has at least ``min_input_files``
-    files under ``small_file_ratio × target`` (or any file with delete files
-    attached, whose deletes are folded in). The rows read from the old files
-    (deletes applied) and the rows read back from the new files must have the
-    same count and content checksum, else nothing is committed.
+    Groups come from ``plan_groups``; each is read file by file (deletes
+    applied), batch by batch, written as one file and read back: the rows
+    read and the rows written must have the same count and checksum
+    (``RowChecksum``), else nothing is committed. Memory is a batch and a row
+    group, set by the target size, never by the table. Delete files whose data
+    files are all rewritten go, and so do delete files whose data files are
+    all gone (``iceberg.deletes``), even when no data file needs a rewrite.
     """
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
-    from pyiceberg.table import FileScanTask
-
     started = time.monotonic()
     refuse_rebase(table)
     base = table.current_snapshot()
     target = target_file_size(table, target_size)
+
+    def result(status: str, **kw: Any) -> CompactionResult:
+        out: dict[str, Any] = {
+            "files_before": 0,
+            "files_after": 0,
+            "rewritten_files": 0,
+            "delete_files_removed": 0,
+            "written_files": 0,
+            "rows_rewritten": 0,
+            "checksum": None,
+            "snapshot_id": None,
+            "base_snapshot_id": base.snapshot_id if base is not None else None,
+            "groups": [],
+            **kw,
+        }
+        return CompactionResult(status=status, target_file_size=target, seconds=time.monotonic() - started, **out)
+
     if base is None:
-        return CompactionResult(
-            status="nothing_to_do",
-            files_before=0,
-            files_after=0,
-            rewritten_files=0,
-            delete_files_removed=0,
-            written_files=0,
-            rows_rewritten=0,
-            checksum=None,
-            snapshot_id=None,
-            base_snapshot_id=None,
-            target_file_size=target,
-            seconds=0.0,
-        )
-    threshold = int(target * small_file_ratio)
+        return result("nothing_to_do")
     tasks = list(table.scan(snapshot_id=base.snapshot_id).plan_files())
-    files_before = len(tasks)
-    groups: dict[tuple[int, Any], list[Any]] = {}
-    for t in tasks:
-        part: Any = t.file.partition
-        key = (t.file.spec_id, tuple(part) if part is not None else ())
-        groups.setdefault(key, []).append(t)
-    picked: dict[tuple[int, Any], list[Any]] = {}
-    for key, ts in groups.items():
-        small = [t for t in ts if t.file.file_size_in_bytes < threshold or t.delete_files]
-        if len(small) >= min_input_files or any(t.delete_files for t in small):
-            picked[key] = small
+    groups = plan_groups(
+        table,
+        tasks,
+        target=target,
+        small_file_ratio=small_file_ratio,
+        min_input_files=min_input_files,
+        delete_ratio=delete_ratio,
+    )
     # A delete file goes only when every data file it applies to is rewritten.
-    users: dict[str, list[Any]] = {}
+    users: dict[str, list[str]] = {}
     for t in tasks:
         for d in t.delete_files:
-            users.setdefault(d.file_path, []).append(t)
-    picked_paths = {t.file.file_path for ts in picked.values() for t in ts}
+            users.setdefault(d.file_path, []).append(t.file.file_path)
+    picked = {t.file.file_path for g in groups for t in g.tasks}
     delete_files = {
         d.file_path: d
-        for ts in picked.values()
-        for t in ts
+        for g in groups
+        for t in g.tasks
         for d in t.delete_files
-        if all(u.file.file_path in picked_paths for u in users[d.file_path])
+        if all(p in picked for p in users[d.file_path])
     }
     # Delete files whose data files are all gone (left by a copy-on-write removal before the gate dropped them).
     dangling = deletes.dangling_delete_files(table.io, base)
     delete_files.update((d.file_path, d) for d in dangling)
-    n_in = sum(len(ts) for ts in picked.values())
-    specs = table.specs()
+    n_in = len(picked)
     log.info(
-        "compact: %d data files in %d partitions; %d partitions hold %d files under %s bytes (target %s); "
-        "%d delete files of removed data files%s",
-        files_before,
+        "compact: %d data files; %d file groups of up to %s bytes hold %d files to rewrite (small, or with "
+        "deletes hiding %.0f%%+ of their rows); %d delete files of removed data files%s",
+        len(tasks),
         len(groups),
-        len(picked),
-        n_in,
-        f"{threshold:,}",
         f"{target:,}",
+        n_in,
+        delete_ratio * 100,
         len(dangling),
         " (dry run)" if dry_run else "",
     )
-    group_info = [
-        {
-            "partition": _partition_label(specs.get(k[0]), ts[0].file.partition),
-            "files": len(ts),
-            "bytes": sum(t.file.file_size_in_bytes for t in ts),
-        }
-        for k, ts in picked.items()
-    ]
-    if not (picked or dangling) or dry_run:
-        return CompactionResult(
-            status="dry_run" if dry_run and (picked or dangling) else "nothing_to_do",
-            files_before=files_before,
-            files_after=files_before,
+    info = [g.describe() for g in groups]
+    if not (groups or dangling) or dry_run:
+        return result(
+            "dry_run" if dry_run and (groups or dangling) else "nothing_to_do",
+            files_before=len(tasks),
+            files_after=len(tasks),
             rewritten_files=n_in,
             delete_files_removed=len(delete_files),
-            written_files=0,
-            rows_rewritten=0,
-            checksum=None,
-            snapshot_id=None,
-            base_snapshot_id=base.snapshot_id,
-            target_file_size=target,
-            seconds=time.monotonic() - started,
-            groups=group_info,
+            groups=info,
         )
 
     md = table.metadata
     if TARGET_FILE_SIZE not in md.properties or target_size:
         md = md.model_copy(update={"properties": {**md.properties, TARGET_FILE_SIZE: str(target)}})
-    schema = md.schema()
     write_uuid = uuid.uuid4()
     counter = itertools.count(0)
     written: list[Any] = []
-    rows_total = 0
-    sum_in = sum_out = 0
+    rows_total = checksum = 0
     try:
-        for i, (_key, ts) in enumerate(picked.items(), 1):
-            data = ArrowScan(md, table.io, schema, AlwaysTrue()).to_table(ts)
-            rows_in, ck_in = content_checksum(data.to_batches())
-            new_files = list(_dataframe_to_data_files(md, data, table.io, write_uuid=write_uuid, counter=counter))
-            for f in new_files:
-                f.spec_id = md.default_spec_id  # set by the manifest writer otherwise; the read-back needs it
-            written.extend(new_files)
-            back = ArrowScan(md, table.io, schema, AlwaysTrue()).to_table([FileScanTask(f) for f in new_files])
-            rows_out, ck_out = content_checksum(back.to_batches())
-            if (rows_in, ck_in) != (rows_out, ck_out):
-                raise CompactionVerificationError(
-                    f"partition {group_info[i - 1]['partition']}: read {rows_in} rows (checksum {ck_in}) from "
-                    f"{len(ts)} files, the rewritten files hold {rows_out} rows (checksum {ck_out}); nothing committed"
-                )
-            rows_total += rows_in
-            sum_in = (sum_in + int(ck_in, 16)) % (1 << 64)
-            sum_out = (sum_out + int(ck_out, 16)) % (1 << 64)
+        for i, g in enumerate(groups, 1):
+            n_out, rows, ck = _rewrite_group(md, table.io, g, write_uuid, counter, written)
+            rows_total += rows
+            checksum = (checksum + int(ck, 16)) % (1 << 64)
             log.info(
-                "compact: partition %d/%d (%s): %d files → %d files, %s rows, checksum %s",
+                "compact: group %d/%d (%s): %d files, %s bytes → %d file(s), %s rows, checksum %s",
                 i,
-                len(picked),
-                group_info[i - 1]["partition"],
-                len(ts),
-                len(new_files),
-                f"{rows_in:,}",
-                ck_in,
+                len(groups),
+                g.label,
+                len(g.tasks),
+                f"{g.bytes:,}",
+                n_out,
+                f"{rows:,}",
+                ck,
             )
             faults.crash_point("compact_after_write")
         tx = table.transaction()
         producer = deletes.replace_producer(tx, table.io, carried_state_props(table, "compact"))
-        for ts in picked.values():
-            for t in ts:
+        for g in groups:
+            for t in g.tasks:
                 producer.delete_data_file(t.file)
         for d in delete_files.values():
             producer.delete_data_file(d)
@@ -379,54 +641,56 @@ def compact(
             producer.append_data_file(f)
         producer.commit()
         faults.crash_point("compact_before_commit")
+        check_added_files_exist(tx, table.io, base.snapshot_id)
         committed = tx.commit_transaction()
     except BaseException:
         _delete_quietly(table, [f.file_path for f in written])
         raise
     snap = committed.current_snapshot()
     assert snap is not None
-    files_after = files_before - n_in + len(written)
+    files_after = len(tasks) - n_in + len(written)
+    st = state.read_state(committed)
     log.info(
-        "compact: committed replace snapshot %s on %s: %d files → %d (%d rewritten into %d, %d delete files folded); "
-        "%s rows, checksum %016x; state kept (watermark %s)",
+        "compact: committed replace snapshot %s on %s: %d files → %d (%d rewritten into %d, %d delete files "
+        "removed); %s rows, checksum %016x; state kept (watermark %s)",
         snap.snapshot_id,
         base.snapshot_id,
-        files_before,
+        len(tasks),
         files_after,
         n_in,
         len(written),
         len(delete_files),
         f"{rows_total:,}",
-        sum_out,
-        (
-            state.read_state(committed)
-            or state.TableState(watermark=None, cursor_kind=None, snapshot_id=0, run_id=None, mode=None, timestamp_ms=0)
-        ).watermark,
+        checksum,
+        st.watermark if st is not None else None,
     )
-    return CompactionResult(
-        status="committed",
-        files_before=files_before,
+    return result(
+        "committed",
+        files_before=len(tasks),
         files_after=files_after,
         rewritten_files=n_in,
         delete_files_removed=len(delete_files),
         written_files=len(written),
         rows_rewritten=rows_total,
-        checksum=f"{sum_out:016x}",
+        checksum=f"{checksum:016x}",
         snapshot_id=snap.snapshot_id,
-        base_snapshot_id=base.snapshot_id,
-        target_file_size=target,
-        seconds=time.monotonic() - started,
-        groups=group_info,
+        groups=info,
     )
 
 
 def _delete_quietly(table: Table, paths: list[str]) -> None:
     """Remove files an aborted compaction wrote (what is left, orphan removal finds later)."""
     for p in paths:
-        try:
-            table.io.delete(p)
-        except Exception as exc:  # noqa: BLE001 - best effort; the orphan sweep is the backstop
-            log.warning("compact: could not remove %s after the failed rewrite: %s", p, exc)
+        _delete_quietly_path(table.io, p)
+
+
+def _delete_quietly_path(io: Any, path: str) -> None:
+    try:
+        io.delete(path)
+    except FileNotFoundError:
+        pass  # never written
+    except Exception as exc:  # noqa: BLE001 - best effort; the orphan sweep is the backstop
+        log.warning("compact: could not remove %s after the failed rewrite: %s", path, exc)
 
 
 def follow_variable(table: Table, variable_key: str, variables: state.VariableStore) -> str:

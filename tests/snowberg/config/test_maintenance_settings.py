@@ -17,7 +17,7 @@ def test_defaults_expire_after_five_days_keep_a_day_of_hourly_snapshots_and_comp
     assert (m.enabled, m.schedule, m.compact, m.remove_orphans) == (True, "@daily", True, True)
     assert m.snapshot_retention == timedelta(days=5) and m.min_snapshots == 24
     assert m.orphan_age == timedelta(days=3)
-    assert (m.target_file_size, m.small_file_ratio, m.min_input_files) == (None, 0.75, 2)
+    assert (m.target_file_size, m.small_file_ratio, m.min_input_files, m.delete_ratio) == (None, 0.75, 2, 0.3)
 
 
 def test_a_table_configs_maintenance_section_is_read_with_durations() -> None:
@@ -46,6 +46,8 @@ def test_a_table_configs_maintenance_section_is_read_with_durations() -> None:
         ({"min_input_files": 1}, "min_input_files", "greater than or equal to 2"),
         ({"small_file_ratio": 0}, "small_file_ratio", "greater than 0"),
         ({"small_file_ratio": 1.5}, "small_file_ratio", "less than or equal to 1"),
+        ({"delete_ratio": 0}, "delete_ratio", "greater than 0"),
+        ({"delete_ratio": 2}, "delete_ratio", "less than or equal to 1"),
         ({"target_file_size": 100}, "target_file_size", "greater than or equal to 1024"),
         ({"snapshot_retention": "forever"}, "snapshot_retention", "not a duration"),
         ({"retention": "5d"}, "retention", "Extra inputs are not permitted"),

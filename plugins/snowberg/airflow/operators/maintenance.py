@@ -175,6 +175,7 @@ class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
                 target_size=s.target_file_size,
                 small_file_ratio=s.small_file_ratio,
                 min_input_files=s.min_input_files,
+                delete_ratio=s.delete_ratio,
                 dry_run=dry_run,
             )
             if r.status == "committed":
