@@ -281,18 +281,21 @@ class FileGroup:
 
 
 def _bins(tasks: list[Any], capacity: int) -> list[list[Any]]:
-    """First-fit decreasing by file size: bins of at most ``capacity`` bytes (a larger file gets a bin alone)."""
-    bins: list[tuple[int, list[Any]]] = []
+    """Bins of at most ``capacity`` bytes, largest files first, each filled before the next is opened.
+
+    (Next fit, like Iceberg's bin packing with a look-back of one: linear in
+    the files, where first fit would compare every file with every bin.)
+    """
+    bins: list[list[Any]] = []
+    used = capacity + 1
     for t in sorted(tasks, key=lambda t: int(t.file.file_size_in_bytes), reverse=True):
         size = int(t.file.file_size_in_bytes)
-        for i, (used, members) in enumerate(bins):
-            if used + size <= capacity:
-                members.append(t)
-                bins[i] = (used + size, members)
-                break
-        else:
-            bins.append((size, [t]))
-    return [members for _, members in bins]
+        if used + size > capacity:
+            bins.append([])
+            used = 0
+        bins[-1].append(t)
+        used += size
+    return bins
 
 
 def plan_groups(
@@ -359,6 +362,19 @@ def _read_file(md: Any, io: Any, task: Any) -> Iterator[pa.RecordBatch]:
 
     scan = ArrowScan(md, io, md.schema(), AlwaysTrue())
     yield from scan._record_batches_from_scan_tasks_and_deletes([task], _read_all_delete_files(io, [task]))
+
+
+def _read_back(io: Any, path: str) -> Iterator[pa.RecordBatch]:
+    """A file compaction just wrote, row group by row group (no read-ahead: memory is a row group, not the file).
+
+    It holds the table's current schema in the table's column order, so its
+    rows hash like the rows read from the old files (``RowChecksum`` hashes
+    values by position; names and Arrow's string flavours do not matter).
+    """
+    import pyarrow.parquet as pq
+
+    with io.new_input(path).open() as f:
+        yield from pq.ParquetFile(f).iter_batches(batch_size=65_536, use_threads=False)
 
 
 class _PartitionPath:
@@ -480,7 +496,6 @@ def _rewrite_group(
     """
     import pyarrow as pa
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
-    from pyiceberg.table import FileScanTask
 
     ck_in, ck_out = RowChecksum(), RowChecksum()
     try:
@@ -503,7 +518,7 @@ def _rewrite_group(
                 f.spec_id = md.default_spec_id  # set by the manifest writer otherwise; the read-back needs it
         written.extend(new_files)
         for f in new_files:
-            for b in _read_file(md, io, FileScanTask(f)):
+            for b in _read_back(io, f.file_path):
                 ck_out.add(b)
         if (ck_in.rows, ck_in.hex) != (ck_out.rows, ck_out.hex):
             raise CompactionVerificationError(
