@@ -46,11 +46,15 @@ class MaintenanceSettings(StrictModel):
     small_file_ratio: float = Field(default=0.75, gt=0, le=1)
     min_input_files: int = Field(default=2, ge=2)
     delete_ratio: float = Field(default=DEFAULT_DELETE_RATIO, gt=0, le=1)
+    """Compaction also rewrites a data file whose position deletes hide at least this share of its rows."""
     # Orphan files: unreferenced files under the table location older than this (at least a
     # day unless allow_short_orphan_age; declared first so the age's check can read it).
     remove_orphans: bool = True
     allow_short_orphan_age: bool = False
+    """Accept an ``orphan_age`` under a day: only when no write can be in flight that long."""
     orphan_age: Duration = timedelta(days=3)
+    """The sweep deletes only unreferenced files under the table location older than this (at least a day
+    unless ``allow_short_orphan_age``); staged files waiting for a commit are never deleted."""
 
     @field_validator("orphan_age")
     @classmethod
