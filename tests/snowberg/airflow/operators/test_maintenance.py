@@ -182,6 +182,7 @@ def test_a_short_orphan_age_fails_the_operator_at_parse_and_the_override_reaches
     assert out["orphans"] == [f"file://{stray}"] and out["deleted"] == 1 and not stray.exists()
 
 
+@pytest.mark.slow
 def test_the_maintenance_dag_compacts_after_a_backfill_on_a_merge_on_read_table(env: Any) -> None:
     """The issue's case through Airflow: merges leave position deletes, a backfill removes a data file
     copy-on-write; the next maintenance run compacted nothing ever again ("would keep 1 of 2 delete files")."""
