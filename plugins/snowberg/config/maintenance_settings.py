@@ -50,6 +50,7 @@ class MaintenanceSettings(StrictModel):
     # Orphan files: unreferenced files under the table location older than this (at least a
     # day unless allow_short_orphan_age; declared first so the age's check can read it).
     remove_orphans: bool = True
+    """Run the orphan-file sweep."""
     allow_short_orphan_age: bool = False
     """Accept an ``orphan_age`` under a day: only when no write can be in flight that long."""
     orphan_age: Duration = timedelta(days=3)
