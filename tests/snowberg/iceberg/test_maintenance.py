@@ -577,7 +577,8 @@ def test_removing_every_row_of_a_merge_on_read_table_counts_zero_rows(catalog: A
     t = catalog.load_table("ns.t")
     assert rows_of(t) == []
     assert rollback.plan_rollback(t, "t", before_run="propagate").rows_now == 0
-    assert t.inspect.delete_files().num_rows == 0
+    # (pyiceberg's inspect.delete_files() fails on a snapshot without manifests: read the manifests directly)
+    assert deletes_of(t) == set()
 
 
 def test_compaction_drops_delete_files_an_older_version_left_dangling(catalog: Any) -> None:
