@@ -489,6 +489,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
             target_size=settings.target_file_size,
             small_file_ratio=settings.small_file_ratio,
             min_input_files=settings.min_input_files,
+            delete_ratio=settings.delete_ratio,
             dry_run=args.dry_run,
         ).to_dict()
     table, _, _ = _open_table(args)
@@ -505,6 +506,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         out["orphans"] = m.remove_orphan_files(
             table,  # type: ignore[arg-type]
             older_than=settings.orphan_age,
+            allow_short_age=settings.allow_short_orphan_age,
             dry_run=args.dry_run,
         ).to_dict()
     _emit(json.dumps(out, indent=2, default=str))

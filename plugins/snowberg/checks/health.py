@@ -4,8 +4,10 @@ Everything comes from the table metadata file and the manifest files of the
 current snapshot (Avro, small); no data file is opened. The report covers:
 
 * snapshot history: retained snapshots, operations, oldest/newest commit;
-* data files, delete files, rows and bytes (from manifest entries), and the
-  manifests' own added/existing row counts;
+* data files, delete files, rows and bytes (from manifest entries), the
+  manifests' own added/existing row counts, and the live rows (data rows
+  minus the position deletes that apply to live data files:
+  ``iceberg.deletes.live_rows``, the count rollback and the sync use too);
 * column-statistics coverage: per top-level primitive column, the share of
   data files carrying a null count and lower/upper bounds (an all-null
   column in a file needs no bounds);
@@ -73,6 +75,7 @@ class HealthReport:
     delete_files: int
     rows: int
     deleted_rows_in_delete_files: int
+    live_rows: int | None
     total_bytes: int
     avg_file_bytes: int
     small_file_size: int
@@ -125,6 +128,8 @@ def collect(
 ) -> HealthReport:
     """Build the report from the metadata of ``table``'s current snapshot."""
     from pyiceberg.manifest import DataFileContent, ManifestContent
+
+    from snowberg.iceberg.deletes import live_rows
 
     th = thresholds or HealthThresholds()
     now = now or datetime.now(UTC)
@@ -230,6 +235,7 @@ def collect(
         delete_files=delete_files,
         rows=rows,
         deleted_rows_in_delete_files=deleted_rows,
+        live_rows=live_rows(table),
         total_bytes=total_bytes,
         avg_file_bytes=total_bytes // data_files if data_files else 0,
         small_file_size=th.small_file_size,
@@ -352,6 +358,7 @@ def render(r: HealthReport) -> str:
         ["delete files", r.delete_files],
         ["rows deleted by delete files", r.deleted_rows_in_delete_files],
         ["rows (data files)", r.rows],
+        ["live rows", "-" if r.live_rows is None else r.live_rows],
         ["rows (manifests added+existing)", r.manifest_added_rows + r.manifest_existing_rows],
         ["total size", _size(r.total_bytes)],
         ["average file size", _size(r.avg_file_bytes)],

@@ -319,12 +319,18 @@ def replaced_by_window(cfg: TableConfig, w: Window, keys: KeyCollector | None, h
 def remove_replaced(tx: Any, replaced: Replacement, props: Mapping[str, str], *, io: Any) -> None:
     """Remove the rows the new data replaces, in the commit's transaction: the one place a commit removes rows.
 
-    Rows matched by a filter are removed copy-on-write; replaced keys get
-    position delete files (``iceberg.merge``). Never equality deletes.
+    Rows matched by a filter are removed copy-on-write, and the position
+    delete files of the data files that removal dropped or rewrote go with
+    them (``iceberg.deletes``: left behind they hide no row but make the row
+    count wrong and block compaction); replaced keys get position delete
+    files (``iceberg.merge``). Never equality deletes.
     ``io``: the FileIO of the table ``tx`` was opened on (``table.io``).
     """
     if replaced.rows is not None:
+        from snowberg.iceberg.deletes import drop_dangling_deletes
+
         tx.delete(delete_filter=replaced.rows, snapshot_properties=dict(props))
+        drop_dangling_deletes(tx, props, io=io)
     if replaced.keys is not None and replaced.keys.num_rows:
         from snowberg.iceberg.merge import write_position_deletes
 
@@ -376,6 +382,53 @@ def referenced_files(table: Table, paths: Sequence[str]) -> set[str]:
             if entry.data_file.file_path in wanted:
                 found.add(entry.data_file.file_path)
     return found
+
+
+class MissingFileError(RuntimeError):
+    """A file the commit would add is gone (an orphan sweep, a person); nothing was committed."""
+
+
+def check_added_files_exist(tx: Any, io: Any, base_snapshot_id: int | None) -> None:
+    """Refuse to commit a reference to a file that no longer exists.
+
+    Every file the transaction's staged snapshots add — their manifest lists,
+    new manifests, data and delete files — is looked up through the table's
+    FileIO right before the commit. Files written before their commit (mapped
+    slices, days earlier; a slow load) are unreferenced until it lands, so an
+    orphan sweep with a short ``orphan_age`` (or a person) can remove them;
+    committing anyway would make every later read of the table fail.
+    """
+    from pyiceberg.manifest import ManifestEntryStatus
+    from pyiceberg.utils.concurrent import ExecutorFactory
+
+    meta = tx.table_metadata
+    paths: list[str] = []
+    snap = meta.current_snapshot()
+    try:
+        while snap is not None and snap.snapshot_id != base_snapshot_id:
+            paths.append(snap.manifest_list)
+            for mf in snap.manifests(io):
+                if mf.added_snapshot_id != snap.snapshot_id:
+                    continue  # carried over from the base: in the table already
+                paths.append(mf.manifest_path)
+                paths.extend(
+                    e.data_file.file_path
+                    for e in mf.fetch_manifest_entry(io, discard_deleted=True)
+                    if e.status == ManifestEntryStatus.ADDED
+                )
+            snap = meta.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+    except FileNotFoundError as e:
+        paths.append(str(e.filename or e))
+        missing = [str(e.filename or e)]
+    else:
+        found = list(ExecutorFactory.get_or_create().map(lambda p: io.new_input(p).exists(), paths))
+        missing = [p for p, ok in zip(paths, found, strict=True) if not ok]
+    if missing:
+        raise MissingFileError(
+            f"{len(missing)} of the files this commit would add no longer exist (e.g. {missing[:3]}): removed before "
+            "the commit (an orphan sweep with a short orphan_age, or by hand). Nothing was committed; run the DAG "
+            "run again from its first task so they are written again."
+        )
 
 
 def commit(
@@ -464,6 +517,7 @@ def commit(
                 fa.append_data_file(f)
     if crash_points:
         faults.crash_point(crash_points[0])
+    check_added_files_exist(tx, table.io, base.snapshot_id if base is not None else None)
     committed = tx.commit_transaction()
     if crash_points:
         faults.crash_point(crash_points[1])
@@ -476,7 +530,9 @@ def commit(
 __all__ = [
     "NO_REBASE",
     "Admission",
+    "MissingFileError",
     "admit",
+    "check_added_files_exist",
     "carry_watermark",
     "check_base",
     "commit",

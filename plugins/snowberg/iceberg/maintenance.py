@@ -9,15 +9,21 @@ one rule that keeps the exactly-once invariant:
   on the main branch from the head down to the one that carries the
   watermark (``state.read_state`` walks that chain: cutting it would lose the
   state);
-* **compact** rewrites small data files (and folds delete files) in one
+* **compact** rewrites small data files and files mostly hidden by position
+  deletes (folding the deletes in), file group by file group — a group is at
+  most the target file size of input, read file by file and batch by batch,
+  written row group by row group, so memory never follows the table — in one
   ``replace`` commit that copies the current state into its summary, asserts
   the snapshot it was planned on and never rebases: a load committing at the
   same moment makes exactly one of the two fail, and its retry succeeds. The
-  rows read and the rows written are compared (count and content checksum)
-  before the commit; a difference fails the task with nothing committed;
+  rows read and the rows written are compared per group (count and a streamed
+  content checksum) before the commit; a difference fails the task with
+  nothing committed;
 * **orphans** only deletes files under the table location that no retained
-  metadata references and that are older than a safety age (a running load's
-  fresh files are never touched).
+  metadata references and that are older than a safety age of at least a day
+  (a running load's fresh files are never touched), and never a file staged
+  for a pending commit (mapped slices' staging folder and every file a staging
+  manifest names), however old.
 
 ``MaintenanceSettings`` is the ``maintenance:`` section of a table config; it
 imports nothing heavy, so DAG parsing stays cheap.
@@ -25,7 +31,6 @@ imports nothing heavy, so DAG parsing stays cheap.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import time
@@ -35,9 +40,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from snowberg.config.maintenance_settings import DEFAULT_DELETE_RATIO, check_orphan_age
 from snowberg.core import faults
-from snowberg.iceberg import state
-from snowberg.iceberg.gate import refuse_rebase
+from snowberg.iceberg import deletes, staging, state
+from snowberg.iceberg.gate import check_added_files_exist, refuse_rebase
+from snowberg.iceberg.staging import ListedFile
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -159,7 +166,7 @@ def expire_snapshots(
 
 @dataclass(kw_only=True)
 class CompactionResult:
-    """What a compaction rewrote, or why it did nothing."""
+    """What a compaction rewrote, or why it did nothing (``groups``: one entry per file group rewritten)."""
 
     status: str  # committed | nothing_to_do | dry_run
     files_before: int
@@ -179,22 +186,59 @@ class CompactionResult:
         return asdict(self)
 
 
-def content_checksum(batches: Iterable[pa.RecordBatch]) -> tuple[int, str]:
-    """(rows, checksum) of a set of rows, independent of row order and file layout.
+class RowChecksum:
+    """An order-independent checksum of rows, fed one batch at a time: the row count and the sum (mod 2**64) of
+    a 64-bit hash of each row's values.
 
-    The sum (mod 2**64) of a 64-bit BLAKE2 hash of each row's values: equal for
-    the same multiset of rows, however they are split into files or ordered.
-    A duplicated or lost row changes it. (Arrow has no row-hash kernel, hence
-    this small loop; it runs over the rewritten files only.)
+    Equal for the same multiset of rows however they are split into files,
+    batches or orders; a lost, duplicated or changed row changes it (barring
+    a 64-bit collision). Why DuckDB (a runtime dependency of the volume
+    checks): Arrow has no row-hash kernel, and DuckDB hashes a batch's rows in
+    vectorised code over the Arrow buffers without copying them — a fraction
+    of a second per million rows, the memory of one batch. Its
+    ``hash(c0, …, cn)`` combines the columns in order; the outer ``hash(·, 1)``
+    keeps a row whose columns all hash to 0 (zeros, false) in the sum.
     """
-    total = 0
-    rows = 0
-    for b in batches:
-        for row in b.to_pylist():
-            h = hashlib.blake2b(repr(tuple(row.values())).encode(), digest_size=8).digest()
-            total = (total + int.from_bytes(h, "big")) % (1 << 64)
-            rows += 1
-    return rows, f"{total:016x}"
+
+    def __init__(self) -> None:
+        import duckdb
+
+        self._con = duckdb.connect()
+        self.rows = 0
+        self.total = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        names = [f"c{i}" for i in range(batch.num_columns)]  # DuckDB folds case: no two columns may clash
+        self._con.register("batch_rows", batch.rename_columns(names))
+        try:
+            cols = ", ".join(names)
+            ((n, s),) = self._con.execute(
+                f"SELECT count(*), sum(hash(hash({cols}), 1::UTINYINT)) FROM batch_rows"  # noqa: S608 - c0…cn only
+            ).fetchall()
+        finally:
+            self._con.unregister("batch_rows")
+        self.rows += int(n)
+        self.total = (self.total + int(s)) % (1 << 64)
+
+    @property
+    def hex(self) -> str:
+        return f"{self.total:016x}"
+
+    def close(self) -> None:
+        self._con.close()
+
+
+def content_checksum(batches: Iterable[pa.RecordBatch]) -> tuple[int, str]:
+    """(rows, checksum) of a set of rows, independent of row order and file layout (see ``RowChecksum``)."""
+    ck = RowChecksum()
+    try:
+        for b in batches:
+            ck.add(b)
+        return ck.rows, ck.hex
+    finally:
+        ck.close()
 
 
 def carried_state_props(table: Table, operation: str) -> dict[str, str]:
@@ -205,113 +249,6 @@ def carried_state_props(table: Table, operation: str) -> dict[str, str]:
     props[MAINTENANCE] = operation
     props[state.COMMIT_ID] = uuid.uuid4().hex  # one snapshot: the commit's last
     return props
-
-
-def _replace_producer(tx: Any, io: Any, props: dict[str, str]) -> Any:
-    """A snapshot producer for a REPLACE commit: files swapped, rows unchanged.
-
-    pyiceberg 0.12 has no rewrite-data-files API. Its overwrite producer
-    (``_OverwriteFiles``, what ``Transaction.overwrite`` and ``delete`` use to
-    rewrite files) already writes the manifests we need: the removed files as
-    DELETED entries, the new ones as ADDED, untouched manifests kept. We
-    change two things: the operation is ``replace`` (its summary totals are
-    computed as for an overwrite, which pyiceberg supports), and delete files
-    may be removed too (folded into the rewritten data).
-    """
-    from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestEntryStatus
-    from pyiceberg.table.snapshots import Operation, Summary
-    from pyiceberg.table.update.snapshot import _OverwriteFiles
-
-    class _ReplaceFiles(_OverwriteFiles):
-        def _summary(self, snapshot_properties: Any = None) -> Summary:
-            s = super()._summary(snapshot_properties or {})
-            return Summary(operation=Operation.REPLACE, **s.additional_properties)
-
-        def _deleted_entries(self) -> list[ManifestEntry]:
-            if self._parent_snapshot_id is None:
-                return []
-            parent = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
-            assert parent is not None
-            entries = [
-                ManifestEntry.from_args(
-                    status=ManifestEntryStatus.DELETED,
-                    snapshot_id=self._snapshot_id,
-                    sequence_number=e.sequence_number,
-                    file_sequence_number=e.file_sequence_number,
-                    data_file=e.data_file,
-                )
-                for m in parent.manifests(self._io)
-                for e in m.fetch_manifest_entry(self._io, discard_deleted=True)
-                if e.data_file in self._deleted_data_files
-            ]
-            self._validate_required_deletes(entries)
-            return entries
-
-        def _manifests(self) -> list[Any]:
-            """One data manifest per spec holding the new files and every entry that stays.
-
-            After a hundred runs the table holds a manifest per run, and a reader
-            opens each one when it plans a scan; compaction rewrites them too, so
-            the compacted table plans like a freshly written one.
-            """
-            deleted = self._deleted_entries()
-            parent = (
-                self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
-                if self._parent_snapshot_id is not None
-                else None
-            )
-            by_spec: dict[int, list[tuple[str, ManifestEntry]]] = {}
-            out: list[Any] = []
-            for mf in parent.manifests(self._io) if parent is not None else []:
-                live = mf.fetch_manifest_entry(self._io, discard_deleted=True)
-                kept = [e for e in live if e.data_file not in self._deleted_data_files]
-                if mf.content == ManifestContent.DELETES:
-                    # pyiceberg 0.12 cannot write delete manifests: keep untouched ones, drop emptied ones.
-                    if len(kept) == len(live):
-                        out.append(mf)
-                    elif kept:
-                        raise NotImplementedError(
-                            f"delete manifest {mf.manifest_path} would keep {len(kept)} of {len(live)} delete files; "
-                            "pyiceberg cannot rewrite it. Nothing was committed."
-                        )
-                    continue
-                by_spec.setdefault(mf.partition_spec_id, []).extend(("existing", e) for e in kept)
-            # The removed files are not written back as DELETED entries: every later scan would
-            # decode them (loads carry manifests forward unchanged), which is the cost compaction
-            # removes. The snapshot summary counts them; change readers skip `replace` snapshots.
-            del deleted
-            default_spec = self._transaction.table_metadata.default_spec_id
-            by_spec.setdefault(default_spec, [])
-            for spec_id, entries in by_spec.items():
-                added = self._added_data_files if spec_id == default_spec else []
-                if not entries and not added:
-                    continue
-                with self.new_manifest_writer(self.spec(spec_id)) as w:
-                    for f in added:
-                        w.add(
-                            ManifestEntry.from_args(
-                                status=ManifestEntryStatus.ADDED,
-                                snapshot_id=self._snapshot_id,
-                                sequence_number=None,
-                                file_sequence_number=None,
-                                data_file=f,
-                            )
-                        )
-                    for _kind, e in entries:
-                        w.add_entry(
-                            ManifestEntry.from_args(
-                                status=ManifestEntryStatus.EXISTING,
-                                snapshot_id=e.snapshot_id,
-                                sequence_number=e.sequence_number,
-                                file_sequence_number=e.file_sequence_number,
-                                data_file=e.data_file,
-                            )
-                        )
-                out.append(w.to_manifest_file())
-            return out
-
-    producer = _ReplaceFiles(operation=Operation.OVERWRITE, transaction=tx, io=io, snapshot_properties=props)
-    return producer
 
 
 def _partition_label(spec: Any, partition: Any) -> str:
@@ -327,155 +264,392 @@ def target_file_size(table: Table, override: int | None = None) -> int:
     return int(table.properties.get(TARGET_FILE_SIZE, DEFAULT_TARGET_FILE_SIZE))
 
 
+@dataclass(kw_only=True)
+class FileGroup:
+    """Data files of one partition rewritten together: at most ``target`` bytes of input, so about one output file."""
+
+    spec_id: int
+    partition: Any
+    label: str
+    tasks: list[Any]
+
+    @property
+    def bytes(self) -> int:
+        return sum(int(t.file.file_size_in_bytes) for t in self.tasks)
+
+    def describe(self) -> dict[str, Any]:
+        return {"partition": self.label, "files": len(self.tasks), "bytes": self.bytes}
+
+
+def _bins(tasks: list[Any], capacity: int) -> list[list[Any]]:
+    """Bins of at most ``capacity`` bytes, largest files first, each filled before the next is opened.
+
+    (Next fit, like Iceberg's bin packing with a look-back of one: linear in
+    the files, where first fit would compare every file with every bin.)
+    """
+    bins: list[list[Any]] = []
+    used = capacity + 1
+    for t in sorted(tasks, key=lambda t: int(t.file.file_size_in_bytes), reverse=True):
+        size = int(t.file.file_size_in_bytes)
+        if used + size > capacity:
+            bins.append([])
+            used = 0
+        bins[-1].append(t)
+        used += size
+    return bins
+
+
+def plan_groups(
+    table: Table,
+    tasks: list[Any],
+    *,
+    target: int,
+    small_file_ratio: float,
+    min_input_files: int,
+    delete_ratio: float,
+) -> list[FileGroup]:
+    """The file groups worth rewriting, partition by partition.
+
+    A data file is a candidate when it is small (under ``small_file_ratio ×
+    target``) or when its position deletes hide at least ``delete_ratio`` of
+    its rows. A file with a few deletes is left alone: readers apply them, and
+    rewriting it would read the whole table on every run of a merge-on-read
+    table whose merges touch most files (Iceberg's rewrite_data_files has the
+    same threshold, ``delete-ratio-threshold``). A partition is rewritten when
+    it has ``min_input_files`` candidates or a candidate with deletes; its
+    candidates are packed into groups of at most ``target`` bytes, and a
+    group of one file without deletes is dropped (nothing to gain).
+    """
+    threshold = int(target * small_file_ratio)
+    targets: dict[str, dict[str, int]] = {}
+
+    def deleted_share(t: Any) -> float:
+        if not t.delete_files:
+            return 0.0
+        n = 0
+        for d in t.delete_files:
+            if d.file_path not in targets:
+                targets[d.file_path] = deletes.delete_targets(table.io, d)
+            n += targets[d.file_path].get(t.file.file_path, 0)
+        return n / max(int(t.file.record_count), 1)
+
+    partitions: dict[tuple[int, Any], list[Any]] = {}
+    for t in tasks:
+        part: Any = t.file.partition
+        partitions.setdefault((t.file.spec_id, tuple(part) if part is not None else ()), []).append(t)
+    specs = table.specs()
+    groups: list[FileGroup] = []
+    for (spec_id, _), ts in partitions.items():
+        cands = [t for t in ts if t.file.file_size_in_bytes < threshold or deleted_share(t) >= delete_ratio]
+        if not (len(cands) >= min_input_files or any(t.delete_files for t in cands)):
+            continue
+        label = _partition_label(specs.get(spec_id), ts[0].file.partition)
+        for members in _bins(cands, target):
+            if len(members) == 1 and not members[0].delete_files:
+                continue
+            groups.append(FileGroup(spec_id=spec_id, partition=ts[0].file.partition, label=label, tasks=members))
+    return groups
+
+
+def _read_file(md: Any, io: Any, task: Any) -> Iterator[pa.RecordBatch]:
+    """One data file's rows, its deletes applied, batch by batch in the table's current schema.
+
+    pyiceberg's public ``ArrowScan.to_record_batches`` materialises each file
+    in a worker thread before yielding; this calls the per-file generator it
+    runs there, so memory is one batch, not one file.
+    """
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
+
+    scan = ArrowScan(md, io, md.schema(), AlwaysTrue())
+    yield from scan._record_batches_from_scan_tasks_and_deletes([task], _read_all_delete_files(io, [task]))
+
+
+def _read_back(io: Any, path: str) -> Iterator[pa.RecordBatch]:
+    """A file compaction just wrote, row group by row group (no read-ahead: memory is a row group, not the file).
+
+    It holds the table's current schema in the table's column order, so its
+    rows hash like the rows read from the old files (``RowChecksum`` hashes
+    values by position; names and Arrow's string flavours do not matter).
+    """
+    import pyarrow.parquet as pq
+
+    with io.new_input(path).open() as f:
+        yield from pq.ParquetFile(f).iter_batches(batch_size=65_536, use_threads=False)
+
+
+class _PartitionPath:
+    """What a location provider needs of a partition key (``to_path``), for a partition value we already hold."""
+
+    def __init__(self, spec: Any, partition: Any, schema: Any) -> None:
+        self.spec, self.partition, self.schema = spec, partition, schema
+
+    def to_path(self) -> str:
+        return str(self.spec.partition_to_path(self.partition, self.schema))
+
+
+# Rows are buffered into row groups of at most this many Arrow bytes (or the table's row-group row limit):
+# the writer's memory, whatever the group's size.
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+
+def _write_stream(md: Any, io: Any, group: FileGroup, batches: Iterator[pa.RecordBatch], name: str) -> list[Any]:
+    """Write a group's rows as ONE data file in the group's partition, streaming row group by row group.
+
+    pyiceberg's writer (``write_file``) builds each file's whole Arrow table
+    before writing it, and its thread pool takes every file of a stream at
+    once: a group would be in memory whole. Its Parquet writer takes several
+    writes per file, so we call it directly with bounded buffers, and build
+    the data file's metadata the way ``write_file`` does.
+    """
+    import pyarrow as pa
+    from pyiceberg.io.fileformat import FileFormatFactory
+    from pyiceberg.io.pyarrow import _to_requested_schema, pyarrow_to_schema
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.schema import sanitize_column_names
+    from pyiceberg.table import DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE, TableProperties
+    from pyiceberg.table.locations import load_location_provider
+    from pyiceberg.utils.config import Config
+
+    table_schema = md.schema()
+    file_schema = sanitize_column_names(table_schema)
+    downcast = Config().get_bool(DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE) or False
+    model = FileFormatFactory.get(FileFormat.PARQUET)
+    spec = md.specs()[group.spec_id]
+    key: Any = _PartitionPath(spec, group.partition, table_schema) if spec.fields else None
+    path = load_location_provider(md.location, md.properties).new_data_location(f"{name}.parquet", key)
+    row_limit = int(
+        md.properties.get(TableProperties.PARQUET_ROW_GROUP_LIMIT, TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT)
+    )
+    out = io.new_output(path)
+    writer = None
+    task_schema = None
+    arrow_schema: pa.Schema | None = None  # of the first converted batch: files may differ (string, large_string)
+    buf: list[pa.RecordBatch] = []
+    rows = size = 0
+    try:
+        for b in batches:
+            if b.num_rows == 0:
+                continue
+            if task_schema is None:
+                task_schema = pyarrow_to_schema(
+                    b.schema,
+                    name_mapping=table_schema.name_mapping,
+                    downcast_ns_timestamp_to_us=downcast,
+                    format_version=md.format_version,
+                )
+            converted = _to_requested_schema(
+                requested_schema=file_schema,
+                file_schema=task_schema,
+                batch=b,
+                downcast_ns_timestamp_to_us=downcast,
+                include_field_ids=True,
+                format_model=model,
+            )
+            if arrow_schema is None:
+                arrow_schema = converted.schema
+            elif converted.schema != arrow_schema:
+                converted = converted.cast(arrow_schema)
+            buf.append(converted)
+            rows += b.num_rows
+            size += b.nbytes
+            if rows >= row_limit or size >= ROW_GROUP_BYTES:
+                writer = writer or model.create_writer(out, file_schema, md.properties)
+                writer.write(pa.Table.from_batches(buf))
+                buf, rows, size = [], 0, 0
+        if buf:
+            writer = writer or model.create_writer(out, file_schema, md.properties)
+            writer.write(pa.Table.from_batches(buf))
+            buf = []
+        if writer is None:
+            return []  # every row of the group was deleted
+        stats = writer.close()
+    except BaseException:
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the original error is what matters
+                pass
+            _delete_quietly_path(io, path)
+        raise
+    f = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=group.partition,
+        file_size_in_bytes=len(out),
+        sort_order_id=None,
+        equality_ids=None,
+        key_metadata=None,
+        **stats.to_serialized_dict(),
+    )
+    f.spec_id = group.spec_id  # not a from_args field in pyiceberg 0.12 (the manifest writer sets it)
+    return [f]
+
+
+def _rewrite_group(
+    md: Any, io: Any, group: FileGroup, write_uuid: uuid.UUID, counter: Any, written: list[Any]
+) -> tuple[int, int, str]:
+    """Rewrite one group and verify it: (files written, rows, checksum); an error when the rows differ.
+
+    The new files are appended to ``written`` as soon as they exist, so the
+    caller removes them whatever fails after.
+    """
+    import pyarrow as pa
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    ck_in, ck_out = RowChecksum(), RowChecksum()
+    try:
+
+        def rows_in() -> Iterator[pa.RecordBatch]:
+            for t in group.tasks:
+                for b in _read_file(md, io, t):
+                    ck_in.add(b)
+                    yield b
+
+        if group.spec_id == md.default_spec_id:
+            new_files = _write_stream(md, io, group, rows_in(), f"00000-{next(counter)}-{write_uuid}")
+        else:
+            # Files of an older partition spec are rewritten into the current one; pyiceberg splits the rows
+            # by the new partition values, which needs the group in memory (at most ``target`` bytes of input).
+            batches = [b for b in rows_in() if b.num_rows]
+            data = pa.Table.from_batches(batches) if batches else None
+            new_files = [] if data is None else list(_dataframe_to_data_files(md, data, io, write_uuid, counter))
+            for f in new_files:
+                f.spec_id = md.default_spec_id  # set by the manifest writer otherwise; the read-back needs it
+        written.extend(new_files)
+        for f in new_files:
+            for b in _read_back(io, f.file_path):
+                ck_out.add(b)
+        if (ck_in.rows, ck_in.hex) != (ck_out.rows, ck_out.hex):
+            raise CompactionVerificationError(
+                f"partition {group.label}: read {ck_in.rows} rows (checksum {ck_in.hex}) from {len(group.tasks)} "
+                f"files, the rewritten files hold {ck_out.rows} rows (checksum {ck_out.hex}); nothing committed"
+            )
+        return len(new_files), ck_out.rows, ck_out.hex
+    finally:
+        ck_in.close()
+        ck_out.close()
+
+
 def compact(
     table: Table,
     *,
     target_size: int | None = None,
     small_file_ratio: float = 0.75,
     min_input_files: int = 2,
+    delete_ratio: float = DEFAULT_DELETE_RATIO,
     dry_run: bool = False,
 ) -> CompactionResult:
-    """Rewrite small data files (per partition) into files near the target size, in one REPLACE commit.
+    """Rewrite small data files and files mostly deleted, file group by file group, in one REPLACE commit.
 
-    A partition's files are rewritten when it has at least ``min_input_files``
-    files under ``small_file_ratio × target`` (or any file with delete files
-    attached, whose deletes are folded in). The rows read from the old files
-    (deletes applied) and the rows read back from the new files must have the
-    same count and content checksum, else nothing is committed.
+    Groups come from ``plan_groups``; each is read file by file (deletes
+    applied), batch by batch, written as one file and read back: the rows
+    read and the rows written must have the same count and checksum
+    (``RowChecksum``), else nothing is committed. Memory is a batch and a row
+    group, set by the target size, never by the table. Delete files whose data
+    files are all rewritten go, and so do delete files whose data files are
+    all gone (``iceberg.deletes``), even when no data file needs a rewrite.
     """
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
-    from pyiceberg.table import FileScanTask
-
     started = time.monotonic()
     refuse_rebase(table)
     base = table.current_snapshot()
     target = target_file_size(table, target_size)
+
+    def result(status: str, **kw: Any) -> CompactionResult:
+        out: dict[str, Any] = {
+            "files_before": 0,
+            "files_after": 0,
+            "rewritten_files": 0,
+            "delete_files_removed": 0,
+            "written_files": 0,
+            "rows_rewritten": 0,
+            "checksum": None,
+            "snapshot_id": None,
+            "base_snapshot_id": base.snapshot_id if base is not None else None,
+            "groups": [],
+            **kw,
+        }
+        return CompactionResult(status=status, target_file_size=target, seconds=time.monotonic() - started, **out)
+
     if base is None:
-        return CompactionResult(
-            status="nothing_to_do",
-            files_before=0,
-            files_after=0,
-            rewritten_files=0,
-            delete_files_removed=0,
-            written_files=0,
-            rows_rewritten=0,
-            checksum=None,
-            snapshot_id=None,
-            base_snapshot_id=None,
-            target_file_size=target,
-            seconds=0.0,
-        )
-    threshold = int(target * small_file_ratio)
+        return result("nothing_to_do")
     tasks = list(table.scan(snapshot_id=base.snapshot_id).plan_files())
-    files_before = len(tasks)
-    groups: dict[tuple[int, Any], list[Any]] = {}
-    for t in tasks:
-        part: Any = t.file.partition
-        key = (t.file.spec_id, tuple(part) if part is not None else ())
-        groups.setdefault(key, []).append(t)
-    picked: dict[tuple[int, Any], list[Any]] = {}
-    for key, ts in groups.items():
-        small = [t for t in ts if t.file.file_size_in_bytes < threshold or t.delete_files]
-        if len(small) >= min_input_files or any(t.delete_files for t in small):
-            picked[key] = small
+    groups = plan_groups(
+        table,
+        tasks,
+        target=target,
+        small_file_ratio=small_file_ratio,
+        min_input_files=min_input_files,
+        delete_ratio=delete_ratio,
+    )
     # A delete file goes only when every data file it applies to is rewritten.
-    users: dict[str, list[Any]] = {}
+    users: dict[str, list[str]] = {}
     for t in tasks:
         for d in t.delete_files:
-            users.setdefault(d.file_path, []).append(t)
-    picked_paths = {t.file.file_path for ts in picked.values() for t in ts}
+            users.setdefault(d.file_path, []).append(t.file.file_path)
+    picked = {t.file.file_path for g in groups for t in g.tasks}
     delete_files = {
         d.file_path: d
-        for ts in picked.values()
-        for t in ts
+        for g in groups
+        for t in g.tasks
         for d in t.delete_files
-        if all(u.file.file_path in picked_paths for u in users[d.file_path])
+        if all(p in picked for p in users[d.file_path])
     }
-    if picked:
-        # A delete file that applies to no live data file hides no row (its data file was rewritten
-        # since, e.g. by a backfill's copy-on-write delete): it goes too. Kept, it would share a delete
-        # manifest with the folded ones, which pyiceberg cannot rewrite, and block every compaction.
-        delete_files.update(_dangling_delete_files(table, base, set(users)))
-    n_in = sum(len(ts) for ts in picked.values())
-    specs = table.specs()
+    # Delete files whose data files are all gone (left by a copy-on-write removal before the gate dropped them).
+    dangling = deletes.dangling_delete_files(table.io, base)
+    delete_files.update((d.file_path, d) for d in dangling)
+    n_in = len(picked)
     log.info(
-        "compact: %d data files in %d partitions; %d partitions hold %d files under %s bytes (target %s)%s",
-        files_before,
+        "compact: %d data files; %d file groups of up to %s bytes hold %d files to rewrite (small, or with "
+        "deletes hiding %.0f%%+ of their rows); %d delete files of removed data files%s",
+        len(tasks),
         len(groups),
-        len(picked),
-        n_in,
-        f"{threshold:,}",
         f"{target:,}",
+        n_in,
+        delete_ratio * 100,
+        len(dangling),
         " (dry run)" if dry_run else "",
     )
-    group_info = [
-        {
-            "partition": _partition_label(specs.get(k[0]), ts[0].file.partition),
-            "files": len(ts),
-            "bytes": sum(t.file.file_size_in_bytes for t in ts),
-        }
-        for k, ts in picked.items()
-    ]
-    if not picked or dry_run:
-        return CompactionResult(
-            status="dry_run" if dry_run and picked else "nothing_to_do",
-            files_before=files_before,
-            files_after=files_before,
+    info = [g.describe() for g in groups]
+    if not (groups or dangling) or dry_run:
+        return result(
+            "dry_run" if dry_run and (groups or dangling) else "nothing_to_do",
+            files_before=len(tasks),
+            files_after=len(tasks),
             rewritten_files=n_in,
             delete_files_removed=len(delete_files),
-            written_files=0,
-            rows_rewritten=0,
-            checksum=None,
-            snapshot_id=None,
-            base_snapshot_id=base.snapshot_id,
-            target_file_size=target,
-            seconds=time.monotonic() - started,
-            groups=group_info,
+            groups=info,
         )
 
     md = table.metadata
     if TARGET_FILE_SIZE not in md.properties or target_size:
         md = md.model_copy(update={"properties": {**md.properties, TARGET_FILE_SIZE: str(target)}})
-    schema = md.schema()
     write_uuid = uuid.uuid4()
     counter = itertools.count(0)
     written: list[Any] = []
-    rows_total = 0
-    sum_in = sum_out = 0
+    rows_total = checksum = 0
     try:
-        for i, (_key, ts) in enumerate(picked.items(), 1):
-            data = ArrowScan(md, table.io, schema, AlwaysTrue()).to_table(ts)
-            rows_in, ck_in = content_checksum(data.to_batches())
-            new_files = list(_dataframe_to_data_files(md, data, table.io, write_uuid=write_uuid, counter=counter))
-            for f in new_files:
-                f.spec_id = md.default_spec_id  # set by the manifest writer otherwise; the read-back needs it
-            written.extend(new_files)
-            back = ArrowScan(md, table.io, schema, AlwaysTrue()).to_table([FileScanTask(f) for f in new_files])
-            rows_out, ck_out = content_checksum(back.to_batches())
-            if (rows_in, ck_in) != (rows_out, ck_out):
-                raise CompactionVerificationError(
-                    f"partition {group_info[i - 1]['partition']}: read {rows_in} rows (checksum {ck_in}) from "
-                    f"{len(ts)} files, the rewritten files hold {rows_out} rows (checksum {ck_out}); nothing committed"
-                )
-            rows_total += rows_in
-            sum_in = (sum_in + int(ck_in, 16)) % (1 << 64)
-            sum_out = (sum_out + int(ck_out, 16)) % (1 << 64)
+        for i, g in enumerate(groups, 1):
+            n_out, rows, ck = _rewrite_group(md, table.io, g, write_uuid, counter, written)
+            rows_total += rows
+            checksum = (checksum + int(ck, 16)) % (1 << 64)
             log.info(
-                "compact: partition %d/%d (%s): %d files → %d files, %s rows, checksum %s",
+                "compact: group %d/%d (%s): %d files, %s bytes → %d file(s), %s rows, checksum %s",
                 i,
-                len(picked),
-                group_info[i - 1]["partition"],
-                len(ts),
-                len(new_files),
-                f"{rows_in:,}",
-                ck_in,
+                len(groups),
+                g.label,
+                len(g.tasks),
+                f"{g.bytes:,}",
+                n_out,
+                f"{rows:,}",
+                ck,
             )
             faults.crash_point("compact_after_write")
         tx = table.transaction()
-        producer = _replace_producer(tx, table.io, carried_state_props(table, "compact"))
-        for ts in picked.values():
-            for t in ts:
+        producer = deletes.replace_producer(tx, table.io, carried_state_props(table, "compact"))
+        for g in groups:
+            for t in g.tasks:
                 producer.delete_data_file(t.file)
         for d in delete_files.values():
             producer.delete_data_file(d)
@@ -483,6 +657,7 @@ def compact(
             producer.append_data_file(f)
         producer.commit()
         faults.crash_point("compact_before_commit")
+        check_added_files_exist(tx, table.io, base.snapshot_id)
         committed = tx.commit_transaction()
     except BaseException:
         _delete_quietly(table, [f.file_path for f in written])
@@ -490,62 +665,49 @@ def compact(
     faults.crash_point("compact_after_commit")  # committed; the Variable has not followed yet
     snap = committed.current_snapshot()
     assert snap is not None
-    files_after = files_before - n_in + len(written)
+    files_after = len(tasks) - n_in + len(written)
+    st = state.read_state(committed)
     log.info(
-        "compact: committed replace snapshot %s on %s: %d files → %d (%d rewritten into %d, %d delete files folded); "
-        "%s rows, checksum %016x; state kept (watermark %s)",
+        "compact: committed replace snapshot %s on %s: %d files → %d (%d rewritten into %d, %d delete files "
+        "removed); %s rows, checksum %016x; state kept (watermark %s)",
         snap.snapshot_id,
         base.snapshot_id,
-        files_before,
+        len(tasks),
         files_after,
         n_in,
         len(written),
         len(delete_files),
         f"{rows_total:,}",
-        sum_out,
-        (
-            state.read_state(committed)
-            or state.TableState(watermark=None, cursor_kind=None, snapshot_id=0, run_id=None, mode=None, timestamp_ms=0)
-        ).watermark,
+        checksum,
+        st.watermark if st is not None else None,
     )
-    return CompactionResult(
-        status="committed",
-        files_before=files_before,
+    return result(
+        "committed",
+        files_before=len(tasks),
         files_after=files_after,
         rewritten_files=n_in,
         delete_files_removed=len(delete_files),
         written_files=len(written),
         rows_rewritten=rows_total,
-        checksum=f"{sum_out:016x}",
+        checksum=f"{checksum:016x}",
         snapshot_id=snap.snapshot_id,
-        base_snapshot_id=base.snapshot_id,
-        target_file_size=target,
-        seconds=time.monotonic() - started,
-        groups=group_info,
+        groups=info,
     )
-
-
-def _dangling_delete_files(table: Table, snapshot: Any, in_use: set[str]) -> dict[str, Any]:
-    """Delete files of ``snapshot`` that no data file of the scan uses (``in_use``: the used ones' paths)."""
-    from pyiceberg.manifest import ManifestContent
-
-    out: dict[str, Any] = {}
-    for mf in snapshot.manifests(table.io):
-        if mf.content != ManifestContent.DELETES:
-            continue
-        for e in mf.fetch_manifest_entry(table.io, discard_deleted=True):
-            if e.data_file.file_path not in in_use:
-                out[e.data_file.file_path] = e.data_file
-    return out
 
 
 def _delete_quietly(table: Table, paths: list[str]) -> None:
     """Remove files an aborted compaction wrote (what is left, orphan removal finds later)."""
     for p in paths:
-        try:
-            table.io.delete(p)
-        except Exception as exc:  # noqa: BLE001 - best effort; the orphan sweep is the backstop
-            log.warning("compact: could not remove %s after the failed rewrite: %s", p, exc)
+        _delete_quietly_path(table.io, p)
+
+
+def _delete_quietly_path(io: Any, path: str) -> None:
+    try:
+        io.delete(path)
+    except FileNotFoundError:
+        pass  # never written
+    except Exception as exc:  # noqa: BLE001 - best effort; the orphan sweep is the backstop
+        log.warning("compact: could not remove %s after the failed rewrite: %s", path, exc)
 
 
 def follow_variable(table: Table, variable_key: str, variables: state.VariableStore) -> str:
@@ -564,7 +726,12 @@ def follow_variable(table: Table, variable_key: str, variables: state.VariableSt
 
 @dataclass(kw_only=True)
 class OrphanResult:
-    """Files under the table location no snapshot references, and what was done with them."""
+    """Files under the table location no snapshot references, and what was done with them.
+
+    ``staged_kept``: files kept because a pending commit may need them (the staging folder and every file a
+    staging manifest names); ``data_files_held``: unreferenced files kept this time because a staging manifest
+    being written could not be read yet.
+    """
 
     orphans: list[str]
     too_young: int
@@ -573,6 +740,8 @@ class OrphanResult:
     deleted: int
     dry_run: bool
     older_than: str
+    staged_kept: int = 0
+    data_files_held: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -610,50 +779,81 @@ def referenced_files(table: Table) -> set[str]:
     return {_strip(p) for p in out}
 
 
-def _list_files(table: Table) -> Iterator[tuple[str, str, datetime | None]]:
-    """(full path, comparable path, modified time) of every file under the table location."""
-    from pyarrow import fs as pafs
-    from pyiceberg.io.pyarrow import PyArrowFileIO
+def _staged_names(table: Table, listed: list[ListedFile], cutoff: datetime) -> tuple[set[str], bool]:
+    """The files staging manifests name, and whether an unreadable one may still be being written.
 
-    loc = table.location()
-    io = table.io
-    if not isinstance(io, PyArrowFileIO):
-        io = PyArrowFileIO(properties=dict(table.io.properties))
-    scheme, netloc, path = io.parse_location(loc)
-    filesystem = io.fs_by_scheme(scheme, netloc)
-    try:
-        infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
-    except FileNotFoundError:
-        return
-    for info in infos:
-        if info.type != pafs.FileType.File:
+    A staging manifest that cannot be read and was written after the cutoff
+    may be half-written by a slice right now: it could name any unreferenced
+    data file, so the caller keeps them all this time. One written before the
+    cutoff was left by a slice that died (a slice hands its manifest to the
+    commit only once it is complete): what it names is never committed.
+    """
+    names: set[str] = set()
+    hold = False
+    for f in listed:
+        if not staging.is_staging_manifest(f.path):
             continue
-        # Object stores (S3, GCS) list ``bucket/key``; local and HDFS-like filesystems list ``/path``.
-        if info.path.startswith("/"):
-            full = f"file://{info.path}" if scheme == "file" else f"{scheme}://{netloc}{info.path}"
-        else:
-            full = f"{scheme}://{info.path}"
-        mtime = info.mtime.replace(tzinfo=UTC) if info.mtime is not None and info.mtime.tzinfo is None else info.mtime
-        yield full, _strip(full), mtime
+        try:
+            names.update(_strip(d.file_path) for d in staging.read_staging_manifest(table.io, f.path))
+        except Exception as exc:  # noqa: BLE001 - any unreadable manifest: decided by its age below
+            if f.modified is None or f.modified > cutoff:
+                hold = True
+                log.warning(
+                    "orphans: staging manifest %s cannot be read yet (%s); it may be being written, so no "
+                    "unreferenced data file is deleted this time",
+                    f.path,
+                    exc,
+                )
+            else:
+                log.warning(
+                    "orphans: staging manifest %s cannot be read (%s) and was last written %s: left by a slice that "
+                    "died; the files it names are never committed. It is kept (staging is never swept): delete it "
+                    "by hand.",
+                    f.path,
+                    exc,
+                    f.modified,
+                )
+    return names, hold
 
 
 def remove_orphan_files(
-    table: Table, *, older_than: timedelta, now: datetime | None = None, dry_run: bool = False
+    table: Table,
+    *,
+    older_than: timedelta,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    allow_short_age: bool = False,
 ) -> OrphanResult:
-    """Delete (or, in a dry run, list) unreferenced files under the table location older than ``older_than``."""
+    """Delete (or, in a dry run, list) unreferenced files under the table location older than ``older_than``.
+
+    Never deleted, whatever their age: files retained metadata references,
+    the staging folder (``iceberg.staging``), and every file a staging manifest
+    names (slices waiting for their commit). ``older_than`` below a day is
+    refused unless ``allow_short_age`` (``maintenance.allow_short_orphan_age``):
+    the write in flight is what a short age deletes. A file whose age cannot
+    be read is kept.
+    """
+    check_orphan_age(older_than, allow_short_age)
     now = now or datetime.now(UTC)
     cutoff = now - older_than
     refs = referenced_files(table)
+    listed = list(staging.list_files(table.io, table.location()))
+    staged, hold = _staged_names(table, listed, cutoff)
+    metadata_dir = _strip(f"{table.location().rstrip('/')}/metadata/")
     orphans: list[str] = []
-    young = scanned = 0
-    for full, key, mtime in _list_files(table):
-        scanned += 1
+    young = staged_kept = held = 0
+    for f in listed:
+        key = _strip(f.path)
         if key in refs:
             continue
-        if mtime is not None and mtime > cutoff:
+        if staging.is_staged(f.path) or key in staged:
+            staged_kept += 1
+        elif f.modified is None or f.modified > cutoff:
             young += 1
-            continue
-        orphans.append(full)
+        elif hold and not key.startswith(metadata_dir):
+            held += 1
+        else:
+            orphans.append(f.path)
     orphans.sort()
     for p in orphans:
         log.info("orphan%s: %s", " (dry run, kept)" if dry_run else "", p)
@@ -663,12 +863,15 @@ def remove_orphan_files(
             table.io.delete(p)
             deleted += 1
     log.info(
-        "orphans: %d files under %s, %d referenced, %d unreferenced but younger than %s (kept), %d %s",
-        scanned,
+        "orphans: %d files under %s, %d referenced, %d staged for a pending commit (kept), %d unreferenced but "
+        "younger than %s (kept)%s, %d %s",
+        len(listed),
         table.location(),
         len(refs),
+        staged_kept,
         young,
         older_than,
+        f", {held} held while a staging manifest is written" if held else "",
         len(orphans),
         "listed (dry run)" if dry_run else "deleted",
     )
@@ -676,8 +879,10 @@ def remove_orphan_files(
         orphans=orphans,
         too_young=young,
         referenced=len(refs),
-        scanned=scanned,
+        scanned=len(listed),
         deleted=deleted,
         dry_run=dry_run,
         older_than=str(older_than),
+        staged_kept=staged_kept,
+        data_files_held=held,
     )

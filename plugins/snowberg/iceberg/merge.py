@@ -28,6 +28,8 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from snowberg.iceberg.deletes import DELETE_FILE_PATH_ID, DELETE_POS_ID, delete_manifest_writer
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.io import FileIO
@@ -36,10 +38,6 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
 
 log = logging.getLogger(__name__)
-
-# Iceberg spec, "Position Delete Files": reserved field ids of the two columns.
-DELETE_FILE_PATH_ID = 2147483546
-DELETE_POS_ID = 2147483545
 # Shared snapshot summary property (the commit gate's state module will own the name).
 DELETED_ROWS = "snowberg.rows-deleted"
 
@@ -284,25 +282,9 @@ def _write_delete_file(
 
 def _make_producer_class() -> type:
     """Built on first use so importing this module stays free of pyiceberg (DAG parsing imports config)."""
-    from pyiceberg.manifest import (
-        ManifestContent,
-        ManifestEntry,
-        ManifestEntryStatus,
-        ManifestFile,
-        ManifestWriterV2,
-    )
+    from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, ManifestFile
     from pyiceberg.table.snapshots import Operation
     from pyiceberg.table.update.snapshot import _FastAppendFiles
-
-    class _DeleteManifestWriter(ManifestWriterV2):
-        """pyiceberg 0.12's manifest writers only write ``content=data`` manifests."""
-
-        def content(self) -> ManifestContent:
-            return ManifestContent.DELETES
-
-        @property
-        def _meta(self) -> dict[str, str]:
-            return {**super()._meta, "content": "deletes"}
 
     class Producer(_FastAppendFiles):
         """A snapshot that keeps every existing manifest and adds one delete manifest.
@@ -319,12 +301,12 @@ def _make_producer_class() -> type:
             self._delete_files = delete_files
 
         def _process_manifests(self, manifests: list[ManifestFile]) -> list[ManifestFile]:
-            writer = _DeleteManifestWriter(
-                spec=self._transaction.table_metadata.spec(),
-                schema=self.schema(),
-                output_file=self.new_manifest_output(),
-                snapshot_id=self._snapshot_id,
-                avro_compression=self._compression,
+            writer = delete_manifest_writer(
+                self._transaction.table_metadata.spec(),
+                self.schema(),
+                self.new_manifest_output(),
+                self._snapshot_id,
+                self._compression,
             )
             with writer:
                 for f in self._delete_files:

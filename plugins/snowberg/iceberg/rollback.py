@@ -47,10 +47,10 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.config.run_params import TAG_PATTERN, RunParamError, parse_snapshot_id
 from snowberg.iceberg import state
+from snowberg.iceberg.deletes import live_rows
 from snowberg.iceberg.gate import refuse_rebase
 from snowberg.iceberg.identity import FIELD_NAMES, IDENTITY_KEYS, recorded_identity
 from snowberg.iceberg.maintenance import MAINTENANCE
-from snowberg.iceberg.tables import snapshot_live_rows
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -247,12 +247,7 @@ def resolve_target(
 
 
 def _rows(table: Table, snapshot_id: int | None) -> int | None:
-    if snapshot_id is None:
-        return 0
-    snap = table.snapshot_by_id(snapshot_id)
-    if snap is None:
-        return None
-    return snapshot_live_rows(snap)
+    return 0 if snapshot_id is None else live_rows(table, snapshot_id)
 
 
 def identity_after(

@@ -258,21 +258,6 @@ def begin_write(
     return table, tx, arrow_schema(tx.table_metadata.schema()), bool(add or widen)
 
 
-def snapshot_live_rows(snap: Any) -> int | None:
-    """Rows a snapshot holds, from its summary alone: records minus position-deleted rows.
-
-    None when the summary cannot tell: equality deletes (snowberg never writes
-    them, another engine might) or a summary without totals.
-    """
-    props = snap.summary.additional_properties if snap is not None and snap.summary is not None else {}
-    if int(props.get("total-equality-deletes", "0") or 0):
-        return None
-    try:
-        return int(props["total-records"]) - int(props.get("total-position-deletes", "0") or 0)
-    except (KeyError, ValueError):
-        return None
-
-
 def ensure_table(catalog: Catalog, cfg: TableConfig, table: Table | None, columns: Sequence[MappedColumn]) -> Table:
     """Create the table if missing and commit the schema changes the source needs, before any data is written.
 

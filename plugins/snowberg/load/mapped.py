@@ -13,14 +13,17 @@ missing slice fails the commit and nothing is committed.
 
 Staging manifests are Iceberg's own serialisation of DataFile metadata
 (stats, partition values, sizes), written next to the table's metadata but
-never referenced by it. The commit reads them back and appends their files.
+never referenced by it (``iceberg.staging``). The commit reads them back and
+appends their files, then removes the run's staging folder. Until then the
+orphan sweep keeps the staging folder and every file a staging manifest
+names, however old: the commit of a slice cleared and retried may come days
+later. A staged file that is gone anyway fails the commit (the gate checks
+every file it adds right before committing).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -31,7 +34,7 @@ from snowberg.config.table_config import TableConfig
 from snowberg.core.progress import Progress
 from snowberg.core.results import LoadResult, Status
 from snowberg.core.window import Window
-from snowberg.iceberg import gate
+from snowberg.iceberg import gate, staging
 from snowberg.iceberg.identity import identity_properties
 from snowberg.iceberg.keys import KeyCollector, check_keys_not_null
 from snowberg.iceberg.tables import (
@@ -54,8 +57,6 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 log = logging.getLogger(__name__)
-
-STAGING_DIR = "snowberg-staging"
 
 
 class MissingSliceError(RuntimeError):
@@ -101,13 +102,6 @@ class SliceResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SliceResult:
         return cls(**d)
-
-
-def staging_location(table: Table, run_id: str) -> str:
-    """The run's staging folder: readable prefix + a hash of the whole run id (no two runs share one)."""
-    digest = hashlib.sha256(run_id.encode()).hexdigest()[:16]
-    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id)[:60]
-    return f"{table.metadata.location.rstrip('/')}/metadata/{STAGING_DIR}/{readable}-{digest}"
 
 
 def prepare_slices(
@@ -198,11 +192,11 @@ def write_slice(cfg: TableConfig, conn: Any, catalog: Catalog, task: SliceTask |
     finally:
         cur.close()
     log.info("%s", progress.summary())
-    stage = staging_location(table, t.run_id)
+    stage = staging.staging_location(table, t.run_id)
     tag = f"slice-{t.index:05d}-{uuid.uuid4().hex[:12]}"
     manifest_path, manifest_length = (None, 0)
     if data_files:
-        manifest_path, manifest_length = _write_staging_manifest(table, f"{stage}/{tag}.avro", data_files)
+        manifest_path, manifest_length = staging.write_staging_manifest(table, f"{stage}/{tag}.avro", data_files)
     keys_path = None
     if keys is not None and progress.rows:
         keys_path = _write_keys(table, f"{stage}/{tag}-keys.parquet", keys.table())
@@ -230,50 +224,21 @@ def _check_fits(schema: Any, columns: Sequence[Any], index: int) -> None:
         )
 
 
-# Staging manifests carry a placeholder snapshot id: they are never part of a snapshot.
-_PLACEHOLDER_SNAPSHOT_ID = 0
-
-
-def _write_staging_manifest(table: Table, path: str, data_files: Sequence[Any]) -> tuple[str, int]:
-    from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, write_manifest
-
-    meta = table.metadata
-    out = table.io.new_output(path)
-    writer = write_manifest(
-        format_version=meta.format_version,
-        spec=meta.spec(),
-        schema=meta.schema(),
-        output_file=out,
-        snapshot_id=_PLACEHOLDER_SNAPSHOT_ID,
-        avro_compression="deflate",
-    )
-    with writer:
-        for f in data_files:
-            writer.add(
-                ManifestEntry.from_args(
-                    status=ManifestEntryStatus.ADDED, snapshot_id=_PLACEHOLDER_SNAPSHOT_ID, data_file=f
-                )
-            )
-    mf = writer.to_manifest_file()
-    return path, int(mf.manifest_length)
-
-
 def read_staging_manifest(table: Table, r: SliceResult) -> list[Any]:
-    """The data files a slice task listed in its staging manifest (none if it wrote nothing)."""
-    from pyiceberg.manifest import ManifestContent, ManifestFile
+    """The data files a slice task listed in its staging manifest (none if it wrote nothing).
 
+    A manifest that is gone fails the commit with what to do: the slice must write its files again.
+    """
     if r.manifest_path is None:
         return []
-    mf = ManifestFile.from_args(
-        manifest_path=r.manifest_path,
-        manifest_length=r.manifest_length,
-        partition_spec_id=r.spec_id,
-        content=ManifestContent.DATA,
-        sequence_number=0,
-        min_sequence_number=0,
-        added_snapshot_id=_PLACEHOLDER_SNAPSHOT_ID,
-    )
-    return [e.data_file for e in mf.fetch_manifest_entry(table.io, discard_deleted=True)]
+    try:
+        return staging.read_staging_manifest(table.io, r.manifest_path, r.manifest_length, r.spec_id)
+    except FileNotFoundError as e:
+        raise MissingSliceError(
+            f"the staging manifest of slice {r.index} ({r.manifest_path}) is gone: removed by hand or by an orphan "
+            "sweep with a short orphan_age. Nothing was committed; clear the DAG run from its first task so the "
+            "slices write their files again."
+        ) from e
 
 
 def _write_keys(table: Table, path: str, keys: Any) -> str:
@@ -331,6 +296,8 @@ def commit_slices(
     table = load_table_or_none(catalog, cfg)
     adm = gate.admit(table, w)
     if not adm.go:
+        if adm.status is Status.ALREADY_COMMITTED and table is not None:
+            staging.remove_run_staging(table, w.run_id)  # a retry after the commit landed: clean up what it left
         return stopped(adm, started).to_dict()
     w = adm.window
     check_every_slice(rs)
@@ -350,7 +317,7 @@ def commit_slices(
     if rereads_held(table, cfg, w, [f.file_path for f in data_files]):
         log.info("%s: the %s rows re-read by the lookback are all in the lake already: no commit", cfg.name, rows)
         _delete_quietly(table, [f.file_path for f in data_files])
-        _cleanup_staging(table, rs)
+        _cleanup_staging(table, rs, w.run_id)
         return stopped(gate.Admission(window=w, status=Status.NOTHING_NEW), started).to_dict()
     keys = None
     key_paths = [r.keys_path for r in rs if r.keys_path]
@@ -359,7 +326,7 @@ def commit_slices(
         for p in key_paths:
             keys.chunks.append(_read_keys(table, p))
     snap = commit_data_files(cfg, table, w, data_files, rows, keys=keys)
-    _cleanup_staging(table, rs)
+    _cleanup_staging(table, rs, w.run_id)
     return LoadResult(
         status=Status.COMMITTED,
         rows=rows,
@@ -404,9 +371,14 @@ def commit_data_files(
     return int(snap.snapshot_id)
 
 
-def _cleanup_staging(table: Table, rs: Sequence[SliceResult]) -> None:
-    """Best effort: the staging manifests and key files are not part of the table."""
+def _cleanup_staging(table: Table, rs: Sequence[SliceResult], run_id: str) -> None:
+    """Best effort: the run's staging folder is not part of the table once its files are committed.
+
+    The whole folder goes, with the manifests of failed slice attempts: the files only those name become
+    ordinary orphans (the sweep keeps every file a staging manifest names).
+    """
     _delete_quietly(table, [p for r in rs for p in (r.manifest_path, r.keys_path) if p])
+    staging.remove_run_staging(table, run_id)
 
 
 def _delete_quietly(table: Table, paths: Sequence[str]) -> None:

@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from snowberg.core.identifiers import IcebergName
 from snowberg.core.results import Status
+from snowberg.iceberg.deletes import live_rows
 from snowberg.iceberg.state import commits
-from snowberg.iceberg.tables import snapshot_live_rows
 from snowberg.sync.snapshots import (
     ChangePlan,
     OnRewrite,
@@ -102,7 +102,7 @@ class IcebergSyncResult:
     rows: int
     rows_by_snapshot: dict[str, int] = field(default_factory=dict)
     target_snapshot_id: int | None = None
-    target_total_rows: int | None = None  # live rows of the target after the commit, from its snapshot summary
+    target_total_rows: int | None = None  # live rows of the target after the commit (iceberg.deletes.live_rows)
     attempts: int = 1
     seconds: float = 0.0
     plan: str = ""
@@ -126,12 +126,6 @@ def read_target_state(table: Table) -> TargetState | None:
                 run_id=props.get(RUN_ID),
             )
     return None
-
-
-def live_rows(table: Table) -> int | None:
-    """Rows in the current snapshot per its summary (None when equality deletes make it unknowable)."""
-    snap = table.current_snapshot()
-    return 0 if snap is None else snapshot_live_rows(snap)
 
 
 def column_mapping(source: Schema, target: Schema) -> dict[str, str]:

@@ -44,6 +44,7 @@ def test_report_counts_position_delete_files_and_the_rows_they_delete(orders: An
     r = health.collect(t, name="lake.orders")
     assert (r.delete_manifests, r.delete_files, r.deleted_rows_in_delete_files) == (1, 2, 3)
     assert (r.data_files, r.rows) == (2, 13)  # data files are untouched: rows are counted before deletes
+    assert r.live_rows == 10 == len(t.scan().to_arrow())
     assert re.search(r"rows deleted by delete files\s+3\b", health.render(r))
 
 

@@ -161,6 +161,63 @@ def test_commit_refuses_files_already_in_the_table(sfdb: Any, catalog: Any) -> N
     assert lake_rows(catalog).num_rows == 2_000
 
 
+def test_a_slice_commit_days_after_an_orphan_sweep_still_finds_every_staged_file(sfdb: Any, catalog: Any) -> None:
+    """A failed slice tells users to clear and retry it, so the commit may come days after the other slices wrote.
+
+    The sweep in between (run with a clock four days ahead, the default ``orphan_age`` of 3 days) must keep the
+    staging manifests, the key files and every data file a staging manifest names: none is referenced by the table
+    yet, all look old. The delayed commit then lands and the table reads every row.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    from snowberg.iceberg import maintenance as m
+    from snowberg.load.mapped import SliceResult, commit_slices, read_staging_manifest, write_slice
+
+    src = make_orders(sfdb, 6_000)
+    cfg = table_cfg(src, number_as_long=["order_id"])
+    w, tasks = _mapped(cfg, sfdb.conn, catalog, "m1", 2_000)
+    results = [write_slice(cfg, sfdb.conn, catalog, t) for t in tasks]
+    table = catalog.load_table("shop.orders")
+    staged = {f.file_path for r in results for f in read_staging_manifest(table, SliceResult.from_dict(r))}
+    staging = {p for r in results for p in (r["manifest_path"], r["keys_path"]) if p}
+    assert len(staged) >= 3 and staging
+
+    swept = m.remove_orphan_files(table, older_than=timedelta(days=3), now=datetime.now(UTC) + timedelta(days=4))
+    assert not (set(swept.orphans) & (staged | staging)), "the sweep deleted files a pending commit needs"
+    assert swept.staged_kept >= len(staged) + len(staging)
+
+    assert commit_slices(cfg, catalog, w, results)["rows"] == 6_000
+    ids = lake_rows(catalog).column("order_id").to_pylist()
+    assert len(ids) == len(set(ids)) == 6_000
+
+
+def test_a_slice_commit_refuses_staged_files_that_no_longer_exist(sfdb: Any, catalog: Any) -> None:
+    """A staged data file (or a staging manifest) removed before the commit fails the run; nothing is committed.
+
+    Committing it would put a reference to a missing file into the table: every later read would fail.
+    """
+    import os
+
+    from snowberg.load.mapped import SliceResult, commit_slices, read_staging_manifest, write_slice
+
+    src = make_orders(sfdb, 4_000)
+    cfg = table_cfg(src, number_as_long=["order_id"])
+    w, tasks = _mapped(cfg, sfdb.conn, catalog, "m1", 2_000)
+    results = [write_slice(cfg, sfdb.conn, catalog, t) for t in tasks]
+    table = catalog.load_table("shop.orders")
+    gone = read_staging_manifest(table, SliceResult.from_dict(results[-1]))[0].file_path
+    os.remove(gone.removeprefix("file://"))  # e.g. a sweep with a short orphan_age override
+    with pytest.raises(RuntimeError, match=r"no longer exist.*Nothing was committed") as exc:
+        commit_slices(cfg, catalog, w, results)
+    assert gone in str(exc.value)
+    assert catalog.load_table("shop.orders").current_snapshot() is None
+
+    os.remove(results[0]["manifest_path"].removeprefix("file://"))
+    with pytest.raises(RuntimeError, match=r"staging manifest of slice 0 .* is gone.*Nothing was committed"):
+        commit_slices(cfg, catalog, w, results)
+    assert catalog.load_table("shop.orders").current_snapshot() is None
+
+
 def test_slice_refuses_a_schema_changed_after_planning(sfdb: Any, catalog: Any) -> None:
     from snowberg.load.mapped import write_slice
 

@@ -261,7 +261,7 @@ class SnowflakeVisibilityCheckOperator(BaseOperator):
         if not (self.target_catalog and self.target_table):
             return None
         from snowberg.iceberg.catalogs import open_catalog
-        from snowberg.sync.horizon import live_rows
+        from snowberg.iceberg.deletes import live_rows
 
         catalog, ident = open_catalog(self.target_catalog), _target_name(self.target_table)
 

@@ -213,6 +213,7 @@ class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
                 target_size=s.target_file_size,
                 small_file_ratio=s.small_file_ratio,
                 min_input_files=s.min_input_files,
+                delete_ratio=s.delete_ratio,
                 dry_run=dry_run,
             )
             if not dry_run:
@@ -231,4 +232,6 @@ class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
             ).to_dict()
         if not s.remove_orphans:
             raise AirflowSkipException("orphan removal is off for this table (maintenance.remove_orphans)")
-        return m.remove_orphan_files(table, older_than=s.orphan_age, dry_run=dry_run).to_dict()
+        return m.remove_orphan_files(
+            table, older_than=s.orphan_age, allow_short_age=s.allow_short_orphan_age, dry_run=dry_run
+        ).to_dict()

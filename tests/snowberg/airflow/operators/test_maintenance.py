@@ -221,3 +221,65 @@ def test_form_values_the_json_schema_lets_through_are_refused_by_the_task() -> N
         assert params[name] == value
         with pytest.raises(ValueError, match=name):
             manual_request(params)  # … the task does not
+
+
+def test_a_short_orphan_age_fails_the_operator_at_parse_and_the_override_reaches_the_sweep(
+    tmp_path: Path, catalog_env: Any
+) -> None:
+    """``orphan_age`` under a day is refused when the DAG is parsed, naming the override; with the override, the
+    sweep step runs with that age (and deletes a leftover that old)."""
+    from datetime import UTC, datetime, timedelta
+
+    import pyarrow as pa
+
+    from snowberg.airflow.operators.maintenance import SnowbergMaintenanceOperator
+    from snowberg.iceberg.catalogs import open_catalog
+
+    kw: dict[str, Any] = {
+        "task_id": "remove_orphan_files",
+        "step": "remove_orphan_files",
+        "table_name": "t",
+        "source": {"table": "DB.S.T"},
+        "target": "ns.t",
+        "catalog": "maint",
+    }
+    with pytest.raises(ValueError, match=r"maintenance\.orphan_age.*at least 1 day.*allow_short_orphan_age: true"):
+        SnowbergMaintenanceOperator(**kw, maintenance={"orphan_age": "0s"})
+
+    catalog_env("maint")
+    catalog = open_catalog("maint")
+    catalog.create_namespace("ns")
+    t = catalog.create_table("ns.t", schema=pa.schema([pa.field("id", pa.int64())]))
+    t.append(pa.table({"id": [1, 2]}), snapshot_properties={state.WATERMARK: "2", state.RUN_ID: "r1"})
+    stray = Path(t.location().removeprefix("file://")) / "data" / "00000-killed-run.parquet"
+    stray.write_bytes(b"x")
+    two_hours_ago = (datetime.now(UTC) - timedelta(hours=2)).timestamp()
+    os.utime(stray, (two_hours_ago, two_hours_ago))
+    op = SnowbergMaintenanceOperator(**kw, maintenance={"orphan_age": "1h", "allow_short_orphan_age": True})
+    out = op.execute({"params": {}})
+    assert out["orphans"] == [f"file://{stray}"] and out["deleted"] == 1 and not stray.exists()
+
+
+@pytest.mark.slow
+def test_the_maintenance_dag_compacts_after_a_backfill_on_a_merge_on_read_table(env: Any) -> None:
+    """The issue's case through Airflow: merges leave position deletes, a backfill removes a data file
+    copy-on-write; the next maintenance run compacted nothing ever again ("would keep 1 of 2 delete files")."""
+    from snowberg.iceberg import rollback
+
+    sfdb, cfg = env
+    load_dag, maint_dag = _dags(cfg)
+    assert load_dag.test().state == "success"
+    _change(sfdb, "1, 2", "b")
+    assert load_dag.test().state == "success"
+    _change(sfdb, "1, 3", "c")  # one delete manifest: a delete file for the first file and one for the second
+    assert load_dag.test().state == "success"
+    backfill = {"window_start": "2025-12-31T00:00:00Z", "window_end": "2026-01-02T00:00:00Z", "full_refresh": False}
+    assert load_dag.test(run_conf=backfill).state == "success"  # the first file goes, copy-on-write
+    t = _table(cfg)
+    assert rollback.plan_rollback(t, cfg.name, to_snapshot=t.current_snapshot().snapshot_id).rows_now == 50
+
+    assert maint_dag.test(run_conf={"dry_run": False}).state == "success"
+    t = _table(cfg)
+    assert t.current_snapshot().summary.additional_properties.get("snowberg.maintenance") == "compact"
+    assert t.inspect.delete_files().num_rows == 0
+    assert _lake(cfg) == _source(sfdb)
