@@ -11,6 +11,10 @@ the model is validated when DAG files are parsed.
         volume:
           max_reported_keys: 20     # differing keys named in the alert
           deletes: detect           # ignore | detect | propagate
+          incremental: true         # verify what changed since the last check; full on full_schedule
+          full_schedule: "@weekly"  # cron or preset (UTC): a full verification at the first check after each tick
+          late_margin: 1h           # incremental checks also re-verify this much below the last verified watermark
+          day_column: created_on    # stream and cursor-less tables: count per day of this column
           anomaly:
             runs: 30                # history: the last N snowberg commits
             k: 5                    # a run is anomalous outside median ± k·MAD
@@ -19,11 +23,14 @@ the model is validated when DAG files are parsed.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from snowberg.core.models import StrictModel
+from snowberg.config.fields import identifier
+from snowberg.core.models import Duration, StrictModel
 
 
 class DeletePolicy(StrEnum):
@@ -71,7 +78,30 @@ class VolumeSettings(StrictModel):
     # key value); strict_checksums uses MD5 checksums there too (one hash per row on both sides).
     strict_checksums: bool = False
     count_only: bool = False  # counts per cursor day only; no key needed, no row-level diff
+    # Incremental verification (docs/volume-checks.md): a check compares the cursor ranges that changed since
+    # the last verified snapshot, plus late_margin below it (at least the cursor's lookback); a full one runs at
+    # the first check after each tick of full_schedule (None: only when started by hand or when the changes
+    # cannot be located), and always when incremental is off.
+    incremental: bool = True
+    full_schedule: str | None = "@weekly"
+    late_margin: Duration = timedelta(hours=1)
+    # Stream and cursor-less tables are compared by counts: per day of this DATE/TIMESTAMP column when set,
+    # else for the whole table.
+    day_column: Annotated[str, identifier("volume day column")] | None = None
+    # DuckDB's memory for the lake side (it spills beyond it; only keeping append tables' newest versions needs to).
+    lake_memory_mb: int = Field(default=512, ge=64, le=65_536)
     anomaly: AnomalySettings = Field(default_factory=AnomalySettings)
+
+    @field_validator("full_schedule")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from croniter import croniter  # Airflow's own cron dependency, already imported by its timetables
+
+        if not croniter.is_valid(v):
+            raise ValueError(f"{v[:80]!r} is not a cron expression or preset (for example '@weekly' or '0 3 * * 0')")
+        return v
 
 
 __all__ = ["AnomalyAction", "AnomalySettings", "DeletePolicy", "VolumeSettings"]
