@@ -142,10 +142,15 @@ def test_propagated_deletes_keep_the_state_and_never_touch_rows_above_the_waterm
     assert report.ok  # propagate: hard deletes are not mismatches
     before = state.read_state(table)
     head = table.current_snapshot().snapshot_id
-    removed = commit_hard_deletes(
-        table, cfg, [d.key for d in report.deleted_in_source], run_id="check-1", expected_snapshot_id=head
+    done = commit_hard_deletes(
+        table,
+        cfg,
+        report.deleted_in_source,
+        columns=report.key_columns,
+        run_id="check-1",
+        expected_snapshot_id=head,
     )
-    assert removed == 2
+    assert done.removed == 2 and done.not_removed == []
     table = table.refresh()
     after = state.read_state(table)
     assert after is not None and before is not None and after.watermark == before.watermark
@@ -161,7 +166,9 @@ def test_propagated_deletes_keep_the_state_and_never_touch_rows_above_the_waterm
     from snowberg.iceberg.state import ConcurrentCommitError
 
     with pytest.raises(ConcurrentCommitError):
-        commit_hard_deletes(table, cfg, [{"id": "8"}], run_id="check-2", expected_snapshot_id=head)
+        commit_hard_deletes(
+            table, cfg, report.deleted_in_source[:1], columns=report.key_columns, run_id="c2", expected_snapshot_id=head
+        )
 
 
 def test_one_differing_row_is_found_within_the_query_bound(sfdb: Any, catalog: Any) -> None:
@@ -236,7 +243,7 @@ def test_many_updates_since_the_watermark_are_inconclusive_not_a_mismatch(sfdb: 
     sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET UPDATED_AT = '2026-02-01'::TIMESTAMP_NTZ WHERE ID <= 200")
     report = _verify(_cfg(sfdb), table, sfdb, max_reported_keys=5, leaf_rows=10)
     assert report.truncated and report.pending > 0 and report.differences == []
-    assert report.ok and report.note.startswith("inconclusive")
+    assert report.inconclusive and not report.ok and report.note.startswith("inconclusive")
     # a real difference among them still fails
     table.delete("id = 900")
     report = _verify(_cfg(sfdb), table.refresh(), sfdb, max_reported_keys=300, leaf_rows=10)
@@ -274,20 +281,30 @@ def test_count_only_reads_lake_counts_from_manifests_of_a_day_partitioned_table(
             "snowberg.mode": "incremental",
         },
     )
-    monkeypatch.setattr(volume, "read_lake_columns", lambda *a, **k: pytest.fail("the lake was scanned"))
+    read = volume.LakeReader.read
+    monkeypatch.setattr(volume.LakeReader, "read", lambda *a, **k: pytest.fail("a data file was read"))
     cfg = _cfg(sfdb, volume={"count_only": True})  # a merge table: counts must match exactly
     report = _verify(cfg, t, sfdb)
     assert report.ok and report.lake_counts_from_metadata and report.lake_rows == 2000
+    assert report.lake_files_read == 0 and report.lake_files_counted_from_metadata == 2
     sfdb.sql(f"DELETE FROM {sfdb.table('SRC')} WHERE ID = 1800")
     report = _verify(cfg, t, sfdb)
     assert report.differing_days == {"2026-01-02": (560, 561)}
-    # a file holding rows above the compared watermark makes the partition counts inexact: the check scans instead
-    t.append(
-        pa.table(
-            {"id": pa.array([9], pa.int64()), "updated_at": pa.array([dt.datetime(2026, 1, 2, 23)], pa.timestamp("us"))}
-        )
+    # a file holding rows above the compared watermark cannot be counted from its statistics: that file is read
+    monkeypatch.setattr(volume.LakeReader, "read", read)
+    spec = hd.Spec(
+        table="orders",
+        keys=(),
+        cursor=hd.Column(name="updated_at", kind=hd.ValueKind.TIMESTAMP_NTZ),
+        cursor_kind="timestamp_ntz",
+        watermark="2026-01-02 06:00:00.000000",
     )
-    assert volume.metadata_day_counts(t, "updated_at", "timestamp_ntz", "2026-01-02 12:00:00", False) is None
+    partial = volume.VolumeReport(
+        table="orders", lake_table="lake.orders", watermark=None, write_mode="merge", count_only=True
+    )
+    counts = volume.lake_day_counts(t, spec, volume.LakeReader(t, ["updated_at"], spec), partial, 256)
+    assert counts == {"2026-01-01": 1439, "2026-01-02": 361}  # minutes 1440..1800
+    assert partial.lake_files_counted_from_metadata == 1 and not partial.lake_counts_from_metadata
 
 
 def test_keyed_append_tables_compare_each_keys_newest_version(sfdb: Any, catalog: Any) -> None:
