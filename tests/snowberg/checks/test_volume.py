@@ -366,3 +366,269 @@ def test_text_keys_and_number_cursors(sfdb: Any, catalog: Any) -> None:
     assert [(d.key, d.kind, d.source_cursor) for d in report.differences] == [
         ({"code": "k-77"}, hd.DiffKind.SOURCE_ONLY, "77")
     ]
+
+
+# ---------------------------------------------------------------------------
+# Incremental verification (run_check: the scope from the verified record)
+
+
+def _window(table: Any, ids: list[int], low: str, high: str, run: str, *, delete: str | None = None) -> None:
+    """Commit an incremental window as a load does (``delete``: a row the same commit loses, as a buggy merge would)."""
+    import pyarrow as pa
+
+    props = {
+        "snowberg.watermark": high,
+        "snowberg.cursor-kind": "timestamp_ntz",
+        "snowberg.run-id": run,
+        "snowberg.mode": "incremental",
+        "snowberg.window-low": low,
+        "snowberg.window-high": high,
+        "snowberg.rows": str(len(ids)),
+    }
+    with table.transaction() as tx:
+        if delete:
+            tx.delete(delete, snapshot_properties=props)
+        tx.append(
+            pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "updated_at": pa.array([START + dt.timedelta(minutes=i) for i in ids], pa.timestamp("us")),
+                }
+            ),
+            snapshot_properties=props,
+        )
+
+
+def _run(cfg: Any, table: Any, sfdb: Any, variables: Any, **kw: Any) -> Any:
+    from snowberg.checks.volume import run_check
+
+    return run_check(cfg, table.refresh(), sfdb.conn, dialect=hd.HashDialect.EMULATOR, records=variables, **kw)
+
+
+def _grow_source(sfdb: Any, first: int, last: int) -> None:
+    sfdb.sql(
+        f"INSERT INTO {sfdb.table('SRC')} SELECT {first} + seq4(), "
+        f"DATEADD(minute, {first} + seq4(), '2026-01-01'::TIMESTAMP_NTZ) "
+        f"FROM TABLE(GENERATOR(ROWCOUNT => {last - first + 1}))"
+    )
+
+
+def test_an_incremental_check_reads_only_the_windows_committed_since_the_last_one(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    from snowberg.checks.volume_scope import ScopeKind
+
+    table = _seed(sfdb, catalog, 2000)  # ids 1..2000, one a minute, watermark 2026-01-03
+    cfg = _cfg(sfdb)
+    first = _run(cfg, table, sfdb, variables)
+    assert first.scope.kind is ScopeKind.FULL and "no verified record" in first.scope.reason
+    assert first.report.ok and first.record_written and first.report.source_rows_scanned == 2000
+    # the next load: ids 3000..3059 (2026-01-03 02:00..02:59) in the window (2026-01-03, 2026-01-04 02:00]
+    _grow_source(sfdb, 3000, 3059)
+    _window(table, list(range(3000, 3060)), WATERMARK, "2026-01-04 02:00:00.000000", "r2")
+    nxt = _run(cfg, table, sfdb, variables)
+    assert nxt.scope.kind is ScopeKind.INCREMENTAL and nxt.report.ok, nxt.report.to_dict()
+    assert nxt.report.ranges == ["(2026-01-02 23:00:00.000000, 2026-01-04 02:00:00.000000]"]  # 1h late margin
+    assert nxt.report.source_rows == nxt.report.lake_rows == 60  # ids 1..2000 end 2026-01-02 09:20
+    assert nxt.report.source_rows_scanned == 60 and nxt.report.lake_files_read == 1  # the new window's file only
+    assert nxt.report.lake_files_total == 2
+
+
+def test_a_row_lost_in_a_new_window_is_found_by_the_next_incremental_check(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    table = _seed(sfdb, catalog, 2000)
+    cfg = _cfg(sfdb)
+    assert _run(cfg, table, sfdb, variables).report.ok
+    _grow_source(sfdb, 3000, 3059)
+    _window(table, [i for i in range(3000, 3060) if i != 3033], WATERMARK, "2026-01-04 02:00:00.000000", "r2")
+    out = _run(cfg, table, sfdb, variables)
+    assert out.scope.kind.value == "incremental" and not out.report.ok
+    assert [(d.key, d.kind) for d in out.report.differences] == [({"id": "3033"}, hd.DiffKind.SOURCE_ONLY)]
+    assert out.report.source_rows_scanned < 200  # the window, not the table
+    # the day stays open: the next check verifies it again (and fails again) until it is repaired
+    again = _run(cfg, table, sfdb, variables)
+    assert not again.report.ok and "differed at the last check" in again.scope.reason
+
+
+def test_a_row_lost_in_an_old_verified_window_is_found_by_the_next_full_verification(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    table = _seed(sfdb, catalog, 2000)
+    cfg = _cfg(sfdb)
+    assert _run(cfg, table, sfdb, variables).report.ok
+    _grow_source(sfdb, 3000, 3059)
+    # a load whose commit also loses id 77 of an old, verified day (what a wrong merge delete would do):
+    # its recorded window is the new one, so an incremental check does not look at 2026-01-01
+    _window(table, list(range(3000, 3060)), WATERMARK, "2026-01-04 02:00:00.000000", "r2", delete="id = 77")
+    inc = _run(cfg, table, sfdb, variables)
+    assert inc.scope.kind.value == "incremental" and inc.report.ok
+    full = _run(cfg, table, sfdb, variables, force_full=True)
+    assert full.scope.kind.value == "full" and not full.report.ok
+    assert [(d.key, d.kind, d.source_cursor) for d in full.report.differences] == [
+        ({"id": "77"}, hd.DiffKind.SOURCE_ONLY, "2026-01-01 01:17:00.000000")
+    ]
+    assert full.report.differing_days == {"2026-01-01": (1439, 1438)}
+
+
+def test_a_lost_record_means_a_full_verification_never_a_skipped_one(sfdb: Any, catalog: Any, variables: Any) -> None:
+    from snowberg.checks.volume_scope import record_key
+
+    table = _seed(sfdb, catalog, 500)
+    cfg = _cfg(sfdb)
+    _run(cfg, table, sfdb, variables)
+    table.delete("id = 3")  # behind snowberg's back, in an old window
+    variables.pop(record_key(cfg))
+    out = _run(cfg, table, sfdb, variables)
+    assert out.scope.kind.value == "full" and [d.key for d in out.report.differences] == [{"id": "3"}]
+
+
+# ---------------------------------------------------------------------------
+# Stream and cursor-less tables: counts against the source as of what the lake holds
+
+
+class TimeTravelToEmulator:
+    """A connection to the emulator for time-travel queries, which the emulator cannot run.
+
+    The SQL is the Snowflake text (``AT(TIMESTAMP => TO_TIMESTAMP_LTZ(%(as_of)s))``, written from Snowflake's
+    documentation of the AT clause); this records each statement and removes the AT clause before the
+    emulator runs it, so the counting logic runs for real against the source as it is now.
+    """
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.executed: list[tuple[str, Any]] = []
+
+    def cursor(self) -> Any:
+        outer = self
+        inner = self.conn.cursor()
+
+        class Cur:
+            def execute(self, sql: str, params: Any = None) -> Any:
+                outer.executed.append((sql, params))
+                sql = sql.replace(" AT(TIMESTAMP => TO_TIMESTAMP_LTZ(%(as_of)s))", "")
+                params = {k: v for k, v in (params or {}).items() if k != "as_of"} or None
+                return inner.execute(sql, params)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(inner, name)
+
+        return Cur()
+
+
+def _count_seed(sfdb: Any, catalog: Any, props: dict[str, str], n: int = 300) -> Any:
+    import pyarrow as pa
+
+    sfdb.sql(f"CREATE OR REPLACE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), CREATED_ON DATE)")
+    sfdb.sql(
+        f"INSERT INTO {sfdb.table('SRC')} SELECT seq4() + 1, DATEADD(day, MOD(seq4(), 3), '2026-01-01'::DATE) "
+        f"FROM TABLE(GENERATOR(ROWCOUNT => {n}))"
+    )
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("created_on", pa.date32())])
+    catalog.create_namespace_if_not_exists("lake")
+    t = catalog.create_table("lake.orders", schema=schema)
+    t.append(
+        pa.table(
+            {"id": list(range(1, n + 1)), "created_on": [dt.date(2026, 1, 1 + i % 3) for i in range(n)]}, schema=schema
+        ),
+        snapshot_properties=props,
+    )
+    return t
+
+
+def _stream_cfg(sfdb: Any, **volume: Any) -> Any:
+    entry = {
+        "name": "orders",
+        "source": {"table": sfdb.table("SRC")},
+        "target": "lake.orders",
+        "primary_key": ["id"],
+        "stream": {"name": sfdb.table("SRC_STREAM")},
+        "volume": volume,
+    }
+    return parse_config({"tables": [entry]}).tables[0]
+
+
+STREAM_PROPS = {
+    "snowberg.stream-batch-id": "3",
+    "snowberg.stream-consumed-at": "2026-01-05 10:00:00.123000-08:00",
+    "snowberg.run-id": "s3",
+    "snowberg.mode": "stream",
+}
+
+
+def test_a_stream_table_is_counted_per_day_against_the_source_as_of_the_consumed_offset(
+    sfdb: Any, catalog: Any
+) -> None:
+    from snowberg.checks.volume import verify
+
+    table = _count_seed(sfdb, catalog, STREAM_PROPS)
+    cfg = _stream_cfg(sfdb, day_column="created_on")
+    conn = TimeTravelToEmulator(sfdb.conn)
+    report = verify(cfg, table, conn)
+    assert report.ok and report.count_only, report.to_dict()
+    assert report.lake_files_read == 1  # its one data file spans three days: counted by reading its one column
+    assert report.as_of == "2026-01-05 18:00:00.123000+00:00"
+    sql, params = conn.executed[-1]
+    assert sql == (
+        f'SELECT CAST("CREATED_ON" AS DATE) AS d, COUNT(*) FROM "{sfdb.name}"."S"."SRC" '
+        "AT(TIMESTAMP => TO_TIMESTAMP_LTZ(%(as_of)s)) WHERE TRUE GROUP BY d"
+    )
+    assert params == {"as_of": "2026-01-05 18:00:00.123000+00:00"}
+    table.delete("id = 4")  # day 2026-01-01 loses a row
+    report = verify(cfg, table.refresh(), conn)
+    assert not report.ok and report.differing_days == {"2026-01-01": (100, 99)}
+    # without a day column: one count for the whole table (from the manifests where no delete file applies)
+    whole = verify(_stream_cfg(sfdb), table.refresh(), conn)
+    assert whole.differing_days == {"null": (300, 299)} and "CREATED_ON" not in conn.executed[-1][0]
+    assert whole.lake_counts_from_metadata and whole.lake_files_read == 0
+
+
+def test_a_stream_table_without_a_consumed_offset_or_commit_is_skipped_with_the_reason(sfdb: Any, catalog: Any) -> None:
+    from snowberg.checks.volume import VolumeCheckSkipped, verify
+
+    table = _count_seed(sfdb, catalog, {"snowberg.run-id": "x"})
+    with pytest.raises(VolumeCheckSkipped, match="no stream batch applied yet"):
+        verify(_stream_cfg(sfdb), table, sfdb.conn)
+
+
+def _refresh_cfg(sfdb: Any, **extra: Any) -> Any:
+    entry = {"name": "orders", "source": {"table": sfdb.table("SRC")}, "target": "lake.orders", **extra}
+    return parse_config({"tables": [entry]}).tables[0]
+
+
+REFRESH_PROPS = {
+    "snowberg.watermark": "",
+    "snowberg.cursor-kind": "",
+    "snowberg.run-id": "fr1",
+    "snowberg.mode": "full_refresh",
+    "snowberg.rows": "300",
+}
+
+
+def test_a_cursorless_table_is_counted_against_the_source_as_of_its_refresh(sfdb: Any, catalog: Any) -> None:
+    from snowberg.checks.volume import verify
+
+    table = _count_seed(sfdb, catalog, REFRESH_PROPS)
+    cfg = _refresh_cfg(sfdb, volume={"day_column": "created_on"})
+    conn = TimeTravelToEmulator(sfdb.conn)
+    report = verify(cfg, table, conn)
+    committed = dt.datetime.fromtimestamp(table.current_snapshot().timestamp_ms / 1000, tz=dt.UTC)
+    assert report.ok and report.as_of == committed.isoformat(sep=" ", timespec="microseconds")
+    # the source changed after the refresh (here: the emulator reads it now): the lake holds exactly what the
+    # refresh committed, so the result is inconclusive, not a pass and not a mismatch
+    sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES (1000, '2026-01-01'::DATE)")
+    report = verify(cfg, table, conn)
+    assert report.inconclusive and not report.ok and "changed while the refresh ran" in report.note
+    # a row lost from the lake is a mismatch
+    table.delete("id = 5")
+    report = verify(cfg, table.refresh(), conn)
+    assert not report.inconclusive and not report.ok and report.differing_days["2026-01-02"] == (100, 99)
+
+
+def test_a_source_the_check_cannot_read_fails_with_the_reason(sfdb: Any, catalog: Any) -> None:
+    from snowberg.checks.volume import VolumeSourceError, verify
+
+    table = _count_seed(sfdb, catalog, REFRESH_PROPS)
+    sfdb.sql(f"DROP TABLE {sfdb.table('SRC')}")
+    with pytest.raises(VolumeSourceError, match=f"cannot read the source {sfdb.table('SRC')}"):
+        verify(_refresh_cfg(sfdb), table, sfdb.conn, dialect=hd.HashDialect.EMULATOR)

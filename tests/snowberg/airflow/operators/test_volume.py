@@ -179,3 +179,61 @@ def test_propagate_removes_lake_only_keys_with_a_null_cursor_or_fails_naming_the
     op = VolumeCheckOperator(task_id="check_volume", **operator_arguments(VolumeCheckOperator, cfg))
     out = op.execute({"run_id": "r"})
     assert out["propagated"] == 1 and 500 not in _lake_ids(), out
+
+
+# ---------------------------------------------------------------------------
+# Incremental, full by hand, and checks that cannot compare
+
+
+def test_the_second_check_is_incremental_and_a_trigger_param_makes_it_full(env: Any, variables: Any) -> None:
+    _load_in_runs([50, 50])
+    first = _op(env).execute({"run_id": "r1"})
+    assert first["verification"] == "full" and "no verified record" in first["scope_reason"]
+    assert "snowberg__lake__orders__volume_verified" in variables
+    second = _op(env).execute({"run_id": "r2"})
+    assert second["verification"] == "incremental" and second["ranges"]
+    by_hand = _op(env).execute({"run_id": "r3", "params": {"full_verification": True}})
+    assert by_hand["verification"] == "full" and by_hand["scope_reason"] == "started by hand (full_verification)"
+
+
+def test_a_mismatch_alert_names_the_window(env: Any) -> None:
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+
+    _load_in_runs([50, 49])
+    with pytest.raises(SnowbergCheckFailed) as err:
+        _op(env).execute({"run_id": "r"})
+    assert err.value.observed["window"].startswith("full (no verified record")
+    assert err.value.observed["window"].endswith(f"up to watermark {WATERMARK}")
+    assert err.value.observed["day 2026-01-01"] == "source 100, lake 99"
+
+
+def test_a_table_without_a_commit_is_skipped_and_an_unreadable_source_fails(env: Any) -> None:
+    import pyarrow as pa
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.iceberg.catalogs import open_catalog
+
+    cat = open_catalog("opvol")
+    cat.create_namespace_if_not_exists("lake")
+    cat.create_table(
+        "lake.orders", schema=pa.schema([pa.field("id", pa.int64()), pa.field("updated_at", pa.timestamp("us"))])
+    )
+    with pytest.raises(AirflowSkipException, match="has no snowberg commit yet"):
+        _op(env).execute({"run_id": "r"})
+    cat.drop_table("lake.orders")
+    _load_in_runs([10])
+    env.sql(f"DROP TABLE {env.table('SRC')}")
+    with pytest.raises(SnowbergCheckFailed) as err:
+        _op(env).execute({"run_id": "r"})
+    assert err.value.check == "volume" and "cannot read its source" in str(err.value)
+    assert err.value.observed["source"] == env.table("SRC")
+
+
+def test_full_verification_param_values() -> None:
+    from snowberg.airflow.operators.volume import full_verification_requested
+
+    assert full_verification_requested({"params": {"full_verification": True}})
+    assert full_verification_requested({"params": {"full_verification": "true"}})
+    assert not full_verification_requested({"params": {"full_verification": False}})
+    assert not full_verification_requested({})
