@@ -298,8 +298,10 @@ def _changes_since(table: Table, record: VerifiedRecord, cursor: str, kind: Curs
     for snap in since:
         summary = snap.summary
         props = summary.additional_properties if summary is not None else {}
-        if state.MAINTENANCE in props or props.get(state.MODE) == PROPAGATE_MODE:
-            continue
+        operation = getattr(summary, "operation", None)
+        op = str(getattr(operation, "value", operation) or "")
+        if op == "replace" or state.MAINTENANCE in props or props.get(state.MODE) == PROPAGATE_MODE:
+            continue  # a compaction rewrites files and keeps their rows; a propagation removes what a check found
         if state.WATERMARK in props:
             mode = props.get(state.MODE)
             low, high = props.get(state.WINDOW_LOW) or None, props.get(state.WINDOW_HIGH) or None
@@ -314,10 +316,6 @@ def _changes_since(table: Table, record: VerifiedRecord, cursor: str, kind: Curs
             if walk.full:
                 return walk
             continue
-        operation = getattr(summary, "operation", None)
-        op = str(getattr(operation, "value", operation) or "")
-        if op == "replace":
-            continue  # a compaction rewrites files and keeps their rows
         got = _files_range(table, snap, cursor, kind)
         if isinstance(got, str):
             walk.full = f"another engine's commit (snapshot {snap.snapshot_id}, {op or 'unknown'}): {got}"

@@ -632,3 +632,40 @@ def test_a_source_the_check_cannot_read_fails_with_the_reason(sfdb: Any, catalog
     sfdb.sql(f"DROP TABLE {sfdb.table('SRC')}")
     with pytest.raises(VolumeSourceError, match=f"cannot read the source {sfdb.table('SRC')}"):
         verify(_refresh_cfg(sfdb), table, sfdb.conn, dialect=hd.HashDialect.EMULATOR)
+
+
+def test_a_lake_row_whose_source_row_moved_below_the_compared_ranges_is_a_difference(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    """An incremental check sees the lake's version in its range; the source's (an update that moved the cursor
+    back, at or below the watermark) is outside it: the key lookup tells it from a pending update."""
+    table = _seed(sfdb, catalog, 2000)
+    cfg = _cfg(sfdb)
+    assert _run(cfg, table, sfdb, variables).report.ok
+    _grow_source(sfdb, 3000, 3059)
+    _window(table, list(range(3000, 3060)), WATERMARK, "2026-01-04 02:00:00.000000", "r2")
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET UPDATED_AT = '2026-01-01 05:00:00'::TIMESTAMP_NTZ WHERE ID = 3010")
+    out = _run(cfg, table, sfdb, variables)
+    assert out.scope.kind.value == "incremental"
+    assert [(d.key, d.kind, d.source_cursor, d.lake_cursor) for d in out.report.differences] == [
+        (
+            {"id": "3010"},
+            hd.DiffKind.CURSOR_DIFFERS,
+            "2026-01-01 05:00:00.000000",
+            "2026-01-03 02:10:00.000000",
+        )
+    ]
+    assert out.report.pending == 0
+
+
+def test_an_append_tables_incremental_ranges_are_one_range(sfdb: Any, catalog: Any, variables: Any) -> None:
+    table = _seed(sfdb, catalog, 2000)
+    cfg = _cfg(sfdb, write_mode="append")
+    assert _run(cfg, table, sfdb, variables).report.ok
+    _grow_source(sfdb, 3000, 3009)
+    _window(table, list(range(3000, 3010)), WATERMARK, "2026-01-04 02:00:00.000000", "r2")
+    table.delete("id = 5")  # another engine rewrites the first day's file: its range joins the scope
+    out = _run(cfg, table, sfdb, variables)
+    assert out.scope.kind.value == "incremental" and len(out.scope.ranges) == 2
+    assert out.report.ranges == ["[2026-01-01 00:01:00.000000, 2026-01-04 02:00:00.000000]"]  # their hull
+    assert [d.key for d in out.report.differences] == [{"id": "5"}]

@@ -192,13 +192,37 @@ def test_what_cannot_be_located_is_a_full_verification(table: Any, change: str, 
 
 
 def test_compaction_and_propagated_deletes_add_nothing_to_the_scope(table: Any) -> None:
+    from snowberg.iceberg.maintenance import compact
+
     rec = _record(table)
     props = dict(table.current_snapshot().summary.additional_properties)
     state = {k: v for k, v in props.items() if k.startswith("snowberg.")}
     table.delete("id = 20", snapshot_properties=state | {"snowberg.mode": vs.PROPAGATE_MODE, "snowberg.run-id": "c"})
-    table.delete("id = 1", snapshot_properties=state | {"snowberg.maintenance": "compact"})
+    result = compact(table.refresh(), min_input_files=2)  # a real replace snapshot over every file
+    assert table.refresh().current_snapshot().summary.operation.value == "replace", result
     scope = _plan(table, rec)
     assert scope.kind is vs.ScopeKind.INCREMENTAL and len(scope.ranges) == 1
+
+
+def test_a_first_load_or_another_engines_delete_files_since_the_record_mean_a_full_verification(
+    table: Any, catalog: Any
+) -> None:
+    import pyarrow as pa
+
+    from snowberg.iceberg.merge import write_position_deletes
+
+    rec = _record(table)
+    tx = table.transaction()
+    write_position_deletes(tx, pa.table({"id": pa.array([10], pa.int64())}), {})  # no snowberg state: another engine
+    tx.commit_transaction()
+    scope = _plan(table, rec)
+    assert scope.kind is vs.ScopeKind.FULL and "has delete files" in scope.reason
+    fresh = catalog.create_table("lake.fresh", schema=_rows([1], 0).schema)
+    fresh.append(_rows([1], 0), snapshot_properties=_props("r1", "incremental", T0, T0 + dt.timedelta(hours=1)))
+    rec = _record(fresh)
+    fresh.append(_rows([2], 1), snapshot_properties=_props("again", "incremental", None, T0 + dt.timedelta(hours=2)))
+    scope = _plan(fresh, rec)
+    assert scope.kind is vs.ScopeKind.FULL and "a first load since the last check" in scope.reason
 
 
 def test_open_ranges_of_the_last_check_stay_in_scope_until_they_pass(table: Any) -> None:
@@ -229,3 +253,12 @@ def test_the_next_record_keeps_the_last_full_time_unless_this_check_was_full() -
     assert vs.next_record(prev, full, **args).full_at == NOW.isoformat(timespec="seconds")
     assert vs.full_due("@weekly", None, NOW) and not vs.full_due(None, None, NOW)
     assert not vs.full_due("@weekly", "2026-03-01T00:00:01+00:00", NOW)
+
+
+def test_another_engines_files_without_cursor_statistics_mean_a_full_verification(table: Any) -> None:
+    rec = _record(table)
+    with table.transaction() as tx:
+        tx.set_properties({"write.metadata.metrics.default": "none"})
+    table.append(_rows([77], 2))  # an append by another writer that keeps no column statistics
+    scope = _plan(table, rec)
+    assert scope.kind is vs.ScopeKind.FULL and "has no statistics for 'updated_at'" in scope.reason

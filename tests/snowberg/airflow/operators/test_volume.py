@@ -237,3 +237,38 @@ def test_full_verification_param_values() -> None:
     assert full_verification_requested({"params": {"full_verification": "true"}})
     assert not full_verification_requested({"params": {"full_verification": False}})
     assert not full_verification_requested({})
+
+
+def test_a_cursorless_table_is_checked_and_an_inconclusive_result_is_skipped(env: Any) -> None:
+    import pyarrow as pa
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from snowberg.airflow.operators.arguments import operator_arguments
+    from snowberg.airflow.operators.volume import VolumeCheckOperator
+    from snowberg.iceberg.catalogs import open_catalog
+
+    cat = open_catalog("opvol")
+    cat.create_namespace_if_not_exists("lake")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("updated_at", pa.timestamp("us"))])
+    t = cat.create_table("lake.orders", schema=schema)
+    ids = list(range(1, 101))
+    t.append(
+        pa.table(
+            {"id": ids, "updated_at": [dt.datetime(2026, 1, 1) + dt.timedelta(minutes=x) for x in ids]}, schema=schema
+        ),
+        snapshot_properties={
+            "snowberg.watermark": "",
+            "snowberg.run-id": "fr",
+            "snowberg.mode": "full_refresh",
+            "snowberg.rows": "100",
+        },
+    )
+    entry = _entry(env)
+    del entry["cursor"]
+    cfg = parse_config({"tables": [entry]}).tables[0]
+    op = VolumeCheckOperator(task_id="check_volume", **operator_arguments(VolumeCheckOperator, cfg))
+    out = op.execute({"run_id": "r"})
+    assert out["ok"] and out["verification"] == "count" and out["source_rows"] == out["lake_rows"] == 100
+    env.sql(f"INSERT INTO {env.table('SRC')} VALUES (500, '2026-02-01'::TIMESTAMP_NTZ)")
+    with pytest.raises(AirflowSkipException, match="changed while the refresh ran"):
+        op.execute({"run_id": "r"})
