@@ -151,7 +151,11 @@ def seed_source(conn: Any, source: str, shape: str, rows: int) -> None:
         cur.execute(f"INSERT INTO {source} SELECT {', '.join(exprs)} FROM TABLE(GENERATOR(ROWCOUNT => 1))")
         cur.execute(f"UPDATE {source} SET ID = 999999999999, UPDATED_AT = '{SEED_AT}'::TIMESTAMP_NTZ")
     else:
-        cur.execute(f"INSERT INTO {source} SELECT {', '.join(exprs)} FROM TABLE(GENERATOR(ROWCOUNT => {rows}))")
+        # In chunks: one INSERT of 10M typed rows outlasts the connector's request timeout under load.
+        for lo in range(0, rows, 1_000_000):
+            n = min(rows, lo + 1_000_000) - lo
+            chunk = [e.replace("seq4()", f"(seq4() + {lo})") for e in exprs]
+            cur.execute(f"INSERT INTO {source} SELECT {', '.join(chunk)} FROM TABLE(GENERATOR(ROWCOUNT => {n}))")
     cur.close()
 
 

@@ -720,8 +720,11 @@ def _source_day_counts(
     sql = hd.SnowflakeSql(spec, from_clause, dialect, from_params)
     where, params = sql.scope()
     day = hd.sf_day(spec.cursor) if spec.cursor else "CAST(NULL AS DATE)"
-    cur.execute(f"SELECT {day} AS d, COUNT(*) FROM {from_clause} WHERE {where} GROUP BY d", params or None)
-    return {hd.day_text(d): int(n) for d, n in cur.fetchall()}
+    try:
+        cur.execute(f"SELECT {day} AS d, COUNT(*) FROM {from_clause} WHERE {where} GROUP BY d", params or None)
+        return {hd.day_text(d): int(n) for d, n in cur.fetchall()}
+    except Exception as exc:
+        raise VolumeSourceError(f"cannot count the source rows: {type(exc).__name__}: {exc}") from exc
 
 
 def _count_only(
@@ -831,14 +834,7 @@ def _verify_counts_as_of(
                 )
             day_col = hd.Column(name=settings.day_column, kind=kind)
         spec = hd.Spec(table=cfg.name, keys=(), cursor=day_col, cursor_kind=None)
-        try:
-            _count_only(cfg, table, cur, from_clause, from_params, spec, dialect, settings, report)
-        except hd.VolumeInputError:
-            raise
-        except Exception as exc:
-            if cur.queries <= 2:  # the describe passed but the count did not: still the source that failed
-                raise VolumeSourceError(f"cannot count the source as of {as_of}: {type(exc).__name__}: {exc}") from exc
-            raise
+        _count_only(cfg, table, cur, from_clause, from_params, spec, dialect, settings, report)
     finally:
         report.snowflake_queries = cur.queries
         cur.cur.close()

@@ -669,3 +669,56 @@ def test_an_append_tables_incremental_ranges_are_one_range(sfdb: Any, catalog: A
     assert out.scope.kind.value == "incremental" and len(out.scope.ranges) == 2
     assert out.report.ranges == ["[2026-01-01 00:01:00.000000, 2026-01-04 02:00:00.000000]"]  # their hull
     assert [d.key for d in out.report.differences] == [{"id": "5"}]
+
+
+def test_the_lake_is_read_one_data_file_at_a_time_and_deeper_levels_read_only_the_differing_days(
+    sfdb: Any, catalog: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bounded memory: ArrowScan is handed one planned file per call (pyiceberg's batch reader would read a thread
+    pool's worth of files at once, each held whole); the bisection's levels re-plan with the differing days as
+    cursor ranges, so files of other days are not opened again."""
+    import pyarrow as pa
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    table = _seed(sfdb, catalog, 10)
+    catalog.drop_table("lake.orders")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("updated_at", pa.timestamp("us"))])
+    t = catalog.create_table("lake.orders", schema=schema)
+    sfdb.sql(f"DELETE FROM {sfdb.table('SRC')}")
+    for day in range(3):  # one data file per day, 300 rows each
+        ids = list(range(day * 1000, day * 1000 + 300))
+        sfdb.sql(
+            f"INSERT INTO {sfdb.table('SRC')} SELECT {day * 1000} + seq4(), "
+            f"DATEADD(minute, seq4(), '2026-01-0{day + 1}'::TIMESTAMP_NTZ) FROM TABLE(GENERATOR(ROWCOUNT => 300))"
+        )
+        t.append(
+            pa.table(
+                {
+                    "id": ids,
+                    "updated_at": [dt.datetime(2026, 1, 1 + day) + dt.timedelta(minutes=i) for i in range(300)],
+                },
+                schema=schema,
+            ),
+            snapshot_properties={
+                "snowberg.watermark": WATERMARK,
+                "snowberg.cursor-kind": "timestamp_ntz",
+                "snowberg.mode": "incremental",
+            },
+        )
+    t.delete("id = 1007")  # a row of the second day is lost
+    calls: list[int] = []
+    real = ArrowScan.to_record_batches
+
+    def spy(self: Any, tasks: Any) -> Any:
+        tasks = list(tasks)
+        calls.append(len(tasks))
+        return real(self, tasks)
+
+    monkeypatch.setattr(ArrowScan, "to_record_batches", spy)
+    report = _verify(_cfg(sfdb), t.refresh(), sfdb, leaf_rows=50)
+    assert [d.key for d in report.differences] == [{"id": "1007"}]
+    assert set(calls) == {1}
+    # level 0 reads the 3 files; each bisection level and the leaf fetch (one Snowflake query each, after the
+    # describe and level 0) read the differing day's one file
+    assert len(calls) == report.lake_files_read == 3 + (report.snowflake_queries - 2)
+    del table
