@@ -86,9 +86,11 @@ def phase_check(spec: dict[str, Any]) -> dict[str, Any]:
     from snowberg.checks.volume import run_check
     from snowberg.config.table_config import parse_config
 
+    t_setup = time.monotonic()
     cfg = parse_config({"tables": [spec["config"]]}).tables[0]
     table = catalog(spec).load_table(cfg.target)
     conn = connect(spec)
+    setup = time.monotonic() - t_setup
     t0 = time.monotonic()
     out = run_check(
         cfg,
@@ -103,6 +105,9 @@ def phase_check(spec: dict[str, Any]) -> dict[str, Any]:
     r = out.report
     return {
         "seconds": seconds,
+        "setup_seconds": setup,  # catalog, table metadata, Snowflake login
+        "source_seconds": r.source_seconds,
+        "lake_seconds": r.lake_seconds,
         "rss_mb": _rss_mb(),
         "ok": r.ok,
         "verification": r.verification,
@@ -216,17 +221,31 @@ def build_lake(spec: dict[str, Any], rows: int, chunk: int) -> None:
     tx.commit_transaction()
 
 
-def change_source(conn: Any, source: str, rows: int, changed: int) -> str:
-    """``changed`` keys spread over the whole table get a new cursor value (now, in UTC)."""
+def change_source(conn: Any, source: str, shape: str, rows: int, changed: int, kind: str) -> str:
+    """The change, cursor = now (UTC): ``spread`` — ``changed`` keys spread over the whole table are updated;
+    ``new`` — ``changed`` new rows are inserted."""
     at = (dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0) - dt.timedelta(seconds=5)).isoformat(sep=" ")
-    step = max(rows // changed, 1)
     cur = conn.cursor()
-    cur.execute(f"UPDATE {source} SET UPDATED_AT = '{at}'::TIMESTAMP_NTZ WHERE MOD(ID, {step}) = 3")
+    if kind == "spread":
+        step = max(rows // changed, 1)
+        cur.execute(f"UPDATE {source} SET UPDATED_AT = '{at}'::TIMESTAMP_NTZ WHERE MOD(ID, {step}) = 3")
+    else:
+        _, exprs = shape_sql(shape)
+        new = [e.replace("seq4()", f"(seq4() + {rows})") for e in exprs]
+        new[-1] = f"'{at}'::TIMESTAMP_NTZ"  # the cursor is each shape's last column
+        cur.execute(f"INSERT INTO {source} SELECT {', '.join(new)} FROM TABLE(GENERATOR(ROWCOUNT => {changed}))")
     cur.close()
     return at
 
 
 # ---------------------------------------------------------------------------
+
+
+def _line(x: dict[str, Any]) -> str:
+    return (
+        f"{x['seconds']:.2f}s (Snowflake {x['source_seconds']:.2f}s, lake {x['lake_seconds']:.2f}s; "
+        f"setup {x['setup_seconds']:.2f}s), {x['rss_mb']:.0f} MB, load {x['load']}"
+    )
 
 
 def run_case(fs: Any, conn: Any, root: Path, shape: str, layout: str, rows: int, args: Any) -> dict[str, Any]:
@@ -257,19 +276,22 @@ def run_case(fs: Any, conn: Any, root: Path, shape: str, layout: str, rows: int,
         x["load"] = load_average()
         assert x["ok"] and x["verification"] == "full", x
         out["full"].append(x)
-        print(f"#   full: {x['seconds']:.2f}s, {x['rss_mb']:.0f} MB, load {x['load']}", flush=True)
+        print(f"#   full: {_line(x)}", flush=True)
     saved = records.read_text()
-    changed_at = change_source(conn, source, rows, args.changed)
+    changed_at = change_source(conn, source, shape, rows, args.changed, args.change)
     merged = run_phase({**spec, "phase": "snowberg", "run_id": "change", "slice_rows": 0})
     assert merged["status"] == "committed" and merged["rows"] == args.changed, merged
-    print(f"#   change: {args.changed:,} keys to {changed_at}, merged in {merged['wall']:.1f}s", flush=True)
+    print(
+        f"#   change ({args.change}): {args.changed:,} rows at {changed_at}, merged in {merged['wall']:.1f}s",
+        flush=True,
+    )
     for _ in range(args.repeats):
         records.write_text(saved)  # every repeat starts from the record the full check left
         x = run_check_process(spec)
         x["load"] = load_average()
         assert x["ok"] and x["verification"] == "incremental", x
         out["incremental"].append(x)
-        print(f"#   incremental: {x['seconds']:.2f}s, {x['rss_mb']:.0f} MB, load {x['load']}", flush=True)
+        print(f"#   incremental: {_line(x)}", flush=True)
     cur = conn.cursor()
     cur.execute(f"DROP TABLE {source}")
     cur.close()
@@ -280,9 +302,9 @@ def run_case(fs: Any, conn: Any, root: Path, shape: str, layout: str, rows: int,
 def render(results: list[dict[str, Any]]) -> list[str]:
     lines = [
         "",
-        "| shape/layout | rows | check | check s | process wall s | peak RSS MB | Snowflake queries | "
-        "source rows scanned | lake files read / total | lake rows read | load avg |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| shape/layout | rows | check | check s | Snowflake s | lake s | process wall s | peak RSS MB | "
+        "Snowflake queries | source rows scanned | lake files read / total | lake rows read | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in results:
         for kind in ("full", "incremental"):
@@ -290,6 +312,7 @@ def render(results: list[dict[str, Any]]) -> list[str]:
             mid = rs[len(rs) // 2]
             lines.append(
                 f"| {c['shape']}/{c['layout']} | {c['rows']:,} | {kind} | {med_range([r['seconds'] for r in rs])} | "
+                f"{med_range([r['source_seconds'] for r in rs])} | {med_range([r['lake_seconds'] for r in rs])} | "
                 f"{med_range([r['wall'] for r in rs])} | {med_range([r['rss_mb'] for r in rs], '{:,.0f}')} | "
                 f"{mid['queries']} | {mid['source_rows_scanned']:,} | {mid['lake_files_read']:,} / "
                 f"{mid['lake_files_total']:,} | {mid['lake_rows_read']:,} | {rs[0]['load']} |"
@@ -325,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1000000,10000000")
     ap.add_argument("--cases", default="typed/day,narrow/day,narrow/files", help="shape/layout pairs")
     ap.add_argument("--changed", type=int, default=10_000)
+    ap.add_argument("--change", choices=("spread", "new"), default="spread", help="update spread keys, or insert")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--file-rows", type=int, default=250_000)
     ap.add_argument("--phase", help=argparse.SUPPRESS)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -543,13 +544,18 @@ class SnowflakeSide:
         # aggregates (it reads at most the micro-partitions holding them). Key lookups are counted apart.
         self.rows_scanned = 0
         self.lookups = 0
+        self.seconds = 0.0  # time in Snowflake's queries (level 0 overlaps the lake side's)
 
     def _run(self, text: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         self.queries += 1
         if not params:
             text = text.replace("%%", "%")  # what the connector's pyformat step does when there are values
-        self.cur.execute(text, dict(params) or None)
-        return list(self.cur.fetchall())
+        t0 = time.monotonic()
+        try:
+            self.cur.execute(text, dict(params) or None)
+            return list(self.cur.fetchall())
+        finally:
+            self.seconds += time.monotonic() - t0
 
     def sums(
         self, level: int, days: Sequence[str] | None, prefixes: Sequence[str] | None
@@ -662,6 +668,7 @@ class LakeSide:
 
         self.spec = spec
         self.source: BatchSource = data if callable(data) else table_source(data)
+        self.seconds = 0.0  # time in the lake side's queries, reading the files included
         self.latest_version_only = latest_version_only and spec.cursor is not None and bool(spec.keys)
         self.queries = 0
         config: dict[str, Any] = {"preserve_insertion_order": False}
@@ -703,6 +710,7 @@ class LakeSide:
     def query(self, sql: str, params: Sequence[Any], days: Sequence[str] | None) -> list[tuple[Any, ...]]:
         """Run ``sql`` (over the table ``lake``) on a fresh stream of the given days."""
         # Keeping each key's newest version needs all of the key's versions in scope, not one day's.
+        t0 = time.monotonic()
         reader = naive_utc_reader(self.source(None if self.latest_version_only else days))
         self.queries += 1
         self.con.register("lake_raw", reader)
@@ -710,6 +718,7 @@ class LakeSide:
             return self.con.execute(f"WITH lake AS ({self.lake_sql}) {sql}", list(params)).fetchall()
         finally:
             self.con.unregister("lake_raw")
+            self.seconds += time.monotonic() - t0
 
     def _where(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str] | None) -> tuple[str, list[Any]]:
         parts, params = ["TRUE"], []

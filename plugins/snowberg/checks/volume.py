@@ -127,6 +127,8 @@ class VolumeReport:
     lake_rows_read: int = 0
     lake_counts_from_metadata: bool = False  # count-only: every lake count read from manifests
     lake_files_counted_from_metadata: int = 0
+    source_seconds: float = 0.0  # in Snowflake's queries (the first overlaps the lake side's)
+    lake_seconds: float = 0.0  # planning, reading and aggregating the lake side
     seconds: float = 0.0
     propagated: int = 0  # rows removed by deletes: propagate
     propagation: Propagation | None = None
@@ -173,6 +175,8 @@ class VolumeReport:
             "lake_rows_read": self.lake_rows_read,
             "lake_counts_from_metadata": self.lake_counts_from_metadata,
             "lake_files_counted_from_metadata": self.lake_files_counted_from_metadata,
+            "source_seconds": round(self.source_seconds, 3),
+            "lake_seconds": round(self.lake_seconds, 3),
             "seconds": round(self.seconds, 3),
             "propagated": self.propagated,
             "propagation": self.propagation.to_dict() if self.propagation else None,
@@ -229,7 +233,7 @@ def render(report: VolumeReport, max_keys: int = 20) -> str:
         + (f" + {report.source_key_lookups} key lookup(s)" if report.source_key_lookups else "")
         + f"; lake: {report.lake_files_read:,} data file read(s){total}, {report.lake_rows_read:,} rows"
         + (f", {report.lake_files_counted_from_metadata:,} counted from manifests" if report.count_only else "")
-        + f"; {report.seconds:.2f}s"
+        + f"; {report.seconds:.2f}s (Snowflake {report.source_seconds:.2f}s, lake {report.lake_seconds:.2f}s)"
     )
     return "\n".join(lines)
 
@@ -711,6 +715,7 @@ def _keyed(
     report.source_rows_scanned = source.rows_scanned
     report.source_key_lookups = source.lookups
     report.source_rows_fetched = source.rows_fetched
+    report.source_seconds, report.lake_seconds = source.seconds, lake_side.seconds
     report.lake_files_read, report.lake_rows_read = reader.files_read, reader.rows_read
 
 
@@ -741,10 +746,13 @@ def _count_only(
     """Counts per day: equal for merge tables; the lake at least the source for append tables."""
     if spec.cursor is not None:
         _check_lake_types(cfg, table, [spec.cursor])
+    t0 = time.monotonic()
     src = _source_day_counts(cur, from_clause, from_params, spec, dialect)
+    t1 = time.monotonic()
     columns = _lake_columns(spec, with_keys=False) or [table.schema().fields[0].name]
     reader = LakeReader(table, columns, spec)
     lake = lake_day_counts(table, spec, reader, report, settings.lake_memory_mb)
+    report.source_seconds, report.lake_seconds = t1 - t0, time.monotonic() - t1
     report.source_rows, report.lake_rows = sum(src.values()), sum(lake.values())
     report.source_rows_scanned = report.source_rows
     report.lake_files_read, report.lake_rows_read = reader.files_read, reader.rows_read
