@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROPAGATE_MODE = "propagate-deletes"  # snowberg.mode of the commit that removes hard-deleted rows
+# On the earlier snapshots of a commit that stages several (a merge's removal, then its append): the commit's
+# last snapshot carries the state and the window for all of them (the commit gate writes this key).
+PARTIAL_OF = state.PREFIX + "partial-of"
 MAX_RANGES = 16  # more ranges than this are verified as their hull (one range): the SQL stays small
 _INCREMENTAL, _BACKFILL = "incremental", "backfill"
 
@@ -302,6 +305,8 @@ def _changes_since(table: Table, record: VerifiedRecord, cursor: str, kind: Curs
         op = str(getattr(operation, "value", operation) or "")
         if op == "replace" or state.MAINTENANCE in props or props.get(state.MODE) == PROPAGATE_MODE:
             continue  # a compaction rewrites files and keeps their rows; a propagation removes what a check found
+        if PARTIAL_OF in props:
+            continue  # part of a snowberg commit: its last snapshot (also walked) carries the window
         if state.WATERMARK in props:
             mode = props.get(state.MODE)
             low, high = props.get(state.WINDOW_LOW) or None, props.get(state.WINDOW_HIGH) or None

@@ -262,3 +262,22 @@ def test_another_engines_files_without_cursor_statistics_mean_a_full_verificatio
     table.append(_rows([77], 2))  # an append by another writer that keeps no column statistics
     scope = _plan(table, rec)
     assert scope.kind is vs.ScopeKind.FULL and "has no statistics for 'updated_at'" in scope.reason
+
+
+def test_the_earlier_snapshots_of_a_snowberg_commit_take_its_window(table: Any) -> None:
+    """A merge-on-read run stages its position deletes, then its append; when only the last snapshot carries the
+    state, the first says which commit it is part of: the commit's window is the scope, not a full verification."""
+    import pyarrow as pa
+
+    from snowberg.iceberg.merge import write_position_deletes
+
+    rec = _record(table)
+    low, high = T0 + dt.timedelta(hours=3), T0 + dt.timedelta(hours=4)
+    tx = table.transaction()
+    part = {vs.PARTIAL_OF: "c1", "snowberg.run-id": "r9", "snowberg.mode": "incremental"}
+    write_position_deletes(tx, pa.table({"id": pa.array([10], pa.int64())}), part)
+    tx.append(_rows([10], 3), snapshot_properties=_props("r9", "incremental", low, high))
+    tx.commit_transaction()
+    scope = _plan(table, rec)
+    assert scope.kind is vs.ScopeKind.INCREMENTAL, scope.reason
+    assert [r.describe() for r in scope.ranges] == ["(2026-01-01 02:00:00.000000, 2026-01-01 04:00:00.000000]"]
