@@ -78,18 +78,22 @@ class VolumeSettings(StrictModel):
     # key value); strict_checksums uses MD5 checksums there too (one hash per row on both sides).
     strict_checksums: bool = False
     count_only: bool = False  # counts per cursor day only; no key needed, no row-level diff
-    # Incremental verification (docs/volume-checks.md): a check compares the cursor ranges that changed since
-    # the last verified snapshot, plus late_margin below it (at least the cursor's lookback); a full one runs at
-    # the first check after each tick of full_schedule (None: only when started by hand or when the changes
-    # cannot be located), and always when incremental is off.
     incremental: bool = True
+    """Verify the cursor ranges changed since the last verified snapshot (false: every check verifies the whole
+    table). A full verification still runs on ``full_schedule``, when started by hand, and whenever the changes
+    cannot be located by the cursor."""
     full_schedule: str | None = "@weekly"
+    """Cron expression or preset (UTC): a full verification at the first check after each tick; null: none
+    scheduled."""
     late_margin: Duration = timedelta(hours=1)
-    # Stream and cursor-less tables are compared by counts: per day of this DATE/TIMESTAMP column when set,
-    # else for the whole table.
+    """Incremental checks also verify this much below the last verified watermark (at least the cursor's
+    lookback; not for NUMBER cursors)."""
     day_column: Annotated[str, identifier("volume day column")] | None = None
-    # DuckDB's memory for the lake side (it spills beyond it; only keeping append tables' newest versions needs to).
+    """Stream and cursor-less tables: count rows per day of this DATE or TIMESTAMP column (else the whole
+    table)."""
     lake_memory_mb: int = Field(default=512, ge=64, le=65_536)
+    """DuckDB's memory for the lake side; it spills beyond it (only keeping an append table's newest versions
+    per key needs to)."""
     anomaly: AnomalySettings = Field(default_factory=AnomalySettings)
 
     @field_validator("full_schedule")
