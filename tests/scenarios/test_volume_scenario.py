@@ -5,8 +5,11 @@ lake behind snowberg's back, (b) source rows inserted with a cursor below the
 watermark, (c) rows hard-deleted in the source — and the checks DAG built by
 the factory fails its ``check_volume`` task; the email (aiosmtpd) and the
 webhook (a local HTTP server) name the table, the counts on each side and the
-differing keys. With ``deletes: propagate`` the next checks run removes (c);
-after a full refresh of the table (a) and (b) are gone and the check passes.
+differing keys. With ``deletes: propagate`` the next checks run removes
+nothing while (a) and (b) remain (deletes propagate only from a consistent
+report) and its alert says so; after a full refresh of the table all three
+are gone and the check passes. A later hard delete in an old day is found by
+the next full verification (started by hand) and propagated.
 """
 
 from __future__ import annotations
@@ -206,16 +209,116 @@ def test_drift_is_named_by_email_and_webhook_then_propagated_and_refreshed_away(
     ):
         assert needle in mail["body"], needle
 
-    # deletes: propagate — the next checks run removes (c); (a) and (b) still fail it
+    # deletes: propagate — (a) and (b) make the report inconsistent: nothing is removed, and the alert says so
     entry["volume"] = {"deletes": "propagate"}
     _write_config(tmp_path, entry)
     bag = _dags()
-    dr = bag[f"snowberg_{name}__checks"].test()
+    dr = bag[f"snowberg_{name}__checks"].test(run_conf={"full_verification": True})
     assert _failed_tasks(dr) == {"check_volume"}
-    ids = set(load_catalog("voltest").load_table(("vol", sfdb.name.lower())).scan().to_arrow()["id"].to_pylist())
-    assert not ids & {250, 260}
 
-    # a full refresh brings (a) and (b): the check passes
+    def lake_ids() -> set[int]:
+        t = load_catalog("voltest").load_table(("vol", sfdb.name.lower()))
+        return {int(i) for i in t.scan(selected_fields=("id",)).to_arrow()["id"].to_pylist()}
+
+    assert {250, 260} <= lake_ids()
+    payload = [p for p in posts.wait(2) if p["event"] == "volume_mismatch"][-1]
+    assert "not propagated: the report has 8 other difference(s)" in payload["observed"]["hard deletes not propagated"]
+
+    # a full refresh brings (a) and (b) and drops (c): the check passes
     assert bag[f"snowberg_{name}"].test(run_conf={"full_refresh": True}).state == "success"
     final = bag[f"snowberg_{name}__checks"].test()
     assert final.state == "success", _failed_tasks(final)
+
+    # a hard delete in an old day: the next full verification finds it, the report is consistent: removed
+    sfdb.sql(f"DELETE FROM {src} WHERE ID = 270")
+    assert bag[f"snowberg_{name}__checks"].test(run_conf={"full_verification": True}).state == "success"
+    assert 270 not in lake_ids() and 269 in lake_ids()
+
+
+@pytest.mark.slow
+def test_incremental_checks_find_new_losses_and_the_full_verification_finds_old_ones(
+    sfdb: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    airflow_db: str,
+    hooks: tuple[str, Sink],
+) -> None:
+    """Nothing slips through: a row lost in a new window alerts at the next (incremental) check; a row lost in an
+    old, already-verified window (a compaction that dropped it: its commit moves no cursor range, so incremental
+    checks do not look there) alerts at the next full verification, started here by hand with the trigger param.
+    Both alerts name the table, the key and the window compared."""
+    from snowberg.iceberg import state
+    from snowberg.iceberg.catalogs import open_catalog as load_catalog
+
+    url, posts = hooks
+    src = sfdb.table("SRC")
+    sfdb.sql(f"CREATE TABLE {src} (ID NUMBER(38,0), UPDATED_AT TIMESTAMP_NTZ(9))")
+    sfdb.sql(
+        f"INSERT INTO {src} SELECT seq4() + 1, DATEADD(minute, seq4(), '2026-01-01'::TIMESTAMP_NTZ) "
+        f"FROM TABLE(GENERATOR(ROWCOUNT => {SOURCE_ROWS}))"
+    )
+    monkeypatch.setenv("AIRFLOW_CONN_SF_VOLUME", sfdb.airflow_connection())
+    (tmp_path / "wh").mkdir()
+    for k, v in {"TYPE": "sql", "URI": f"sqlite:///{tmp_path}/c.db", "WAREHOUSE": f"file://{tmp_path}/wh"}.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__VOLINC__{k}", v)
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[2] / "dags" / "snowberg_tables.py", dags)
+    monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(tmp_path / "tables.yaml"))
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(dags))
+    name = f"volinc_{sfdb.name.lower()}"
+    _write_config(
+        tmp_path,
+        {
+            "name": name,
+            "source": {"table": src},
+            "target": f"vol.{sfdb.name.lower()}",
+            "cursor": {"column": "updated_at"},
+            "primary_key": ["id"],
+            "snowflake_conn_id": "sf_volume",
+            "catalog": "volinc",
+            "retries": 0,
+            "alerts": {"webhook_url": url},
+        },
+    )
+    bag = _dags()
+    load, checks = bag[f"snowberg_{name}"], bag[f"snowberg_{name}__checks"]
+    assert load.test().state == "success"
+    assert checks.test().state == "success"  # the first check: a full verification, recorded
+
+    # a new window: 50 rows a day later; one of them is lost from the lake after the load committed it
+    sfdb.sql(
+        f"INSERT INTO {src} SELECT 1000 + seq4(), DATEADD(minute, seq4(), '2026-01-02'::TIMESTAMP_NTZ) "
+        "FROM TABLE(GENERATOR(ROWCOUNT => 50))"
+    )
+    assert load.test().state == "success"
+    table = load_catalog("volinc").load_table(("vol", sfdb.name.lower()))
+    table.delete("id = 1020")
+    dr = checks.test()
+    assert _failed_tasks(dr) == {"check_volume"}
+    alert = posts.wait(1)[-1]
+    assert alert["event"] == "volume_mismatch" and alert["table"] == name
+    assert alert["observed"]["window"].startswith("incremental, cursor in (")  # only the new window was compared
+    assert alert["observed"]["window"].endswith("up to watermark 2026-01-02 00:49:00.000000")
+    assert alert["observed"]["differing keys"] == [
+        "{'id': '1020'} source_only (source cursor 2026-01-02 00:20:00.000000, lake cursor None)"
+    ]
+    assert "2026-01-01" not in " ".join(alert["observed"])  # the old days were not read
+
+    # repair with a full refresh (its commit makes the next check a full one), then lose id 7 of the first day
+    # in a commit that moves no cursor range: a compaction that dropped a row
+    assert load.test(run_conf={"full_refresh": True}).state == "success"
+    assert checks.test().state == "success"
+    table = load_catalog("volinc").load_table(("vol", sfdb.name.lower()))
+    keep = state.current_state_props(table) | {state.MAINTENANCE: "compact"}
+    table.delete("id = 7", snapshot_properties=keep)
+    assert checks.test().state == "success"  # incremental: the first day is not in its scope
+    dr = checks.test(run_conf={"full_verification": True})
+    assert _failed_tasks(dr) == {"check_volume"}
+    alert = posts.wait(2)[-1]
+    assert alert["event"] == "volume_mismatch" and alert["table"] == name
+    assert alert["observed"]["window"].startswith("full (started by hand (full_verification))")
+    assert alert["observed"]["day 2026-01-01"] == f"source {SOURCE_ROWS}, lake {SOURCE_ROWS - 1}"
+    assert alert["observed"]["differing keys"] == [
+        "{'id': '7'} source_only (source cursor 2026-01-01 00:06:00.000000, lake cursor None)"
+    ]

@@ -29,7 +29,7 @@ from snowberg.airflow.operators.maintenance import MaintenanceStep, SnowbergMain
 from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
 from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 from snowberg.airflow.operators.streams import build_stream_tasks
-from snowberg.airflow.operators.volume import VolumeCheckOperator
+from snowberg.airflow.operators.volume import FULL_VERIFICATION_PARAM, VolumeCheckOperator
 from snowberg.config.locations import ConfigFile
 from snowberg.config.locations import config_path as config_path_of
 from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
@@ -147,8 +147,12 @@ def _checks(cfg: TableConfig) -> list[Any]:
 
 
 def _volume_check(cfg: TableConfig) -> Any | None:
-    """The source-vs-lake volume check (docs/volume-checks.md): watermark tables only, in the checks DAG."""
-    if cfg.stream is not None or cfg.cursor is None or not cfg.volume.enabled:
+    """The source-vs-lake volume check (docs/volume-checks.md), in the checks DAG: every table gets one.
+
+    Watermark tables are verified by key (incrementally; in full on ``volume.full_schedule`` or when the
+    checks DAG is triggered with ``full_verification``); stream and cursor-less tables by counts.
+    """
+    if not cfg.volume.enabled:
         return None
     return VolumeCheckOperator(task_id="check_volume", retries=0, **operator_arguments(VolumeCheckOperator, cfg))
 
@@ -165,7 +169,13 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
         doc_md=f"## snowberg checks: {cfg.name}\n\n"
         f"Freshness (SLA {format_duration(cfg.freshness_sla) if cfg.freshness_sla else 'none'}) "
         f"and table health of Iceberg `{cfg.target}` from metadata only, on their own schedule, so a table that "
-        "stops receiving data alerts even when no load runs. See docs/checks-and-alerts.md.",
+        "stops receiving data alerts even when no load runs. See docs/checks-and-alerts.md. "
+        f"Trigger with `{FULL_VERIFICATION_PARAM}` for a full volume verification (docs/volume-checks.md).",
+        params={
+            FULL_VERIFICATION_PARAM: Param(
+                False, type="boolean", description="verify the whole table, not only what changed since the last check"
+            )
+        },
         default_args=_default_args(cfg, f"{cfg.dag_id}__checks"),
     ) as dag:
         checks = _checks(cfg)

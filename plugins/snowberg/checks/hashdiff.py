@@ -40,7 +40,9 @@ passes through); everything else in the text is the same.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from enum import StrEnum
@@ -264,6 +266,76 @@ def _concat(parts: Sequence[str], sep_sql: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Range:
+    """Cursor values between ``low`` and ``high`` (the cursor kind's text; None: unbounded on that side).
+
+    Incremental checks verify a few of these (the windows committed since the
+    last verified snapshot); the bisection pushes differing days down as
+    ranges too, so both sides read only the rows of those days: a range on
+    the column itself is what Snowflake prunes micro-partitions by and what
+    pyiceberg prunes data files by (a function of the column, such as its
+    date, is neither).
+    """
+
+    low: str | None = None
+    high: str | None = None
+    low_inclusive: bool = False
+    high_inclusive: bool = True
+
+    def describe(self) -> str:
+        lo = "(-inf" if self.low is None else ("[" if self.low_inclusive else "(") + self.low
+        hi = "+inf)" if self.high is None else self.high + ("]" if self.high_inclusive else ")")
+        return f"{lo}, {hi}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "low": self.low,
+            "high": self.high,
+            "low_inclusive": self.low_inclusive,
+            "high_inclusive": self.high_inclusive,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Range:
+        return cls(
+            low=None if d.get("low") is None else str(d["low"]),
+            high=None if d.get("high") is None else str(d["high"]),
+            low_inclusive=bool(d.get("low_inclusive", False)),
+            high_inclusive=bool(d.get("high_inclusive", True)),
+        )
+
+
+def kind_of(col: Column) -> CursorKind:
+    """The cursor kind whose text and SQL type a column's ranges use."""
+    return {
+        ValueKind.TIMESTAMP_NTZ: CursorKind.TIMESTAMP_NTZ,
+        ValueKind.TIMESTAMP_TZ: CursorKind.TIMESTAMP_TZ,
+        ValueKind.DATE: CursorKind.DATE,
+    }.get(col.kind, CursorKind.NUMBER)
+
+
+def day_range(col: Column, day: str) -> Range | None:
+    """The cursor range of one day group (``[day, day + 1)``, UTC for zoned timestamps); None for NUMBER cursors.
+
+    ``CAST(c AS DATE) = day`` and ``day <= c < day + 1`` select the same rows;
+    the second is a range on the column, which both sides can prune by.
+    """
+    if day in (NULL_DAY, ""):
+        return None
+    d = date.fromisoformat(day)
+    nxt = d + timedelta(days=1)
+    if col.kind is ValueKind.DATE:
+        return Range(low=d.isoformat(), high=nxt.isoformat(), low_inclusive=True, high_inclusive=False)
+    if col.kind is ValueKind.TIMESTAMP_NTZ:
+        lo, hi = f"{d.isoformat()} 00:00:00.000000", f"{nxt.isoformat()} 00:00:00.000000"
+        return Range(low=lo, high=hi, low_inclusive=True, high_inclusive=False)
+    if col.kind is ValueKind.TIMESTAMP_TZ:
+        lo, hi = f"{d.isoformat()} 00:00:00.000000+00:00", f"{nxt.isoformat()} 00:00:00.000000+00:00"
+        return Range(low=lo, high=hi, low_inclusive=True, high_inclusive=False)
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Spec:
     """Columns and scope of one comparison."""
 
@@ -273,6 +345,8 @@ class Spec:
     cursor_kind: str | None  # snowberg cursor kind of the watermark
     cursor_scale: int = 0
     watermark: str | None = None  # compare rows with cursor <= watermark (None: all rows)
+    # and, when given, only rows in one of these cursor ranges (an incremental check); empty: every row
+    ranges: tuple[Range, ...] = ()
     include_null_cursor: bool = False
     digits_per_level: int = 2
     leaf_rows: int = 2000
@@ -314,12 +388,23 @@ class Side(Protocol):
 
 
 class SnowflakeSql:
-    """The Snowflake queries of a comparison. Identifiers quoted, values bound (pyformat)."""
+    """The Snowflake queries of a comparison. Identifiers quoted, values bound (pyformat).
 
-    def __init__(self, spec: Spec, from_clause: str, dialect: HashDialect = HashDialect.SNOWFLAKE) -> None:
+    ``from_params``: bind parameters the FROM clause itself uses (a time-travel
+    ``AT(TIMESTAMP => …)``); every query carries them.
+    """
+
+    def __init__(
+        self,
+        spec: Spec,
+        from_clause: str,
+        dialect: HashDialect = HashDialect.SNOWFLAKE,
+        from_params: Mapping[str, Any] | None = None,
+    ) -> None:
         self.spec = spec
         self.from_clause = from_clause
         self.dialect = dialect
+        self.from_params = dict(from_params or {})
         sep = "CHR(31)"
         self.key_text = _concat([sf_text(k) for k in spec.keys], sep) if spec.keys else "''"
         if spec.cursor is not None:
@@ -335,29 +420,60 @@ class SnowflakeSql:
             return f"TO_NUMBER({hex_sql}, '{'X' * SLICE_DIGITS}')"
         return f"CAST('0x' || {hex_sql} AS BIGINT)"
 
-    def scope(self) -> tuple[str, dict[str, Any]]:
+    def _typed(self, param: str) -> str:
         s = self.spec
-        if s.cursor is None or s.watermark is None or s.cursor_kind is None:
-            return "TRUE", {}
-        typ = CursorKind(s.cursor_kind).sql_type(s.cursor_scale)
-        text = f"{s.cursor.sf} <= CAST(%(wm)s AS {typ})"
+        assert s.cursor is not None
+        kind = CursorKind(s.cursor_kind) if s.cursor_kind else kind_of(s.cursor)
+        return f"CAST(%({param})s AS {kind.sql_type(s.cursor_scale)})"
+
+    def _range(self, r: Range, name: str, params: dict[str, Any]) -> str:
+        """One cursor range as a predicate on the column (what micro-partition pruning works with)."""
+        assert self.spec.cursor is not None
+        c = self.spec.cursor.sf
+        parts = []
+        if r.low is not None:
+            parts.append(f"{c} {'>=' if r.low_inclusive else '>'} {self._typed(name + 'lo')}")
+            params[name + "lo"] = r.low
+        if r.high is not None:
+            parts.append(f"{c} {'<=' if r.high_inclusive else '<'} {self._typed(name + 'hi')}")
+            params[name + "hi"] = r.high
+        if not parts:
+            return f"{c} IS NOT NULL"
+        return parts[0] if len(parts) == 1 else "(" + " AND ".join(parts) + ")"
+
+    def scope(self) -> tuple[str, dict[str, Any]]:
+        """The rows compared: cursor at or below the watermark, in one of the spec's ranges (+ NULL cursors)."""
+        s = self.spec
+        params: dict[str, Any] = dict(self.from_params)
+        if s.cursor is None or (s.watermark is None and not s.ranges):
+            return "TRUE", params
+        parts = []
+        if s.watermark is not None and s.cursor_kind is not None:
+            parts.append(f"{s.cursor.sf} <= {self._typed('wm')}")
+            params["wm"] = s.watermark
+        if s.ranges:
+            alts = [self._range(r, f"r{i}", params) for i, r in enumerate(s.ranges)]
+            parts.append(alts[0] if len(alts) == 1 else "(" + " OR ".join(alts) + ")")
+        text = " AND ".join(parts) if parts else "TRUE"
         if s.include_null_cursor:
             text = f"({text} OR {s.cursor.sf} IS NULL)"
-        return text, {"wm": s.watermark}
+        return text, params
 
     def _filters(
         self, days: Sequence[str] | None, level: int, prefixes: Sequence[str] | None
     ) -> tuple[str, dict[str, Any]]:
         where, params = self.scope()
         parts = [where]
-        if days is not None:
-            dated = [d for d in days if d not in (NULL_DAY, "")]
-            names = [f"d{i}" for i in range(len(dated))]
-            alts = [f"{self.day} IN ({', '.join(f'CAST(%({n})s AS DATE)' for n in names)})"] if dated else []
-            if len(dated) < len(days):
-                alts.append(f"{self.day} IS NULL")
-            parts.append("(" + " OR ".join(alts) + ")" if len(alts) > 1 else alts[0])
-            params.update(dict(zip(names, dated, strict=True)))
+        if days is not None and self.spec.cursor is not None and kind_of(self.spec.cursor).is_time:
+            alts: list[str] = []
+            for i, d in enumerate(days):
+                r = day_range(self.spec.cursor, d)
+                if r is not None:
+                    alts.append(self._range(r, f"d{i}", params))
+                else:  # the NULL-cursor group (a NUMBER cursor's one group is not filtered at all: see above)
+                    alts.append(f"{self.spec.cursor.sf} IS NULL")
+            if alts:
+                parts.append("(" + " OR ".join(alts) + ")" if len(alts) > 1 else alts[0])
         if prefixes is not None and level > 0:
             n = level * self.spec.digits_per_level
             names = [f"p{i}" for i in range(len(prefixes))]
@@ -402,7 +518,8 @@ class SnowflakeSql:
     def lookup_sql(self, keys: Sequence[tuple[str, ...]]) -> tuple[str, dict[str, Any]]:
         """Source rows of some keys, whatever their cursor (to tell pending updates from deletes)."""
         names = [f"k{i}" for i in range(len(keys))]
-        params = {n: KEY_SEPARATOR.join(k) for n, k in zip(names, keys, strict=True)}
+        params = dict(self.from_params)
+        params.update({n: KEY_SEPARATOR.join(k) for n, k in zip(names, keys, strict=True)})
         cols = [f"{sf_text(k)} AS k{i}" for i, k in enumerate(self.spec.keys)]
         cur = f"{sf_text(self.spec.cursor)} AS c" if self.spec.cursor is not None else "NULL AS c"
         in_list = ", ".join(f"%({n})s" for n in names)
@@ -423,33 +540,46 @@ class SnowflakeSide:
         self.sql = sql
         self.queries = 0
         self.rows_fetched = 0  # rows downloaded by the row-level comparison (never the whole table)
+        # Rows the pushed-down predicates select, summed over the aggregate and fetch queries: what Snowflake
+        # aggregates (it reads at most the micro-partitions holding them). Key lookups are counted apart.
+        self.rows_scanned = 0
+        self.lookups = 0
+        self.seconds = 0.0  # time in Snowflake's queries (level 0 overlaps the lake side's)
 
     def _run(self, text: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         self.queries += 1
         if not params:
             text = text.replace("%%", "%")  # what the connector's pyformat step does when there are values
-        self.cur.execute(text, dict(params) or None)
-        return list(self.cur.fetchall())
+        t0 = time.monotonic()
+        try:
+            self.cur.execute(text, dict(params) or None)
+            return list(self.cur.fetchall())
+        finally:
+            self.seconds += time.monotonic() - t0
 
     def sums(
         self, level: int, days: Sequence[str] | None, prefixes: Sequence[str] | None
     ) -> dict[tuple[str, str], Sums]:
         text, params = self.sql.sums_sql(level, days, prefixes)
-        return {
+        out = {
             (day_text(d), str(b)): Sums(count=_int(n), h1=_int(h1), h2=_int(h2), null_keys=_int(nk))
             for d, b, n, h1, h2, nk in self._run(text, params)
         }
+        self.rows_scanned += sum(s.count for s in out.values())
+        return out
 
     def rows(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str]) -> list[Row]:
         text, params = self.sql.rows_sql(days, level, prefixes)
         out = [_row(r) for r in self._run(text, params)]
         self.rows_fetched += len(out)
+        self.rows_scanned += len(out)
         return out
 
     def lookup(self, keys: Sequence[tuple[str, ...]]) -> list[Row]:
         if not keys:
             return []
         text, params = self.sql.lookup_sql(keys)
+        self.lookups += 1
         return [_row(r) for r in self._run(text, params)]
 
 
@@ -458,7 +588,13 @@ def _row(r: Sequence[Any]) -> Row:
 
 
 # ---------------------------------------------------------------------------
-# Lake side: DuckDB over the key and cursor columns (one scan)
+# Lake side: DuckDB aggregating a stream of Arrow batches
+
+
+def _naive_utc_type(t: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.timestamp(t.unit) if pa.types.is_timestamp(t) and t.tz is not None else t
 
 
 def naive_utc(data: pa.Table) -> pa.Table:
@@ -468,30 +604,79 @@ def naive_utc(data: pa.Table) -> pa.Table:
     cols: dict[str, Any] = {}
     for name in data.column_names:
         arr = data.column(name)
-        if pa.types.is_timestamp(arr.type) and arr.type.tz is not None:
-            arr = arr.cast(pa.timestamp(arr.type.unit))  # Iceberg stores UTC instants
-        cols[name] = arr
+        cols[name] = arr.cast(_naive_utc_type(arr.type))  # Iceberg stores UTC instants
     return pa.table(cols)
 
 
+def naive_utc_reader(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
+    """``naive_utc`` batch by batch: the stream stays a stream."""
+    import pyarrow as pa
+
+    schema = reader.schema
+    target = pa.schema([pa.field(f.name, _naive_utc_type(f.type), f.nullable) for f in schema])
+    if target.equals(schema):
+        return reader
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for b in reader:
+            yield pa.RecordBatch.from_arrays(
+                [col.cast(f.type) for col, f in zip(b.columns, target, strict=True)], schema=target
+            )
+
+    return pa.RecordBatchReader.from_batches(target, batches())
+
+
+BatchSource = Callable[[Sequence[str] | None], "pa.RecordBatchReader"]
+"""A fresh stream of the lake's compared columns, given the day groups a query needs (None: every day).
+
+The volume check's source plans an Iceberg scan whose row filter is the
+check's scope and those days as cursor ranges (pyiceberg then skips data files
+by partition and column statistics) and reads the files one at a time.
+"""
+
+
+def table_source(data: pa.Table) -> BatchSource:
+    """A ``BatchSource`` over an Arrow table already in memory (tests, small tables)."""
+    return lambda days: data.to_reader()
+
+
 class LakeSide:
-    """The lake's key and cursor columns in DuckDB; every level is a local query.
+    """The lake's key and cursor columns, aggregated by DuckDB as they stream past.
 
     DuckDB is used because its ``md5``/``epoch_us``/hex casts give the same
     text and numbers as the Snowflake SQL, vectorised (hashing a million rows
-    in Python would cost more than reading them).
+    in Python would cost more than reading them). No query holds the table:
+    each one reads a fresh stream from ``data`` (a ``BatchSource``; an Arrow
+    table is wrapped in one) restricted to the days it needs, and DuckDB keeps
+    only its groups — one per day at level 0, one per differing bucket below.
+    Keeping each key's newest version (append tables) sorts within a key
+    partition; DuckDB spills that to its temporary directory beyond
+    ``memory_limit_mb``.
     """
 
     name = "lake"
 
-    def __init__(self, data: pa.Table, spec: Spec, *, latest_version_only: bool = False) -> None:
+    def __init__(
+        self,
+        data: pa.Table | BatchSource,
+        spec: Spec,
+        *,
+        latest_version_only: bool = False,
+        memory_limit_mb: int | None = None,
+    ) -> None:
         import duckdb
 
         self.spec = spec
-        self.con = duckdb.connect()
-        self.data = naive_utc(data)  # the view reads it on every query
-        self.con.register("lake_raw", self.data)
-        key_text = _concat([duck_text(k) for k in spec.keys], "chr(31)")
+        self.source: BatchSource = data if callable(data) else table_source(data)
+        self.seconds = 0.0  # time in the lake side's queries, reading the files included
+        self.latest_version_only = latest_version_only and spec.cursor is not None and bool(spec.keys)
+        self.queries = 0
+        config: dict[str, Any] = {"preserve_insertion_order": False}
+        if memory_limit_mb is not None:
+            config["memory_limit"] = f"{int(memory_limit_mb)}MB"
+            config["temp_directory"] = tempfile.gettempdir()
+        self.con = duckdb.connect(config=config)
+        key_text = _concat([duck_text(k) for k in spec.keys], "chr(31)") if spec.keys else "''"
         if spec.cursor is not None:
             row_text = f"{key_text} || chr(30) || COALESCE({duck_text(spec.cursor)}, '{NULL_TEXT}')"
             day = duck_day(spec.cursor)
@@ -501,26 +686,39 @@ class LakeSide:
         nulls = " OR ".join(f'"{k.lake}" IS NULL' for k in spec.keys) or "FALSE"
         wc = f"COALESCE({duck_weak(spec.cursor)}, 0)" if spec.cursor is not None else "0"
         wk = f"COALESCE({duck_weak(spec.keys[0])}, 0)" if spec.keys else "0"
-        keys_sel = ", ".join(f"{duck_text(k)} AS k{i}" for i, k in enumerate(spec.keys))
-        key_cols = ", ".join(f"k{i}" for i in range(len(spec.keys)))
+        keys_sel = "".join(f"{duck_text(k)} AS k{i}, " for i, k in enumerate(spec.keys))
+        key_cols = "".join(f"k{i}, " for i in range(len(spec.keys)))
         source = "lake_raw"
-        if latest_version_only and spec.cursor is not None:
+        if self.latest_version_only and spec.cursor is not None:
             part = ", ".join(f'"{k.lake}"' for k in spec.keys)
             source = (
                 f'(SELECT * FROM lake_raw QUALIFY row_number() OVER (PARTITION BY {part} ORDER BY "{spec.cursor.lake}" '
                 "DESC NULLS LAST) = 1)"
             )
-        # A view, not a table: the equal case is one aggregate pass over the Arrow data (DuckDB prunes
-        # the key-bucket hash when a query does not use it); deeper levels recompute on the rows they need.
-        self.con.execute(
-            f"CREATE VIEW lake AS SELECT d, md5(kt) AS kb, "
+        # A subquery, not a table: the equal case is one aggregate pass over the stream (DuckDB prunes the
+        # key-bucket hash when a query does not use it); deeper levels read again only the days they need.
+        self.lake_sql = (
+            f"SELECT d, md5(kt) AS kb, "
             f"CAST('0x' || substr(h, 1, {SLICE_DIGITS}) AS BIGINT) AS h1, "
-            f"CAST('0x' || substr(h, {SLICE_DIGITS + 1}, {SLICE_DIGITS}) AS BIGINT) AS h2, nk, wc, wk, {key_cols}, c "
+            f"CAST('0x' || substr(h, {SLICE_DIGITS + 1}, {SLICE_DIGITS}) AS BIGINT) AS h2, nk, wc, wk, {key_cols}c "
             f"FROM (SELECT {day} AS d, {key_text} AS kt, md5({row_text}) AS h, "
             f"CASE WHEN {nulls} THEN 1 ELSE 0 END AS nk, "
             f"{wc} AS wc, {wk} AS wk, "
-            f"{keys_sel}, {cur_text} AS c FROM {source})"
+            f"{keys_sel}{cur_text} AS c FROM {source})"
         )
+
+    def query(self, sql: str, params: Sequence[Any], days: Sequence[str] | None) -> list[tuple[Any, ...]]:
+        """Run ``sql`` (over the table ``lake``) on a fresh stream of the given days."""
+        # Keeping each key's newest version needs all of the key's versions in scope, not one day's.
+        t0 = time.monotonic()
+        reader = naive_utc_reader(self.source(None if self.latest_version_only else days))
+        self.queries += 1
+        self.con.register("lake_raw", reader)
+        try:
+            return self.con.execute(f"WITH lake AS ({self.lake_sql}) {sql}", list(params)).fetchall()
+        finally:
+            self.con.unregister("lake_raw")
+            self.seconds += time.monotonic() - t0
 
     def _where(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str] | None) -> tuple[str, list[Any]]:
         parts, params = ["TRUE"], []
@@ -544,19 +742,44 @@ class LakeSide:
         n = level * self.spec.digits_per_level
         b = f"substr(kb, 1, {n})" if n else "''"
         h1, h2 = ("wc", "wk") if level == 0 and not self.spec.strict else ("h1", "h2")
-        rows = self.con.execute(
+        rows = self.query(
             f"SELECT d, {b} AS b, COUNT(*), COALESCE(SUM({h1}), 0), COALESCE(SUM({h2}), 0), SUM(nk) FROM lake "
             f"WHERE {where} GROUP BY 1, 2",
             params,
-        ).fetchall()
+            days,
+        )
         return {
             (day_text(d), str(bb)): Sums(count=c, h1=int(x), h2=int(y), null_keys=int(z)) for d, bb, c, x, y, z in rows
         }
 
     def rows(self, days: Sequence[str] | None, level: int, prefixes: Sequence[str]) -> list[Row]:
         where, params = self._where(days, level, prefixes)
-        cols = ", ".join(f"k{i}" for i in range(len(self.spec.keys)))
-        return [_row(r) for r in self.con.execute(f"SELECT {cols}, c FROM lake WHERE {where}", params).fetchall()]
+        cols = "".join(f"k{i}, " for i in range(len(self.spec.keys)))
+        return [_row(r) for r in self.query(f"SELECT {cols}c FROM lake WHERE {where}", params, days)]
+
+    def day_counts(self, days: Sequence[str] | None = None) -> dict[str, int]:
+        """Rows per day group (count-only checks): one streamed pass, one group per day."""
+        where, params = self._where(days, 0, None)
+        rows = self.query(f"SELECT d, COUNT(*) FROM lake WHERE {where} GROUP BY 1", params, days)
+        return {day_text(d): int(n) for d, n in rows}
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def canonical_keys(data: pa.Table, keys: Sequence[Column]) -> set[tuple[str, ...]]:
+    """The canonical key text (``KeyDiff.canonical``) of each row of a lake Arrow table."""
+    import duckdb
+
+    if data.num_rows == 0 or not keys:
+        return set()
+    con = duckdb.connect()
+    try:
+        con.register("lake_raw", naive_utc(data))
+        cols = ", ".join(duck_text(k) for k in keys)
+        return {tuple(str(v) for v in r) for r in con.execute(f"SELECT DISTINCT {cols} FROM lake_raw").fetchall()}
+    finally:
+        con.close()
 
 
 # ---------------------------------------------------------------------------
@@ -730,6 +953,8 @@ __all__ = [
     "HashDialect",
     "KeyDiff",
     "LakeSide",
+    "BatchSource",
+    "Range",
     "Row",
     "SnowflakeSide",
     "SnowflakeSql",
@@ -737,7 +962,13 @@ __all__ = [
     "Sums",
     "ValueKind",
     "VolumeInputError",
+    "canonical_keys",
     "check_lake_type",
+    "day_range",
     "hashdiff",
+    "kind_of",
+    "naive_utc",
+    "naive_utc_reader",
+    "table_source",
     "value_kind",
 ]

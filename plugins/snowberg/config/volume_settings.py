@@ -11,6 +11,10 @@ the model is validated when DAG files are parsed.
         volume:
           max_reported_keys: 20     # differing keys named in the alert
           deletes: detect           # ignore | detect | propagate
+          incremental: true         # verify what changed since the last check; full on full_schedule
+          full_schedule: "@weekly"  # cron or preset (UTC): a full verification at the first check after each tick
+          late_margin: 1h           # incremental checks also re-verify this much below the last verified watermark
+          day_column: created_on    # stream and cursor-less tables: count per day of this column
           anomaly:
             runs: 30                # history: the last N snowberg commits
             k: 5                    # a run is anomalous outside median ± k·MAD
@@ -19,11 +23,14 @@ the model is validated when DAG files are parsed.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from snowberg.core.models import StrictModel
+from snowberg.config.fields import identifier
+from snowberg.core.models import Duration, StrictModel
 
 
 class DeletePolicy(StrEnum):
@@ -69,7 +76,8 @@ class VolumeSettings(StrictModel):
     """Volume verification of one table (docs/volume-checks.md)."""
 
     enabled: bool = True
-    """Run the volume check in the checks DAG (watermark tables only)."""
+    """Run the volume check in the checks DAG (every table: watermark tables compare keys and cursors, stream and
+    cursor-less tables compare counts)."""
     max_reported_keys: int = Field(default=20, ge=1, le=10_000)
     """How many differing keys the report and the alert name."""
     digits_per_level: int = Field(default=2, ge=1, le=3)
@@ -85,8 +93,35 @@ class VolumeSettings(StrictModel):
     value); true uses MD5 checksums there too (one hash per row on both sides)."""
     count_only: bool = False
     """Compare counts per cursor day only: no key needed, no row-level diff."""
+    incremental: bool = True
+    """Verify the cursor ranges changed since the last verified snapshot (false: every check verifies the whole
+    table). A full verification still runs on ``full_schedule``, when started by hand, and whenever the changes
+    cannot be located by the cursor."""
+    full_schedule: str | None = "@weekly"
+    """Cron expression or preset (UTC): a full verification at the first check after each tick; null: none
+    scheduled."""
+    late_margin: Duration = timedelta(hours=1)
+    """Incremental checks also verify this much below the last verified watermark (at least the cursor's
+    lookback; not for NUMBER cursors)."""
+    day_column: Annotated[str, identifier("volume day column")] | None = None
+    """Stream and cursor-less tables: count rows per day of this DATE or TIMESTAMP column (else the whole
+    table)."""
+    lake_memory_mb: int = Field(default=512, ge=64, le=65_536)
+    """DuckDB's memory for the lake side; it spills beyond it (only keeping an append table's newest versions
+    per key needs to)."""
     anomaly: AnomalySettings = Field(default_factory=AnomalySettings)
     """Rows per run against the table's own history."""
+
+    @field_validator("full_schedule")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from croniter import croniter  # Airflow's own cron dependency, already imported by its timetables
+
+        if not croniter.is_valid(v):
+            raise ValueError(f"{v[:80]!r} is not a cron expression or preset (for example '@weekly' or '0 3 * * 0')")
+        return v
 
 
 __all__ = ["AnomalyAction", "AnomalySettings", "DeletePolicy", "VolumeSettings"]

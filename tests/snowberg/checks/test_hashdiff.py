@@ -44,11 +44,18 @@ def test_snowflake_level_query_pushes_the_aggregation_down_with_bound_values() -
         'MD5(TO_VARCHAR("ORDER_ID") || CHR(30) || COALESCE(TO_VARCHAR(DATE_PART(EPOCH_MICROSECOND, "UPDATED_AT")), '
         '\'null\')) AS h, CASE WHEN "ORDER_ID" IS NULL THEN 1 ELSE 0 END AS nk FROM "DB"."S"."ORDERS" '
         'WHERE "UPDATED_AT" <= CAST(%(wm)s AS TIMESTAMP_NTZ(9)) '
-        'AND CAST("UPDATED_AT" AS DATE) IN (CAST(%(d0)s AS DATE)) '
+        'AND ("UPDATED_AT" >= CAST(%(d0lo)s AS TIMESTAMP_NTZ(9)) '
+        'AND "UPDATED_AT" < CAST(%(d0hi)s AS TIMESTAMP_NTZ(9))) '
         'AND SUBSTR(MD5(TO_VARCHAR("ORDER_ID")), 1, 2) IN (%(p0)s, %(p1)s)'
         ") GROUP BY d, b"
     )
-    assert params == {"wm": "2026-01-03 00:00:00.000000", "d0": "2026-01-01", "p0": "ab", "p1": "c0"}
+    assert params == {
+        "wm": "2026-01-03 00:00:00.000000",
+        "d0lo": "2026-01-01 00:00:00.000000",
+        "d0hi": "2026-01-02 00:00:00.000000",
+        "p0": "ab",
+        "p1": "c0",
+    }
 
 
 def test_composite_keys_and_timestamp_tz_cursors_have_one_canonical_text() -> None:

@@ -37,6 +37,10 @@ def test_volume_section_defaults_and_values() -> None:
         ({"max_queries": 1}, "volume.max_queries"),
         ({"anomaly": {"runs": 1}}, "volume.anomaly.runs"),
         ({"colour": "red"}, "volume.colour"),
+        ({"full_schedule": "every sunday"}, "volume.full_schedule"),
+        ({"late_margin": "soon"}, "volume.late_margin"),
+        ({"day_column": "created on"}, "volume.day_column"),
+        ({"lake_memory_mb": 1}, "volume.lake_memory_mb"),
     ],
 )
 def test_bad_volume_settings_name_the_table_and_field(volume: dict[str, object], needle: str) -> None:
@@ -54,8 +58,10 @@ def test_checks_dag_gets_the_volume_task_and_the_yaml_watermark_lag() -> None:
     assert vol.retries == 0 and vol.volume["deletes"] == "detect"
     off = build_checks_dag(_table(volume={"enabled": False}))  # type: ignore[arg-type]
     assert "check_volume" not in off.task_ids
-    no_cursor = build_checks_dag(_table(cursor=None))  # type: ignore[arg-type]
-    assert "check_volume" not in no_cursor.task_ids
+    # every table gets a volume check: a cursor-less table's counts the whole table (or per volume.day_column)
+    no_cursor = build_checks_dag(_table(cursor=None, volume={"day_column": "created_on"}))  # type: ignore[arg-type]
+    assert no_cursor.get_task("check_volume").volume["day_column"] == "created_on"
+    assert dag.params["full_verification"] is False
 
 
 def test_volume_failures_alert_as_their_own_events() -> None:
@@ -70,3 +76,33 @@ def test_volume_failures_alert_as_their_own_events() -> None:
         alert = build_alert({"exception": exc, "run_id": "r"}, table="orders", dag_id="snowberg_orders__checks")
         assert alert.event == event and alert.title == title
         assert ("observed", "source rows=3") in alert.rows()
+
+
+def test_incremental_settings_defaults_and_values() -> None:
+    t = _table()
+    v = t.volume  # type: ignore[attr-defined]
+    assert v.incremental and v.full_schedule == "@weekly" and v.late_margin == timedelta(hours=1)
+    t = _table(volume={"full_schedule": "0 3 * * 0", "late_margin": "1d", "incremental": False, "day_column": "d"})
+    v = t.volume  # type: ignore[attr-defined]
+    assert (v.full_schedule, v.late_margin, v.incremental, v.day_column) == ("0 3 * * 0", timedelta(days=1), False, "d")
+    assert _table(volume={"full_schedule": None}).volume.full_schedule is None  # type: ignore[attr-defined]
+
+
+def test_stream_tables_get_a_volume_check_with_their_stream() -> None:
+    from snowberg.airflow.dag_factory import build_checks_dag
+
+    stream = parse_config(
+        {
+            "tables": [
+                {
+                    "name": "cdc",
+                    "source": {"table": "DB.S.ORDERS"},
+                    "target": "lake.orders",
+                    "primary_key": ["id"],
+                    "stream": {"name": "DB.S.ORDERS_STREAM"},
+                }
+            ]
+        }
+    ).tables[0]
+    vol = build_checks_dag(stream).get_task("check_volume")
+    assert vol.stream["name"] == "DB.S.ORDERS_STREAM" and vol.cursor is None

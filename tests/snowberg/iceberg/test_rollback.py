@@ -322,6 +322,7 @@ def test_rollback_before_a_load_run_leaves_the_checks_dags_propagate_with_the_sa
     src: Any, catalog: Any, variables: Any
 ) -> None:
     """The checks DAG propagates a source delete as run scheduled__B; then the load DAG's run scheduled__B loads."""
+    from snowberg.checks import hashdiff as hd
     from snowberg.checks import volume
 
     cfg = table_cfg(src)
@@ -329,15 +330,19 @@ def test_rollback_before_a_load_run_leaves_the_checks_dags_propagate_with_the_sa
     _run(cfg, src, catalog, variables, "scheduled__A", dag_id=load_dag)
     src.sql(f"DELETE FROM {src.table('SRC')} WHERE ID = 5")
     t = catalog.load_table("ns.t")
-    removed = volume.commit_hard_deletes(
+    gone = hd.KeyDiff(
+        key={"id": "5"}, kind=hd.DiffKind.LAKE_ONLY, source_cursor=None, lake_cursor="5", canonical=("5",)
+    )
+    done = volume.commit_hard_deletes(
         t,
         cfg,
-        [{"id": "5"}],
+        [gone],
+        columns=[hd.Column(name="id", kind=hd.ValueKind.INTEGER)],
         run_id="scheduled__B",
         expected_snapshot_id=t.current_snapshot().snapshot_id,
         dag_id=checks_dag,
     )
-    assert removed == 1
+    assert done.removed == 1 and done.not_removed == []
     propagated = catalog.load_table("ns.t").current_snapshot().snapshot_id
     _change(src, "1, 2", "second")
     _run(cfg, src, catalog, variables, "scheduled__B", dag_id=load_dag)

@@ -1,28 +1,48 @@
-"""``VolumeCheckOperator``: Snowflake vs lake up to the watermark, volume anomalies, hard deletes.
+"""``VolumeCheckOperator``: Snowflake vs lake, volume anomalies, hard deletes.
 
-Runs in each table's checks DAG. A mismatch fails the task without retry
-(``SnowbergCheckFailed``, check ``volume``) and the table's notifiers send a
-``volume_mismatch`` alert naming the counts on each side and the differing
-keys; an anomalous run volume logs a warning or, with
-``anomaly.on_anomaly: fail``, fails with check ``volume_anomaly``
+Runs in each table's checks DAG. Watermark tables are compared up to the
+committed watermark, incrementally (the cursor ranges changed since the last
+verified snapshot) with a full verification on ``volume.full_schedule`` or
+when the checks DAG is triggered with ``full_verification: true``; stream and
+cursor-less tables by counts, against the source as of what the lake holds.
+A mismatch fails the task without retry (``SnowbergCheckFailed``, check
+``volume``) and the table's notifiers send a ``volume_mismatch`` alert naming
+the counts on each side, the compared window and the differing keys; a source
+the check cannot read fails it the same way, naming the error. A check that
+cannot compare (no lake table or commit yet, an inconclusive result) is
+skipped with the reason, never passed. An anomalous run volume logs a warning
+or, with ``anomaly.on_anomaly: fail``, fails with check ``volume_anomaly``
 (``volume_anomaly`` alert). See docs/volume-checks.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from snowberg.airflow.operators.arguments import Settings, TableSettings
 from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import Cursor, Source, WriteMode
-from snowberg.config.volume_settings import AnomalyAction, DeletePolicy, VolumeSettings
+from snowberg.config.volume_settings import AnomalyAction, VolumeSettings
+
+FULL_VERIFICATION_PARAM = "full_verification"
+"""The checks DAG's trigger param that makes its volume check a full verification."""
+
+
+def full_verification_requested(context: Mapping[str, Any]) -> bool:
+    """Was the run triggered with ``full_verification: true`` (a boolean Param; text from a CLI conf is read too)?"""
+    params = context.get("params") or {}
+    value = params.get(FULL_VERIFICATION_PARAM) if hasattr(params, "get") else None
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return value is True
 
 
 class VolumeCheckOperator(TableSettings, BaseOperator):
-    """Compare a table's source and lake rows up to the committed watermark.
+    """Compare a table's source and lake rows (up to the committed watermark, or as of the consumed offset).
 
     .. code-block:: python
 
@@ -33,13 +53,16 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
             target="shop.orders",
             cursor={"column": "updated_at"},
             primary_key=["id"],
-            volume={"deletes": "propagate"},
+            volume={"deletes": "propagate", "full_schedule": "@weekly"},
         )
 
     :param table_name: the table's name (logs, alerts, the Snowflake query tag).
     :param source: the Snowflake table or query (``Source`` or its dict) the lake is compared with.
     :param target: the Iceberg table ``namespace.table``.
     :param cursor: the watermark cursor (``Cursor`` or its dict): rows up to the watermark are compared, by day.
+        None: counts only (per ``volume.day_column`` day, or of the whole table).
+    :param stream: the Snowflake Stream the table captures from (``StreamSource`` or its dict): counts against
+        the source as of the consumed offset.
     :param primary_key: the key columns differing rows are named by (none: counts only).
     :param write_mode: ``merge`` or ``append``; None: merge when there is a primary key (an append table is
         compared by counts).
@@ -60,6 +83,7 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         source: Source | Settings,
         target: str,
         cursor: Cursor | Settings | None = None,
+        stream: StreamSource | Settings | None = None,
         primary_key: Sequence[str] = (),
         write_mode: WriteMode | str | None = None,
         geo_format: str = "geojson",
@@ -73,6 +97,7 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         self.source = source
         self.target = target
         self.cursor = cursor
+        self.stream = stream
         self.primary_key = primary_key
         self.write_mode = write_mode
         self.geo_format = geo_format
@@ -81,19 +106,25 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         self.catalog = catalog
         self.check_table_settings()
 
-    def _fail(self, context: Any, check: str, message: str, **kw: Any) -> SnowbergCheckFailed:
+    def _push(self, context: Any, value: Any) -> None:
         ti = context.get("ti")
         if ti is not None:
             try:
-                ti.xcom_push(key="result", value=kw.get("details"))
+                ti.xcom_push(key="result", value=value)
             except Exception:  # noqa: BLE001 - a failed XCom must not hide the check's own failure
                 self.log.warning("could not push the check result to XCom", exc_info=True)
+
+    def _fail(self, context: Any, check: str, message: str, **kw: Any) -> SnowbergCheckFailed:
+        self._push(context, kw.get("details"))
         return SnowbergCheckFailed(message, check=check, **kw)
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowSkipException
+
         from snowberg.checks import anomaly, volume
         from snowberg.checks.hashdiff import HashDialect
         from snowberg.iceberg.catalogs import open_catalog
+        from snowberg.iceberg.state import AirflowVariables
         from snowberg.iceberg.tables import load_table_or_none
         from snowberg.snowflake.hook import snowflake_hook
 
@@ -102,30 +133,49 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         catalog = open_catalog(cfg.catalog)
         table = load_table_or_none(catalog, cfg)
         if table is None:
-            self.log.info("%s: table %s does not exist yet: nothing to verify", cfg.name, cfg.target)
-            return {"table": cfg.name, "ok": True, "note": "no table yet"}
-        snap = table.current_snapshot()
+            raise AirflowSkipException(
+                f"{cfg.name}: the lake table {cfg.target} does not exist (not loaded yet?): nothing to verify"
+            )
         hook = snowflake_hook(cfg.snowflake_conn_id, cfg)
         # Real Snowflake is reached over https only; plain http is the local emulator (docs/volume-checks.md).
         protocol = hook.get_connection(cfg.snowflake_conn_id).extra_dejson.get("protocol")
         dialect = HashDialect.EMULATOR if protocol == "http" else HashDialect.SNOWFLAKE
-        conn = hook.get_conn()
+        ti = context.get("ti")
+        dag_id = getattr(context.get("dag"), "dag_id", None) or getattr(ti, "dag_id", None)
+        force = full_verification_requested(context)
         try:
-            report = volume.verify(cfg, table, conn, settings=settings, dialect=dialect)
-        finally:
-            conn.close()
+            conn = hook.get_conn()
+            try:
+                outcome = volume.run_check(
+                    cfg,
+                    table,
+                    conn,
+                    settings=settings,
+                    dialect=dialect,
+                    records=AirflowVariables(),
+                    force_full=force,
+                    run_id=str(context.get("run_id") or "volume-check"),
+                    dag_id=dag_id,
+                )
+            finally:
+                conn.close()
+        except volume.VolumeCheckSkipped as exc:
+            self.log.warning("%s", exc)
+            raise AirflowSkipException(str(exc)) from None
+        except volume.VolumeSourceError as exc:
+            raise self._fail(
+                context,
+                "volume",
+                f"{cfg.name}: the volume check cannot read its source: {exc}",
+                table=cfg.target,
+                observed={"source": cfg.source.table or "query", "error": str(exc)},
+                expected="a source the check can read",
+                details={"table": cfg.name, "ok": False, "error": str(exc)},
+            ) from exc
+        report = outcome.report
         self.log.info("\n%s", volume.render(report, settings.max_reported_keys))
-        if settings.deletes is DeletePolicy.PROPAGATE and report.deleted_in_source and snap is not None:
-            keys = [d.key for d in report.deleted_in_source]
-            report.propagated = volume.commit_hard_deletes(
-                table,
-                cfg,
-                keys,
-                run_id=str(context.get("run_id") or "volume-check"),
-                dag_id=self.dag_id,
-                expected_snapshot_id=snap.snapshot_id,
-            )
-            self.log.info("%s: propagated %d hard delete(s): %s", cfg.name, report.propagated, keys[:20])
+        if outcome.record_written:
+            self.log.info("%s: verified record updated (snapshot %s)", cfg.name, report.snapshot_id)
         out = report.to_dict()
 
         hist = anomaly.run_history(table, settings.anomaly.runs) if settings.anomaly.enabled else []
@@ -133,27 +183,8 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         out["anomaly"] = an.to_dict()
         self.log.info("%s: run volume: %s", cfg.name, an.reason)
 
-        if not report.ok:
-            diffs = report.differences[: settings.max_reported_keys]
-            observed: dict[str, Any] = {"source rows": report.source_rows, "lake rows": report.lake_rows}
-            for d, (s, lk) in list(report.differing_days.items())[:10]:
-                observed[f"day {d or '(all)'}"] = f"source {s}, lake {lk}"
-            observed["differing keys"] = [
-                f"{d.key} {d.kind.value} (source cursor {d.source_cursor}, lake cursor {d.lake_cursor})" for d in diffs
-            ]
-            raise self._fail(
-                context,
-                "volume",
-                f"{cfg.name}: the lake differs from Snowflake up to watermark {report.watermark}: "
-                f"{report.summary_line()}; {len(report.differences)} differing key(s)"
-                + (" (more not narrowed down)" if report.truncated else "")
-                + ": "
-                + "; ".join(f"{d.key} {d.kind.value}" for d in diffs),
-                table=cfg.target,
-                observed=observed,
-                expected="the same keys and cursor values on both sides up to the watermark",
-                details=out,
-            )
+        if not report.ok and not report.inconclusive:
+            raise self._mismatch(context, cfg.name, cfg.target, report, out, settings.max_reported_keys)
         if an.anomalous:
             if settings.anomaly.on_anomaly is AnomalyAction.FAIL:
                 raise self._fail(
@@ -166,7 +197,47 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
                     details=out,
                 )
             self.log.warning("%s: volume anomaly: %s", cfg.name, an.reason)
+        if report.inconclusive:
+            self._push(context, out)
+            raise AirflowSkipException(f"{cfg.name}: {report.note}")
         return out
 
+    def _mismatch(
+        self, context: Any, name: str, target: str, report: Any, out: dict[str, Any], max_keys: int
+    ) -> SnowbergCheckFailed:
+        """The failure (and so the alert) of a mismatch: counts, the compared window, the days and the keys."""
+        diffs = report.differences[:max_keys]
+        observed: dict[str, Any] = {"source rows": report.source_rows, "lake rows": report.lake_rows}
+        observed["window"] = report.scope_line() + (f", up to watermark {report.watermark}" if report.watermark else "")
+        for d, (s, lk) in list(report.differing_days.items())[:10]:
+            observed[f"day {d if d not in ('null', '') else '(all)'}"] = f"source {s}, lake {lk}"
+        observed["differing keys"] = [
+            f"{d.key} {d.kind.value} (source cursor {d.source_cursor}, lake cursor {d.lake_cursor})" for d in diffs
+        ]
+        if report.propagation is not None and report.propagation.not_removed:
+            p = report.propagation
+            observed["hard deletes not propagated"] = f"{p.not_removed[:max_keys]}: {p.reason}"
+        what = "up to watermark " + str(report.watermark) if report.watermark else "by counts"
+        message = (
+            f"{name}: the lake differs from Snowflake {what} ({report.verification} verification"
+            + (f", cursor in {' ∪ '.join(report.ranges)}" if report.ranges else "")
+            + f"): {report.summary_line()}; {len(report.differences)} differing key(s)"
+            + (" (more not narrowed down)" if report.truncated else "")
+            + (": " + "; ".join(f"{d.key} {d.kind.value}" for d in diffs) if diffs else "")
+        )
+        if report.propagation is not None and report.propagation.not_removed:
+            message += f"; hard deletes not propagated ({report.propagation.reason})"
+        return self._fail(
+            context,
+            "volume",
+            message,
+            table=target,
+            observed=observed,
+            expected="the same keys and cursor values on both sides in the compared window"
+            if not report.count_only
+            else "the same row counts on both sides",
+            details=out,
+        )
 
-__all__ = ["VolumeCheckOperator"]
+
+__all__ = ["FULL_VERIFICATION_PARAM", "VolumeCheckOperator", "full_verification_requested"]

@@ -14,7 +14,8 @@ WATERMARK = "2026-01-03 00:00:00.000000"
 
 
 @pytest.fixture
-def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def env(sfdb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variables: Any) -> Any:
+    monkeypatch.setattr("snowberg.iceberg.state.AirflowVariables", lambda: variables)  # no task supervisor here
     src = sfdb.table("SRC")
     sfdb.sql(f"CREATE TABLE {src} (ID NUMBER(38,0), UPDATED_AT TIMESTAMP_NTZ(9))")
     sfdb.sql(
@@ -78,8 +79,11 @@ def _op(sfdb: Any, **volume: Any) -> Any:
     return VolumeCheckOperator(task_id="check_volume", **operator_arguments(VolumeCheckOperator, cfg))
 
 
-def test_no_table_yet_is_nothing_to_verify(env: Any) -> None:
-    assert _op(env).execute({"run_id": "r"})["note"] == "no table yet"
+def test_no_table_yet_is_skipped_with_the_reason_never_a_success(env: Any) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    with pytest.raises(AirflowSkipException, match="the lake table lake.orders does not exist"):
+        _op(env).execute({"run_id": "r"})
 
 
 def test_equal_tables_pass_and_a_small_last_run_only_warns(env: Any) -> None:
@@ -109,3 +113,162 @@ def test_a_mismatch_fails_with_counts_and_keys(env: Any) -> None:
     assert err.value.observed["differing keys"] == [
         "{'id': '100'} source_only (source cursor 2026-01-01 01:40:00.000000, lake cursor None)"
     ]
+
+
+# ---------------------------------------------------------------------------
+# deletes: propagate (issue: propagated deletes)
+
+
+def _lake_ids() -> list[int]:
+    from snowberg.iceberg.catalogs import open_catalog
+
+    t = open_catalog("opvol").load_table("lake.orders")
+    return sorted(t.scan(selected_fields=("id",)).to_arrow()["id"].to_pylist())
+
+
+def _head() -> int:
+    from snowberg.iceberg.catalogs import open_catalog
+
+    return open_catalog("opvol").load_table("lake.orders").current_snapshot().snapshot_id
+
+
+def test_propagate_commits_nothing_when_the_report_has_other_differences(env: Any) -> None:
+    """A report with differences besides the hard deletes is not consistent: nothing is removed, the alert says so."""
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+
+    _load_in_runs([50, 50])
+    env.sql(f"DELETE FROM {env.table('SRC')} WHERE ID = 7")  # a hard delete in the source …
+    from snowberg.iceberg.catalogs import open_catalog
+
+    open_catalog("opvol").load_table("lake.orders").delete("id = 60")  # … and a row lost from the lake
+    head = _head()
+    with pytest.raises(SnowbergCheckFailed) as err:
+        _op(env, deletes="propagate", leaf_rows=10).execute({"run_id": "r"})
+    assert _head() == head, "deletes were propagated from a report that had other differences"
+    assert 7 in _lake_ids()
+    assert "not propagated" in str(err.value)
+    assert err.value.details["propagation"]["removed"] == 0
+
+
+def test_propagate_removes_lake_only_keys_with_a_null_cursor_or_fails_naming_them(env: Any) -> None:
+    """null_policy include compares NULL-cursor rows: a hard-deleted one must be removed too, never left behind."""
+    import pyarrow as pa
+
+    from snowberg.iceberg.catalogs import open_catalog
+
+    _load_in_runs([100])
+    t = open_catalog("opvol").load_table("lake.orders")
+    schema = t.schema().as_arrow()
+    # id 500 was loaded with a NULL cursor and has since been deleted from the source
+    t.append(
+        pa.table({"id": [500], "updated_at": pa.array([None], pa.timestamp("us"))}, schema=schema),
+        snapshot_properties={
+            "snowberg.watermark": WATERMARK,
+            "snowberg.cursor-kind": "timestamp_ntz",
+            "snowberg.run-id": "r-null",
+            "snowberg.mode": "incremental",
+            "snowberg.rows": "1",
+        },
+    )
+    entry = _entry(env, deletes="propagate")
+    entry["cursor"] = {"column": "updated_at", "null_policy": "include"}
+    from snowberg.airflow.operators.arguments import operator_arguments
+    from snowberg.airflow.operators.volume import VolumeCheckOperator
+
+    cfg = parse_config({"tables": [entry]}).tables[0]
+    op = VolumeCheckOperator(task_id="check_volume", **operator_arguments(VolumeCheckOperator, cfg))
+    out = op.execute({"run_id": "r"})
+    assert out["propagated"] == 1 and 500 not in _lake_ids(), out
+
+
+# ---------------------------------------------------------------------------
+# Incremental, full by hand, and checks that cannot compare
+
+
+def test_the_second_check_is_incremental_and_a_trigger_param_makes_it_full(env: Any, variables: Any) -> None:
+    _load_in_runs([50, 50])
+    first = _op(env).execute({"run_id": "r1"})
+    assert first["verification"] == "full" and "no verified record" in first["scope_reason"]
+    assert "snowberg__lake__orders__volume_verified" in variables
+    second = _op(env).execute({"run_id": "r2"})
+    assert second["verification"] == "incremental" and second["ranges"]
+    by_hand = _op(env).execute({"run_id": "r3", "params": {"full_verification": True}})
+    assert by_hand["verification"] == "full" and by_hand["scope_reason"] == "started by hand (full_verification)"
+
+
+def test_a_mismatch_alert_names_the_window(env: Any) -> None:
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+
+    _load_in_runs([50, 49])
+    with pytest.raises(SnowbergCheckFailed) as err:
+        _op(env).execute({"run_id": "r"})
+    assert err.value.observed["window"].startswith("full (no verified record")
+    assert err.value.observed["window"].endswith(f"up to watermark {WATERMARK}")
+    assert err.value.observed["day 2026-01-01"] == "source 100, lake 99"
+
+
+def test_a_table_without_a_commit_is_skipped_and_an_unreadable_source_fails(env: Any) -> None:
+    import pyarrow as pa
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.iceberg.catalogs import open_catalog
+
+    cat = open_catalog("opvol")
+    cat.create_namespace_if_not_exists("lake")
+    cat.create_table(
+        "lake.orders", schema=pa.schema([pa.field("id", pa.int64()), pa.field("updated_at", pa.timestamp("us"))])
+    )
+    with pytest.raises(AirflowSkipException, match="has no snowberg commit yet"):
+        _op(env).execute({"run_id": "r"})
+    cat.drop_table("lake.orders")
+    _load_in_runs([10])
+    env.sql(f"DROP TABLE {env.table('SRC')}")
+    with pytest.raises(SnowbergCheckFailed) as err:
+        _op(env).execute({"run_id": "r"})
+    assert err.value.check == "volume" and "cannot read its source" in str(err.value)
+    assert err.value.observed["source"] == env.table("SRC")
+
+
+def test_full_verification_param_values() -> None:
+    from snowberg.airflow.operators.volume import full_verification_requested
+
+    assert full_verification_requested({"params": {"full_verification": True}})
+    assert full_verification_requested({"params": {"full_verification": "true"}})
+    assert not full_verification_requested({"params": {"full_verification": False}})
+    assert not full_verification_requested({})
+
+
+def test_a_cursorless_table_is_checked_and_an_inconclusive_result_is_skipped(env: Any) -> None:
+    import pyarrow as pa
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from snowberg.airflow.operators.arguments import operator_arguments
+    from snowberg.airflow.operators.volume import VolumeCheckOperator
+    from snowberg.iceberg.catalogs import open_catalog
+
+    cat = open_catalog("opvol")
+    cat.create_namespace_if_not_exists("lake")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("updated_at", pa.timestamp("us"))])
+    t = cat.create_table("lake.orders", schema=schema)
+    ids = list(range(1, 101))
+    t.append(
+        pa.table(
+            {"id": ids, "updated_at": [dt.datetime(2026, 1, 1) + dt.timedelta(minutes=x) for x in ids]}, schema=schema
+        ),
+        snapshot_properties={
+            "snowberg.watermark": "",
+            "snowberg.run-id": "fr",
+            "snowberg.mode": "full_refresh",
+            "snowberg.rows": "100",
+        },
+    )
+    entry = _entry(env)
+    del entry["cursor"]
+    cfg = parse_config({"tables": [entry]}).tables[0]
+    op = VolumeCheckOperator(task_id="check_volume", **operator_arguments(VolumeCheckOperator, cfg))
+    out = op.execute({"run_id": "r"})
+    assert out["ok"] and out["verification"] == "count" and out["source_rows"] == out["lake_rows"] == 100
+    env.sql(f"INSERT INTO {env.table('SRC')} VALUES (500, '2026-02-01'::TIMESTAMP_NTZ)")
+    with pytest.raises(AirflowSkipException, match="changed while the refresh ran"):
+        op.execute({"run_id": "r"})
