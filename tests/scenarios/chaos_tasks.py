@@ -276,6 +276,22 @@ def start_step(spec: StepSpec) -> Any:
     return p
 
 
+def sigkill(p: Any) -> bool:
+    """SIGKILL the child this test started, by its id; False when it ended by itself in between.
+
+    ``is_alive()`` and the kill are two steps: a child that exits between them, and is reaped
+    (``multiprocessing`` reaps on ``is_alive``/``join``), has no process left to kill
+    (``ProcessLookupError``); one that exited but is not reaped yet takes the signal as a no-op. Either
+    way that run was not killed, and the test must count it so: the exit code tells.
+    """
+    try:
+        os.kill(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    p.join(5)
+    return bool(p.exitcode == -signal.SIGKILL)
+
+
 def finish_step(
     spec: StepSpec,
     p: Any,
@@ -293,16 +309,12 @@ def finish_step(
         while p.is_alive():
             if any(ev == event for _, ev in trace.events()):
                 p.join(delay)
-                if p.is_alive():
-                    os.kill(p.pid, signal.SIGKILL)  # the child this test started, by its id
-                    killed = True
+                killed = p.is_alive() and sigkill(p)
                 break
             p.join(0.001)
     elif deadline is not None:
         p.join(max(0.0, deadline - time.monotonic()))
-        if p.is_alive():
-            os.kill(p.pid, signal.SIGKILL)  # the child this test started, by its id
-            killed = True
+        killed = p.is_alive() and sigkill(p)
     p.join(timeout)
     if p.is_alive():
         os.kill(p.pid, signal.SIGKILL)
