@@ -65,7 +65,8 @@ class AlertEvent(StrEnum):
 _EMAIL = re.compile(r"[^@\s,;]+@[^@\s,;]+\.[^@\s,;]+")
 _SNS_ARN = re.compile(r"arn:aws[a-zA-Z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_\-]{1,256}(\.fifo)?", re.ASCII)
 _URL = re.compile(r"https?://[^\s/]+\S*")
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?\s*$", re.IGNORECASE)
+# re.ASCII: \d would also match every Unicode digit, which float() reads ("\u0663MiB" as 3 MiB).
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?\s*", re.IGNORECASE | re.ASCII)
 _SIZE_UNITS = {
     None: 1,
     "b": 1,
@@ -87,7 +88,7 @@ def parse_size(value: object) -> int:
             raise ValueError(f"size must not be negative: {value!r}")
         return value
     if isinstance(value, str):
-        m = _SIZE.match(value)
+        m = _SIZE.fullmatch(value)
         if m:
             unit = m.group(2).lower() if m.group(2) else None
             return int(float(m.group(1)) * _SIZE_UNITS[unit])

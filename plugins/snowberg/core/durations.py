@@ -6,7 +6,8 @@ import re
 from datetime import timedelta
 from decimal import Decimal
 
-_SIMPLE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
+# re.ASCII: \d would also match every Unicode digit ("\u0663"), which Decimal() reads without a word.
+_SIMPLE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*", re.ASCII)
 _UNIT_SECONDS = {
     "ms": Decimal("0.001"),
     "s": Decimal(1),
@@ -33,7 +34,7 @@ def parse_duration(value: object) -> timedelta:
             raise ValueError(f"duration must not be negative: {value!r}")
         return timedelta(seconds=value)
     if isinstance(value, str):
-        m = _SIMPLE.match(value)
+        m = _SIMPLE.fullmatch(value)
         if m:
             # Decimal, not float: "315360000.000001s" must read back to the microsecond format_duration wrote.
             micros = Decimal(m.group(1)) * _UNIT_SECONDS[m.group(2)] * 10**6

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FILE_SIZE = 256 * 1024 * 1024  # bytes, Snowflake's MAX_FILE_SIZE (its default is 16 MB)
-_PATH_PART = re.compile(r"^[A-Za-z0-9_.=-]+$")
+_PATH_PART = re.compile(r"[A-Za-z0-9_.=-]+")
 
 
 class UnloadError(RuntimeError):
@@ -88,7 +88,7 @@ class UnloadTarget:
         except ValueError as exc:
             raise ValueError(f"invalid stage name {self.stage!r} (expected DB.SCHEMA.STAGE): {exc}") from None
         for part in self.prefix.split("/"):
-            if part in ("", ".", "..") or not _PATH_PART.match(part):
+            if part in ("", ".", "..") or not _PATH_PART.fullmatch(part):
                 raise ValueError(f"unload prefix {self.prefix!r}: use letters, digits, '_', '.', '=', '-' and '/'")
         if not re.match(r"^[a-z][a-z0-9+.-]*://", self.stage_url):
             raise ValueError(f"stage_url {self.stage_url!r} must be a URL the lake can read (s3://…, gs://…, file://…)")

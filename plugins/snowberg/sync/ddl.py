@@ -147,7 +147,7 @@ def render_markdown() -> str:
 
 # ---------------------------------------------------------------- Snowflake-managed Iceberg tables
 
-_BASE_LOCATION = re.compile(r"^[A-Za-z0-9_\-./=]{1,512}$")
+_BASE_LOCATION = re.compile(r"[A-Za-z0-9_\-./=]{1,512}")
 
 
 def iceberg_table_type(t: IcebergType, column: str = "?") -> str:
@@ -207,7 +207,7 @@ def create_iceberg_table_sql(
 
     validate_identifier(external_volume, "external volume")
     validate_identifier(catalog, "catalog")
-    if not _BASE_LOCATION.match(base_location) or ".." in base_location.split("/"):
+    if not _BASE_LOCATION.fullmatch(base_location) or ".." in base_location.split("/"):
         raise ValueError(
             f"table {table}: base_location {base_location[:80]!r} must be a relative path of letters, digits, "
             "'_', '-', '.', '/', '='"

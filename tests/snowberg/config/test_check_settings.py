@@ -92,6 +92,13 @@ def test_a_size_is_bytes_or_a_number_with_a_binary_or_decimal_unit(text: object,
     assert parse_size(text) == n
 
 
+@pytest.mark.parametrize("text", ["\u0663MiB", "1\u0663", "\u00b2GB", "-1MB", "12 parsecs"])
+def test_a_size_in_non_ascii_digits_or_with_an_unknown_unit_is_refused(text: str) -> None:
+    # \d matches every Unicode digit and float() reads them: "\u0663MiB" would be 3 MiB, silently.
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size(text)
+
+
 def test_settings_import_nothing_heavy() -> None:
     # snowflake-snowpark's nspkg .pth registers an empty 'snowflake' namespace
     # module at interpreter start, so look for the connector itself.

@@ -297,6 +297,14 @@ def test_target_is_validated(kw: dict[str, Any], match: str) -> None:
         UnloadTarget(**args)
 
 
+@pytest.mark.parametrize("prefix", ["runs\n", "runs/\n/x", "r\u0663"])
+def test_an_unload_prefix_with_a_newline_or_a_non_ascii_character_is_refused(prefix: str) -> None:
+    # `$` in re.match matches before a trailing newline, and [A-Za-z0-9] is ASCII already; the whole part
+    # must be checked (fullmatch), or "runs\n" becomes a folder name with a newline in the stage path.
+    with pytest.raises(ValueError, match="unload prefix"):
+        UnloadTarget(stage="DB.S.STG", stage_url="s3://lake/wh", prefix=prefix)
+
+
 def test_file_names_from_copy_cannot_escape_the_run_folder() -> None:
     cfg = cfg_for("DB.S.T")
     t = UnloadTarget(stage="DB.S.STG", stage_url="s3://lake/wh")

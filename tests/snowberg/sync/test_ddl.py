@@ -150,6 +150,8 @@ def test_create_iceberg_table_sql_maps_the_lake_schema_for_a_snowflake_managed_t
         ("bad volume", "a/", "external volume"),
         ("V", "a/'; DROP TABLE x; --", "base_location"),
         ("V", "../up", "base_location"),
+        # `$` in re.match matches before a trailing newline: the whole text must be checked (fullmatch).
+        ("V", "shop/orders\n", "base_location"),
     ],
 )
 def test_create_iceberg_table_sql_refuses_unsafe_names_before_any_sql(volume: str, location: str, match: str) -> None:
