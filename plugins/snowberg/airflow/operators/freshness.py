@@ -12,6 +12,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from snowberg.airflow.metrics import emit_freshness
 from snowberg.airflow.operators.check_base import SnowbergCheckFailed, SnowbergCheckOperator, check_duration
+from snowberg.airflow.operators.lake_access import names_lake_connection
 from snowberg.core.durations import format_duration
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,7 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
             self.max_watermark_lag, "max_watermark_lag"
         )
 
+    @names_lake_connection("catalog")
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.checks import freshness
 

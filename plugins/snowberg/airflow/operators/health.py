@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from snowberg.airflow.operators.check_base import SnowbergCheckOperator
+from snowberg.airflow.operators.lake_access import names_lake_connection
 from snowberg.config.check_settings import HealthThresholds
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class TableHealthOperator(SnowbergCheckOperator):
         )
         self.table_name = table_name
 
+    @names_lake_connection("catalog")
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.checks import health
 

@@ -39,6 +39,7 @@ from typing import Any, Literal
 from airflow.sdk import BaseOperator
 
 from snowberg.airflow.lineage import IcebergSyncLineage, NativeSyncLineage
+from snowberg.airflow.operators.lake_access import names_lake_connection
 from snowberg.core.identifiers import IcebergName, TableName
 from snowberg.sync.snapshots import OnRewrite
 
@@ -182,6 +183,7 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
         self.lineage_column = lineage_column
         self.insert_batch_rows = insert_batch_rows
 
+    @names_lake_connection("source_catalog")
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.airflow.metrics import observed_sync
         from snowberg.snowflake.hook import snowflake_connection

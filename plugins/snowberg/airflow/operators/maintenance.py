@@ -44,6 +44,7 @@ from airflow.sdk import BaseOperator, Param
 from airflow.sdk.exceptions import AirflowSkipException
 
 from snowberg.airflow.operators.arguments import Settings, TableSettings
+from snowberg.airflow.operators.lake_access import names_lake_connection
 from snowberg.config.maintenance_settings import MaintenanceSettings
 from snowberg.config.run_params import SNAPSHOT_ID_PATTERN, TAG_PATTERN, RunParamError, parse_snapshot_id
 from snowberg.config.table_config import Source, TableConfig
@@ -153,6 +154,7 @@ class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
         self.catalog = catalog
         self.check_table_settings()
 
+    @names_lake_connection("catalog")
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.iceberg.tables import load_table_or_none

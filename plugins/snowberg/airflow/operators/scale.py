@@ -39,6 +39,7 @@ from typing import Any
 from snowberg.airflow.lineage import LoadLineage
 from snowberg.airflow.operators.arguments import Settings, operator_arguments
 from snowberg.airflow.operators.incremental import SnowbergTableOperator
+from snowberg.airflow.operators.lake_access import names_lake_connection
 from snowberg.config.table_config import (
     ColumnDropPolicy,
     Cursor,
@@ -120,6 +121,7 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
         self.catalog = catalog
         self.check_table_settings()
 
+    @names_lake_connection("catalog")
     def execute(self, context: Any) -> list[dict[str, Any]]:
         from snowberg.core.window import Window
         from snowberg.iceberg.catalogs import open_catalog
@@ -195,6 +197,7 @@ class SnowbergSliceLoadOperator(SnowbergTableOperator):
         self.catalog = catalog
         self.check_table_settings()
 
+    @names_lake_connection("catalog")
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.load.mapped import write_slice
@@ -258,6 +261,7 @@ class SnowbergSliceCommitOperator(LoadLineage, SnowbergTableOperator):
         self.catalog = catalog
         self.check_table_settings()
 
+    @names_lake_connection("catalog")
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.core.window import Window
         from snowberg.iceberg.catalogs import open_catalog

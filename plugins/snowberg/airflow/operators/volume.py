@@ -24,6 +24,7 @@ from airflow.sdk import BaseOperator
 
 from snowberg.airflow.operators.arguments import Settings, TableSettings
 from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+from snowberg.airflow.operators.lake_access import names_lake_connection
 from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import Cursor, Source, WriteMode
 from snowberg.config.volume_settings import AnomalyAction, VolumeSettings
@@ -118,6 +119,7 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         self._push(context, kw.get("details"))
         return SnowbergCheckFailed(message, check=check, **kw)
 
+    @names_lake_connection("catalog")
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
