@@ -320,3 +320,69 @@ def test_a_stream_load_reports_the_table_the_stream_tracks(
     assert lineage.outputs[0].name == f"{tmp_path}/wh/ol/orders"
     assert lineage.outputs[0].outputFacets["outputStatistics"].rowCount == 7
     assert set(lineage.outputs[0].facets["columnLineage"].fields) == {"id", "note", "updated_at"}
+
+
+def test_an_iceberg_sync_reports_the_lake_table_in_and_the_target_iceberg_table_out(
+    loaded: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_io: Any
+) -> None:
+    """A target catalog that is not Horizon (here a second SQLite catalog): the output is named as an Iceberg table."""
+    from snowberg.airflow.operators.lake_to_snowflake import IcebergToSnowflakeIcebergOperator
+
+    cfg, w, _ = loaded
+    _run_load(cfg, w)
+    (tmp_path / "wh2").mkdir()
+    for k, v in {"TYPE": "sql", "URI": f"sqlite:///{tmp_path}/c2.db", "WAREHOUSE": f"file://{tmp_path}/wh2"}.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__OLCOPY__{k}", v)
+    op = IcebergToSnowflakeIcebergOperator(
+        task_id="sync",
+        source_catalog="olcat",
+        source_table="ol.orders",
+        target_catalog="olcopy",
+        target_table="copy.orders",
+        create_if_missing=True,
+    )
+    assert op.execute({"run_id": "i1"})["rows"] == 321
+    no_io()
+    lineage = op.get_openlineage_facets_on_complete(task_instance=None)
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", f"{tmp_path}/wh/ol/orders")]
+    [out] = lineage.outputs
+    assert (out.namespace, out.name) == ("file", f"{tmp_path}/wh2/copy/orders")
+    assert out.facets["symlinks"].identifiers[0].name == "copy.orders"
+    assert out.outputFacets["outputStatistics"].rowCount == 321
+
+
+def test_a_horizon_sync_names_its_output_as_the_snowflake_table(
+    loaded: Any, monkeypatch: pytest.MonkeyPatch, no_io: Any
+) -> None:
+    """Horizon needs real Snowflake: the gathering runs on the loaded source and a Horizon connection."""
+    from airflow.sdk.bases.operator import BaseOperator
+
+    from snowberg.airflow.lineage import build_lineage, facts_of, record_iceberg_sync
+    from snowberg.iceberg.catalogs import open_catalog
+
+    cfg, w, tmp_path = loaded
+    _run_load(cfg, w)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_HZ_OL",
+        json.dumps({"conn_type": "snowflake", "password": "p", "extra": {"account": "myorg-myacct", "database": "AN"}}),
+    )
+    op = BaseOperator(task_id="sync")
+    op.source_table = "ol.orders"  # type: ignore[attr-defined]
+    source = open_catalog("olcat").load_table(("ol", "orders"))
+    record_iceberg_sync(
+        op,
+        source_catalog="olcat",
+        source=source,
+        target_catalog_ref="hz_ol",
+        target_catalog=None,
+        target_table="SALES.ORDERS",
+        result={"status": "committed", "rows": 5},
+    )
+    facts = facts_of(op)
+    assert facts is not None
+    no_io()
+    lineage = build_lineage(facts)
+    assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", f"{tmp_path}/wh/ol/orders")]
+    [out] = lineage.outputs
+    assert (out.namespace, out.name) == ("snowflake://myorg-myacct", "AN.SALES.ORDERS")
+    assert out.outputFacets["outputStatistics"].rowCount == 5
