@@ -1,11 +1,17 @@
 """OpenLineage for snowberg's operators, through the Airflow OpenLineage provider.
 
 The provider's listener calls ``get_openlineage_facets_on_complete(task_instance)``
-on an operator when its task succeeds. Every snowberg operator that reads or
-writes data implements it with one call into this module, which builds the
-``OperatorLineage`` from the operator's settings and the result its
-``execute()`` returned (kept on the operator by ``remember_result``; the
-listener runs in a fork of the task process, which still has it).
+on an operator when its task succeeds, in a process it forks from the task
+process and kills after ``[openlineage] execution_timeout`` seconds (default
+10). That fork must do no I/O: it shares the task's supervisor channel
+(``Connection.get`` through it can hang), and a new Snowflake connection or
+catalog there costs seconds the task waits for. So the facts the facets need
+are gathered inside ``execute()``, from what the task already holds (its open
+Snowflake connection and catalog, the table it committed to, the result it
+returns), and kept on the operator (``record_*`` → ``LineageFacts``);
+``get_openlineage_facets_on_complete`` only turns those plain values into
+facet objects. When OpenLineage is not configured (the provider's
+``is_disabled()``), nothing is gathered and a task pays nothing for lineage.
 
 Dataset names follow the OpenLineage naming spec:
 
@@ -22,22 +28,24 @@ Dataset names follow the OpenLineage naming spec:
   name, metadata file and warehouse).
 
 Facets: ``schema`` on both sides (Snowflake's column types from the result
-metadata of a ``LIMIT 0`` query, Iceberg's from the table), ``outputStatistics``
-on the output (rows committed, bytes of the data files added, file count, from
-the committed snapshot's summary) and ``columnLineage`` from each Iceberg
-column to the Snowflake column it maps from (table sources; a custom query's
-columns have no single source column).
+metadata of a ``LIMIT 0`` query on the task's open connection, Iceberg's from
+the committed table), ``outputStatistics`` on the output (rows committed, bytes
+of the data files added, file count, from the committed snapshot's summary)
+and ``columnLineage`` from each Iceberg column to the Snowflake column it maps
+from (table sources; a custom query's columns have no single source column).
+The sliced load's commit task holds no Snowflake connection: its input carries
+the name but no schema, and no column lineage.
 
-The provider is optional: without it installed nothing here is imported and
-no operator changes behaviour. Lineage is best effort by design — the
-provider logs and drops an exception raised while extracting, and a task
-never fails because lineage could not be built.
+Lineage is best effort by design: gathering the facts logs and gives up on
+any error, the provider logs and drops an exception raised while building
+facets, and a task never fails because lineage could not be built.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -47,11 +55,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESULT_ATTR = "snowberg_result"
+FACTS_ATTR = "snowberg_lineage"
 PRODUCER_SOURCE = "snowberg"
 
 
 def remember_result(operator: Any, result: Any) -> Any:
-    """Keep ``execute()``'s result on the operator for the lineage extractor; return it unchanged."""
+    """Keep ``execute()``'s result on the operator (metrics, lineage); return it unchanged."""
     setattr(operator, RESULT_ATTR, result)
     return result
 
@@ -59,6 +68,68 @@ def remember_result(operator: Any, result: Any) -> Any:
 def result_of(operator: Any) -> dict[str, Any]:
     value = getattr(operator, RESULT_ATTR, None)
     return dict(value) if isinstance(value, Mapping) else {}
+
+
+def lineage_enabled() -> bool:
+    """Whether the OpenLineage provider will emit events here (installed, configured, not disabled).
+
+    Decides whether ``execute()`` gathers lineage facts at all: without a
+    transport the provider emits nothing, and the task should not pay for it.
+    """
+    try:
+        from airflow.providers.openlineage import conf
+    except ImportError:
+        return False
+    try:
+        return not conf.is_disabled()
+    except Exception:  # a broken [openlineage] section: the provider will not emit either
+        log.warning("OpenLineage configuration unreadable: no lineage gathered", exc_info=True)
+        return False
+
+
+# ---------------------------------------------------------------------------
+# The facts: plain values gathered in execute(), everything the facets need
+
+
+@dataclass(frozen=True)
+class SnowflakeSide:
+    """A Snowflake table as a dataset: OpenLineage namespace and name, and its columns when read."""
+
+    namespace: str
+    name: str
+    columns: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class IcebergSide:
+    """An Iceberg table as a dataset, as committed (location, catalog, schema, the snapshot's additions)."""
+
+    namespace: str
+    name: str
+    identifier: str
+    catalog_ref: str
+    catalog_namespace: str
+    catalog_type: str
+    metadata_uri: str | None
+    warehouse: str | None
+    fields: tuple[tuple[str, str], ...]
+    added_bytes: int | None = None
+    added_files: int | None = None
+
+
+@dataclass(frozen=True)
+class LineageFacts:
+    """One task's lineage: inputs, the output and the rows written; built into facets with no I/O."""
+
+    inputs: tuple[SnowflakeSide | IcebergSide, ...]
+    output: SnowflakeSide | IcebergSide
+    rows: int
+    column_lineage: bool = True
+
+
+def facts_of(operator: Any) -> LineageFacts | None:
+    value = getattr(operator, FACTS_ATTR, None)
+    return value if isinstance(value, LineageFacts) else None
 
 
 # ---------------------------------------------------------------------------
@@ -116,94 +187,52 @@ def catalog_namespace(catalog: Any) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Datasets
+# Gathering the facts (in execute(): the task's own connection and catalog)
 
 
-def _facets() -> Any:
-    from airflow.providers.common.compat.openlineage import facet
-
-    return facet
-
-
-def _schema_facet(fields: list[tuple[str, str]]) -> Any:
-    f = _facets()
-    return f.SchemaDatasetFacet(fields=[f.SchemaDatasetFacetFields(name=n, type=t) for n, t in fields])
-
-
-def snowflake_columns(conn_id: str, table: str) -> list[tuple[str, str]]:
-    """(column, Snowflake type) of a table, from the result metadata of a query that reads no row."""
+def snowflake_columns_on(conn: Any, table: str) -> tuple[tuple[str, str], ...]:
+    """(column, Snowflake type) of a table on an open connection, from a query that reads no row."""
     from snowberg.core.identifiers import TableName
-    from snowberg.snowflake.hook import snowflake_connection
     from snowberg.snowflake.source import result_columns
 
-    with snowflake_connection(conn_id) as conn:
-        cur = conn.cursor()
-        try:
-            # The name is validated and quoted; no value is spliced.
-            cur.execute(f"SELECT * FROM {TableName.parse(table).quoted()} LIMIT 0")  # noqa: S608
-            return [(c.name, c.sql_type) for c in result_columns(cur)]
-        finally:
-            cur.close()
+    cur = conn.cursor()
+    try:
+        # The name is validated and quoted; no value is spliced.
+        cur.execute(f"SELECT * FROM {TableName.parse(table).quoted()} LIMIT 0")  # noqa: S608
+        return tuple((c.name, c.sql_type) for c in result_columns(cur))
+    finally:
+        cur.close()
 
 
-def snowflake_dataset(namespace: str, table: str, columns: list[tuple[str, str]] | None = None) -> Any:
-    f = _facets()
-    facets = {"schema": _schema_facet(columns)} if columns else {}
-    return f.Dataset(namespace=namespace, name=snowflake_name(table), facets=facets)
+def snowflake_side(conn_id: str, table: str, conn: Any | None = None) -> SnowflakeSide:
+    """A Snowflake table's dataset facts; its columns only when the task has a connection open (``conn``)."""
+    columns = snowflake_columns_on(conn, table) if conn is not None else ()
+    return SnowflakeSide(namespace=snowflake_namespace(conn_id), name=snowflake_name(table), columns=columns)
 
 
-def iceberg_dataset(catalog_ref: str, catalog: Any, table: Any, identifier: str) -> Any:
-    """The Iceberg table as a dataset: its storage location, its catalog name as a symlink, its schema."""
-    from openlineage.client.generated.catalog_dataset import CatalogDatasetFacet
-
-    f = _facets()
+def iceberg_side(catalog_ref: str, catalog: Any, table: Any, identifier: str, snapshot_id: Any = None) -> IcebergSide:
+    """An Iceberg table's dataset facts from a loaded table (its metadata is in memory: no file is read)."""
     namespace, name = storage_name(table.location())
     props = getattr(catalog, "properties", None) or {}
-    facets: dict[str, Any] = {
-        "schema": _schema_facet([(fld.name, str(fld.field_type)) for fld in table.schema().fields]),
-        "symlinks": f.SymlinksDatasetFacet(
-            identifiers=[f.Identifier(namespace=catalog_namespace(catalog), name=identifier, type="TABLE")]
-        ),
-        "catalog": CatalogDatasetFacet(
-            framework="iceberg",
-            type=str(props.get("type") or type(catalog).__name__),
-            name=catalog_ref,
-            metadataUri=table.metadata_location,
-            warehouseUri=props.get("warehouse"),
-            source=PRODUCER_SOURCE,
-        ),
-    }
-    return f.Dataset(namespace=namespace, name=name, facets=facets)
-
-
-def output_statistics(table: Any, snapshot_id: int | None, rows: int) -> Any:
-    """Rows committed, and bytes and files the commit added (from the snapshot summary: no file is read)."""
-    f = _facets()
     size = files = None
     snap = table.snapshot_by_id(int(snapshot_id)) if snapshot_id is not None else None
     if snap is not None and snap.summary is not None:
         summary = snap.summary.additional_properties
         size = int(summary.get("added-files-size", 0) or 0)
         files = int(summary.get("added-data-files", 0) or 0)
-    return f.OutputStatisticsOutputDatasetFacet(rowCount=int(rows), size=size, fileCount=files)
-
-
-def column_lineage(
-    input_namespace: str, input_name: str, columns: list[tuple[str, str]], output_fields: list[str]
-) -> Any:
-    """Each output column from the input column it maps from (names compare case-insensitively), cast only."""
-    f = _facets()
-    by_lower = {c.lower(): c for c, _ in columns}
-    fields = {
-        out: f.Fields(
-            inputFields=[f.InputField(namespace=input_namespace, name=input_name, field=by_lower[out.lower()])],
-            transformationType="IDENTITY",
-            transformationDescription="type mapping only",
-        )
-        for out in output_fields
-        if out.lower() in by_lower
-    }
-    return f.ColumnLineageDatasetFacet(fields=fields)
+    return IcebergSide(
+        namespace=namespace,
+        name=name,
+        identifier=identifier,
+        catalog_ref=catalog_ref,
+        catalog_namespace=catalog_namespace(catalog),
+        catalog_type=str(props.get("type") or type(catalog).__name__),
+        metadata_uri=table.metadata_location,
+        warehouse=props.get("warehouse"),
+        fields=tuple((fld.name, str(fld.field_type)) for fld in table.schema().fields),
+        added_bytes=size,
+        added_files=files,
+    )
 
 
 def _load_table(catalog: Any, identifier: str) -> Any:
@@ -213,79 +242,95 @@ def _load_table(catalog: Any, identifier: str) -> Any:
     return catalog.load_table((n.namespace, n.table))
 
 
-def _lineage(inputs: list[Any], outputs: list[Any]) -> OperatorLineage:
-    from airflow.providers.openlineage.extractors import OperatorLineage
+def _keep(operator: Any, what: str, gather: Any) -> None:
+    """Gather the facts when lineage is on and keep them on the operator; never fail the task for them."""
+    if not lineage_enabled():
+        return
+    try:
+        setattr(operator, FACTS_ATTR, gather())
+    except Exception:
+        log.warning("%s: no lineage facts gathered (the task itself succeeded)", what, exc_info=True)
 
-    return OperatorLineage(inputs=inputs, outputs=outputs)
 
-
-# ---------------------------------------------------------------------------
-# What the operators call
-
-
-def snowflake_to_iceberg(
+def record_load(
+    operator: Any,
     *,
     source_table: str | None,
     snowflake_conn_id: str,
+    conn: Any | None,
     catalog_ref: str,
+    catalog: Any,
     target: str,
     result: Mapping[str, Any],
     rows_key: str = "rows",
-) -> OperatorLineage:
-    """A load into the lake: the Snowflake source table in, the Iceberg table out.
+) -> None:
+    """A load into the lake (Snowflake → Iceberg), called at the end of ``execute()``.
 
     ``source_table`` is ``None`` for custom-query sources (no input dataset and no
-    column lineage: the query's tables are not ours to guess).
+    column lineage: the query's tables are not ours to guess). ``conn``: the
+    task's open Snowflake connection (the source's column types), or ``None``.
     """
-    from snowberg.iceberg.catalogs import open_catalog
 
-    catalog = open_catalog(catalog_ref)
-    table = _load_table(catalog, target)
-    out = iceberg_dataset(catalog_ref, catalog, table, target)
-    facets = dict(out.facets)
-    inputs: list[Any] = []
-    if source_table:
-        ns = snowflake_namespace(snowflake_conn_id)
-        columns = snowflake_columns(snowflake_conn_id, source_table)
-        src = snowflake_dataset(ns, source_table, columns)
-        inputs.append(src)
-        facets["columnLineage"] = column_lineage(ns, src.name, columns, [fld.name for fld in table.schema().fields])
-    f = _facets()
-    stats = output_statistics(table, result.get("snapshot_id"), int(result.get(rows_key) or 0))
-    output = f.OutputDataset(
-        namespace=out.namespace, name=out.name, facets=facets, outputFacets={"outputStatistics": stats}
-    )
-    return _lineage(inputs, [output])
+    def gather() -> LineageFacts:
+        table = _load_table(catalog, target)
+        out = iceberg_side(catalog_ref, catalog, table, target, result.get("snapshot_id"))
+        inputs = (snowflake_side(snowflake_conn_id, source_table, conn),) if source_table else ()
+        return LineageFacts(inputs=inputs, output=out, rows=int(result.get(rows_key) or 0))
+
+    _keep(operator, target, gather)
 
 
-def iceberg_to_snowflake(
+def record_native_sync(
+    operator: Any,
     *,
     source_catalog: str,
-    source_table: str,
-    output_namespace: str,
-    output_table: str,
+    source: Any,
+    snowflake_conn_id: str,
+    conn: Any,
+    target_table: str,
     result: Mapping[str, Any],
-    output_columns: list[tuple[str, str]] | None = None,
-) -> OperatorLineage:
-    """A lake → Snowflake sync: the Iceberg table in, the Snowflake table out, with the rows synced."""
-    from snowberg.iceberg.catalogs import open_catalog
+) -> None:
+    """A lake → native Snowflake table sync: ``source`` is the Iceberg table the task read."""
 
-    f = _facets()
-    catalog = open_catalog(source_catalog)
-    table = _load_table(catalog, source_table)
-    src = iceberg_dataset(source_catalog, catalog, table, source_table)
-    name = snowflake_name(output_table)
-    facets: dict[str, Any] = {}
-    if output_columns:
-        facets["schema"] = _schema_facet(output_columns)
-        facets["columnLineage"] = column_lineage(
-            src.namespace, src.name, [(fld.name, "") for fld in table.schema().fields], [c for c, _ in output_columns]
-        )
-    stats = f.OutputStatisticsOutputDatasetFacet(rowCount=int(result.get("rows") or 0))
-    output = f.OutputDataset(
-        namespace=output_namespace, name=name, facets=facets, outputFacets={"outputStatistics": stats}
-    )
-    return _lineage([src], [output])
+    def gather() -> LineageFacts:
+        src = iceberg_side(source_catalog, source_catalog_of(source, source_catalog), source, operator.source_table)
+        out = snowflake_side(snowflake_conn_id, target_table, conn)
+        return LineageFacts(inputs=(src,), output=out, rows=int(result.get("rows") or 0))
+
+    _keep(operator, target_table, gather)
+
+
+def record_iceberg_sync(
+    operator: Any,
+    *,
+    source_catalog: str,
+    source: Any,
+    target_catalog_ref: str,
+    target_catalog: Any,
+    target_table: str,
+    result: Mapping[str, Any],
+) -> None:
+    """A lake → Iceberg sync: named as the Snowflake table when the target catalog is Horizon."""
+
+    def gather() -> LineageFacts:
+        src = iceberg_side(source_catalog, source_catalog_of(source, source_catalog), source, operator.source_table)
+        rows = int(result.get("rows") or 0)
+        if horizon_database(target_catalog_ref) is not None:
+            namespace, name = horizon_output(target_catalog_ref, target_table)
+            return LineageFacts(inputs=(src,), output=SnowflakeSide(namespace=namespace, name=name), rows=rows)
+        table = _load_table(target_catalog, target_table)
+        out = iceberg_side(target_catalog_ref, target_catalog, table, target_table, result.get("snapshot_id"))
+        return LineageFacts(inputs=(src,), output=out, rows=rows, column_lineage=False)
+
+    _keep(operator, target_table, gather)
+
+
+def source_catalog_of(table: Any, catalog_ref: str) -> Any:
+    """The catalog a loaded table came from (pyiceberg keeps it on the table), for its name and properties."""
+    catalog = getattr(table, "catalog", None)
+    if catalog is None:
+        raise ValueError(f"table of catalog {catalog_ref!r} carries no catalog")
+    return catalog
 
 
 def horizon_database(catalog_ref: str) -> str | None:
@@ -316,122 +361,135 @@ def horizon_output(target_catalog: str, target_table: str) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------------------
-# One entry point per kind of operator (each operator's get_openlineage_facets_on_complete calls one)
+# Facets from the facts (pure: what the listener's fork runs)
 
 
-def load_lineage(operator: Any) -> OperatorLineage:
-    """Snowflake → Iceberg loads (single task, slice commit, push-down unload)."""
-    cfg = operator.cfg
-    return snowflake_to_iceberg(
-        source_table=cfg.source.table,
-        snowflake_conn_id=operator.snowflake_conn_id,
-        catalog_ref=operator.catalog,
-        target=cfg.target,
-        result=result_of(operator),
-    )
+def _facets() -> Any:
+    from airflow.providers.common.compat.openlineage import facet
+
+    return facet
 
 
-def stream_lineage(operator: Any) -> OperatorLineage:
-    """Stream loads: the table the stream tracks in, the Iceberg table out."""
-    cfg, stream = operator.configs()
-    return snowflake_to_iceberg(
-        source_table=stream.on_table or cfg.source.table,
-        snowflake_conn_id=operator.snowflake_conn_id,
-        catalog_ref=operator.catalog,
-        target=cfg.target,
-        result=result_of(operator),
-        rows_key="rows_appended",
-    )
-
-
-def iceberg_sync_lineage(operator: Any) -> OperatorLineage:
-    """Lake → Snowflake-managed Iceberg: named as the Snowflake table when the catalog is Horizon."""
-    from snowberg.iceberg.catalogs import open_catalog
-
-    result = result_of(operator)
-    if horizon_database(operator.target_catalog) is not None:
-        namespace, table = horizon_output(operator.target_catalog, operator.target_table)
-        return iceberg_to_snowflake(
-            source_catalog=operator.source_catalog,
-            source_table=operator.source_table,
-            output_namespace=namespace,
-            output_table=table,
-            result=result,
-        )
-    # Another REST catalog: the target is an Iceberg table, named like the source.
+def _schema_facet(fields: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> Any:
     f = _facets()
-    source_catalog = open_catalog(operator.source_catalog)
-    src = iceberg_dataset(
-        operator.source_catalog,
-        source_catalog,
-        _load_table(source_catalog, operator.source_table),
-        operator.source_table,
+    return f.SchemaDatasetFacet(fields=[f.SchemaDatasetFacetFields(name=n, type=t) for n, t in fields])
+
+
+def column_lineage(
+    input_namespace: str, input_name: str, columns: list[tuple[str, str]], output_fields: list[str]
+) -> Any:
+    """Each output column from the input column it maps from (names compare case-insensitively), cast only."""
+    f = _facets()
+    by_lower = {c.lower(): c for c, _ in columns}
+    fields = {
+        out: f.Fields(
+            inputFields=[f.InputField(namespace=input_namespace, name=input_name, field=by_lower[out.lower()])],
+            transformationType="IDENTITY",
+            transformationDescription="type mapping only",
+        )
+        for out in output_fields
+        if out.lower() in by_lower
+    }
+    return f.ColumnLineageDatasetFacet(fields=fields)
+
+
+def _dataset_facets(side: SnowflakeSide | IcebergSide) -> dict[str, Any]:
+    if isinstance(side, SnowflakeSide):
+        return {"schema": _schema_facet(side.columns)} if side.columns else {}
+    from openlineage.client.generated.catalog_dataset import CatalogDatasetFacet
+
+    f = _facets()
+    return {
+        "schema": _schema_facet(side.fields),
+        "symlinks": f.SymlinksDatasetFacet(
+            identifiers=[f.Identifier(namespace=side.catalog_namespace, name=side.identifier, type="TABLE")]
+        ),
+        "catalog": CatalogDatasetFacet(
+            framework="iceberg",
+            type=side.catalog_type,
+            name=side.catalog_ref,
+            metadataUri=side.metadata_uri,
+            warehouseUri=side.warehouse,
+            source=PRODUCER_SOURCE,
+        ),
+    }
+
+
+def _columns(side: SnowflakeSide | IcebergSide) -> list[tuple[str, str]]:
+    return list(side.columns if isinstance(side, SnowflakeSide) else side.fields)
+
+
+def build_lineage(facts: LineageFacts) -> OperatorLineage:
+    """The ``OperatorLineage`` of gathered facts: facet objects only, no connection, catalog or file."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    f = _facets()
+    inputs = [f.Dataset(namespace=s.namespace, name=s.name, facets=_dataset_facets(s)) for s in facts.inputs]
+    out = facts.output
+    facets = _dataset_facets(out)
+    if facts.column_lineage and len(facts.inputs) == 1:
+        src = facts.inputs[0]
+        in_cols, out_cols = _columns(src), _columns(out)
+        if in_cols and out_cols:
+            facets["columnLineage"] = column_lineage(src.namespace, src.name, in_cols, [c for c, _ in out_cols])
+    if isinstance(out, IcebergSide):
+        stats = f.OutputStatisticsOutputDatasetFacet(
+            rowCount=facts.rows, size=out.added_bytes, fileCount=out.added_files
+        )
+    else:
+        stats = f.OutputStatisticsOutputDatasetFacet(rowCount=facts.rows)
+    output = f.OutputDataset(
+        namespace=out.namespace, name=out.name, facets=facets, outputFacets={"outputStatistics": stats}
     )
-    catalog = open_catalog(operator.target_catalog)
-    target = iceberg_dataset(
-        operator.target_catalog, catalog, _load_table(catalog, operator.target_table), operator.target_table
-    )
-    stats = f.OutputStatisticsOutputDatasetFacet(rowCount=int(result.get("rows") or 0))
-    out = f.OutputDataset(
-        namespace=target.namespace, name=target.name, facets=target.facets, outputFacets={"outputStatistics": stats}
-    )
-    return _lineage([src], [out])
+    return OperatorLineage(inputs=inputs, outputs=[output])
 
 
-def native_sync_lineage(operator: Any) -> OperatorLineage:
-    """Lake → native Snowflake table."""
-    return iceberg_to_snowflake(
-        source_catalog=operator.source_catalog,
-        source_table=operator.source_table,
-        output_namespace=snowflake_namespace(operator.snowflake_conn_id),
-        output_table=operator.target_table,
-        result=result_of(operator),
-        output_columns=snowflake_columns(operator.snowflake_conn_id, operator.target_table),
-    )
+class GatheredLineage:
+    """Mixin of every lineage-emitting operator: the facets of the facts its ``execute()`` gathered.
+
+    ``None`` (the provider then sends the event without datasets) when nothing
+    was gathered: lineage off at execute time, or gathering failed.
+    """
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage | None:
+        facts = facts_of(self)
+        return build_lineage(facts) if facts is not None else None
 
 
-class LoadLineage:
-    """Mixin for Snowflake → Iceberg loading operators (the provider's listener calls this on success)."""
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        return load_lineage(self)
-
-
-class StreamLoadLineage:
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        return stream_lineage(self)
-
-
-class IcebergSyncLineage:
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        return iceberg_sync_lineage(self)
-
-
-class NativeSyncLineage:
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        return native_sync_lineage(self)
+# The operators' mixins, by kind (one gathering function each: record_load, record_native_sync, record_iceberg_sync).
+LoadLineage = GatheredLineage
+StreamLoadLineage = GatheredLineage
+IcebergSyncLineage = GatheredLineage
+NativeSyncLineage = GatheredLineage
 
 
 __all__ = [
+    "FACTS_ATTR",
+    "GatheredLineage",
+    "IcebergSide",
     "IcebergSyncLineage",
+    "LineageFacts",
     "LoadLineage",
     "NativeSyncLineage",
+    "SnowflakeSide",
     "StreamLoadLineage",
+    "build_lineage",
     "catalog_namespace",
     "column_lineage",
+    "facts_of",
     "horizon_database",
     "horizon_output",
-    "iceberg_sync_lineage",
-    "load_lineage",
-    "native_sync_lineage",
-    "stream_lineage",
-    "iceberg_dataset",
-    "iceberg_to_snowflake",
+    "iceberg_side",
+    "lineage_enabled",
+    "record_iceberg_sync",
+    "record_load",
+    "record_native_sync",
     "remember_result",
     "result_of",
-    "snowflake_dataset",
+    "snowflake_columns_on",
     "snowflake_name",
     "snowflake_namespace",
-    "snowflake_to_iceberg",
+    "snowflake_side",
+    "source_catalog_of",
     "storage_name",
 ]

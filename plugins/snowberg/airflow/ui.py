@@ -23,7 +23,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from snowberg.airflow.ui_data import RunPoint, TableStatus
+from snowberg.airflow.ui_data import CheckOutcome, RunPoint, TableStatus
 
 
 def _base() -> str:
@@ -76,7 +76,13 @@ def _lag(seconds: float | None) -> str:
 
 
 def svg_chart(points: Sequence[RunPoint], *, width: int = 520, height: int = 140) -> str:
-    """Bars: rows per run; line: freshness lag at each commit (own scale, right axis). Inline SVG."""
+    """Bars: rows per run; line: the watermark's age at each commit (own scale, right axis). Inline SVG.
+
+    The line is commit time minus the watermark the commit carried: how far
+    behind the source's cursor each load was. It is not freshness (how long
+    ago the lake was written, against the SLA): a table loaded every minute
+    from a source whose newest row is old shows a large age and is fresh.
+    """
     if not points:
         return "<p class='muted'>no snowberg commit yet</p>"
     pad_l, pad_r, pad_t, pad_b = 56, 56, 10, 22
@@ -84,17 +90,18 @@ def svg_chart(points: Sequence[RunPoint], *, width: int = 520, height: int = 140
     n = len(points)
     step = w / n
     max_rows = max(p.rows for p in points) or 1
-    lags = [p.lag_seconds for p in points if p.lag_seconds is not None]
+    lags = [p.watermark_age_seconds for p in points if p.watermark_age_seconds is not None]
     max_lag = max(lags) if lags and max(lags) > 0 else 1.0
     parts = [
         f'<svg class="chart" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'xmlns="http://www.w3.org/2000/svg"><title>rows per run and freshness lag</title>',
+        f'xmlns="http://www.w3.org/2000/svg"><title>rows per run and watermark age at each commit</title>',
         f'<line x1="{pad_l}" y1="{pad_t + h}" x2="{pad_l + w}" y2="{pad_t + h}" stroke="#999"/>',
         f'<text x="{pad_l - 4}" y="{pad_t + 8}" text-anchor="end" class="axis">{max_rows:,}</text>',
         f'<text x="{pad_l - 4}" y="{pad_t + h}" text-anchor="end" class="axis">0</text>',
         f'<text x="{pad_l + w + 4}" y="{pad_t + 8}" class="axis lag">{_e(_lag(max_lag))}</text>',
         f'<text x="{pad_l}" y="{height - 4}" class="axis">rows per run (bars)</text>',
-        f'<text x="{pad_l + w}" y="{height - 4}" text-anchor="end" class="axis lag">freshness lag (line)</text>',
+        f'<text x="{pad_l + w}" y="{height - 4}" text-anchor="end" class="axis lag">'
+        "watermark age at commit (line)</text>",
     ]
     line: list[str] = []
     for i, p in enumerate(points):
@@ -103,10 +110,11 @@ def svg_chart(points: Sequence[RunPoint], *, width: int = 520, height: int = 140
         parts.append(
             f'<rect class="bar" data-rows="{p.rows}" x="{x:.1f}" y="{pad_t + h - bh:.1f}" '
             f'width="{step * 0.7:.1f}" height="{bh:.1f}" fill="#4a90d9">'
-            f"<title>{_e(p.run_id)}: {p.rows:,} rows, lag {_e(_lag(p.lag_seconds))}</title></rect>"
+            f"<title>{_e(p.run_id)}: {p.rows:,} rows, watermark age at commit "
+            f"{_e(_lag(p.watermark_age_seconds))}</title></rect>"
         )
-        if p.lag_seconds is not None:
-            ly = pad_t + h - h * max(p.lag_seconds, 0) / max_lag
+        if p.watermark_age_seconds is not None:
+            ly = pad_t + h - h * max(p.watermark_age_seconds, 0) / max_lag
             line.append(f"{pad_l + i * step + step / 2:.1f},{ly:.1f}")
     if line:
         parts.append(f'<polyline class="lag-line" points="{" ".join(line)}" fill="none" stroke="#e07b00"/>')
@@ -124,12 +132,19 @@ def _check_cell(t: TableStatus) -> str:
     items = []
     for c in t.checks:
         extra = ""
-        if isinstance(c.result, dict):
+        if c.outcome is CheckOutcome.NOT_RUN:
+            extra = f": {c.reason}" if c.reason else ""
+        elif isinstance(c.result, dict):
             if "rows" in c.result and "data_files" in c.result:
                 extra = f" ({_num(c.result.get('rows'))} rows, {_num(c.result.get('data_files'))} files)"
             elif "fresh" in c.result:
                 extra = " (fresh)" if c.result.get("fresh") else " (stale)"
-        items.append(f"<li><b class='state-{_e(c.state)}'>{_e(c.state)}</b> {_e(c.task_id)}{_e(extra)}</li>")
+        outcome = c.outcome.value
+        items.append(
+            f"<li data-check='{_e(c.task_id)}' data-outcome='{_e(outcome)}'>"
+            f"<b class='outcome-{_e(outcome.replace(' ', '-'))}' title='task state: {_e(c.state)}'>{_e(outcome)}</b> "
+            f"{_e(c.task_id)}{_e(extra)}</li>"
+        )
     link = f"{base}/dags/{quote(t.checks_dag_id)}/runs/{quote(t.checks_run_id or '')}"
     return f"<ul class='checks'>{''.join(items)}</ul><a href='{_e(link)}' target='_top'>latest checks run</a>"
 
@@ -182,7 +197,8 @@ section.table{border:1px solid #ddd;border-radius:6px;padding:12px;margin-bottom
 th{text-align:left;padding:3px 10px 3px 0;color:#555;vertical-align:top;font-weight:600} td{padding:3px 0}
 .muted{color:#888;font-size:12px} .ok{color:#1a7f37} .bad{color:#c62828} code{font-size:12px}
 .axis{font-size:10px;fill:#666} .lag{fill:#e07b00} ul.checks{margin:0;padding-left:16px}
-.state-success{color:#1a7f37} .state-failed{color:#c62828} .links{margin-top:8px;font-size:13px}
+.outcome-passed{color:#1a7f37} .outcome-failed{color:#c62828} .outcome-could-not-run{color:#b26a00}
+.outcome-not-finished{color:#555} .links{margin-top:8px;font-size:13px}
 """
 
 

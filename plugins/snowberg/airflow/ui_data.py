@@ -5,11 +5,13 @@ Read on request, from the sources of truth, never from a cache:
 * the lake table's metadata (no data file is read): the last snowberg load
   (rows, bytes added, snapshot id, run id), the watermark, freshness against
   the SLA (``snowberg.checks.freshness``), and the last ``history`` snowberg
-  commits for the chart (rows per run, and the freshness lag at each commit:
-  commit time minus the watermark it carried);
+  commits for the chart (rows per run, and the watermark's age at each commit:
+  commit time minus the watermark it carried — how far behind the source's
+  cursor the load was, not how long ago the lake was written);
 * Airflow's metadata database: the Variable mirror, the load task's duration
   in the run that committed, and the latest run of the table's checks DAG
-  (each check task's state, and the health report it returned).
+  (each check task's state, its outcome — passed, failed, could not run (with
+  the reason), not finished — and the result it returned).
 
 Every piece that cannot be read (no table yet, a catalog that does not
 answer) becomes an ``error`` string on that table, so one broken table does
@@ -23,6 +25,7 @@ import logging
 import os
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +57,44 @@ class RunPoint:
     mode: str | None
     committed_at: str
     rows: int
-    lag_seconds: float | None  # commit time − watermark (time-like cursors only)
+    watermark_age_seconds: float | None  # commit time − the watermark it carried (time-like cursors only)
+
+
+class CheckOutcome(StrEnum):
+    """What a check task's run says about the table (its Airflow state alone does not: a skip is no pass)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_RUN = "could not run"
+    NOT_FINISHED = "not finished"
+
+
+# Task states in which the check did not look at the table.
+_NOT_RUN_STATES = frozenset({"skipped", "upstream_failed", "removed"})
+
+
+def check_outcome(state: str | None, result: Any) -> tuple[CheckOutcome, str | None]:
+    """(outcome, reason) of a check task from its state and the result it pushed.
+
+    A check that could not compare (no lake table, nothing committed, an
+    inconclusive comparison) pushes ``{"status": "not_run", "reason": ...}`` or
+    a report with ``inconclusive`` and a ``note``, and is skipped: shown as
+    "could not run" with that reason, whatever the task's state.
+    """
+    from snowberg.airflow.operators.volume import NOT_RUN
+
+    if isinstance(result, dict):
+        if result.get("status") == NOT_RUN:
+            return CheckOutcome.NOT_RUN, str(result.get("reason") or "") or None
+        if result.get("inconclusive"):
+            return CheckOutcome.NOT_RUN, "inconclusive: " + str(result.get("note") or "no note")
+    if state in _NOT_RUN_STATES:
+        return CheckOutcome.NOT_RUN, f"task {state}"
+    if state == "success":
+        return CheckOutcome.PASSED, None
+    if state == "failed":
+        return CheckOutcome.FAILED, None
+    return CheckOutcome.NOT_FINISHED, None
 
 
 @dataclass(kw_only=True)
@@ -63,6 +103,8 @@ class CheckTask:
     state: str | None
     end_date: str | None
     result: Any = None
+    outcome: CheckOutcome = CheckOutcome.NOT_FINISHED
+    reason: str | None = None  # why a check could not run
 
 
 @dataclass(kw_only=True)
@@ -123,7 +165,7 @@ def history(table: Any, limit: int = HISTORY) -> list[RunPoint]:
                 mode=props.get(state.MODE),
                 committed_at=_iso(snap.timestamp_ms),
                 rows=int(props.get(state.ROWS) or 0),
-                lag_seconds=lag,
+                watermark_age_seconds=lag,
             )
         )
         if len(out) >= limit:
@@ -213,12 +255,16 @@ def _airflow(status: TableStatus, cfg: TableConfig, session: Any) -> None:
             if row is not None:
                 result = XComModel.deserialize_value(type("X", (), {"value": row})())
                 break
+        state = str(ti.state.value if hasattr(ti.state, "value") else ti.state) if ti.state else None
+        outcome, reason = check_outcome(state, result)
         status.checks.append(
             CheckTask(
                 task_id=ti.task_id,
-                state=str(ti.state.value if hasattr(ti.state, "value") else ti.state) if ti.state else None,
+                state=state,
                 end_date=ti.end_date.isoformat(timespec="seconds") if ti.end_date else None,
                 result=result,
+                outcome=outcome,
+                reason=reason,
             )
         )
 

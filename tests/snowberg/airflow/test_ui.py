@@ -13,8 +13,10 @@ def test_the_chart_draws_one_bar_per_run_and_the_page_escapes_what_it_shows() ->
     from snowberg.airflow.ui_data import RunPoint, TableStatus
 
     pts = [
-        RunPoint(snapshot_id=1, run_id="r<1>", mode="incremental", committed_at="t", rows=10, lag_seconds=60.0),
-        RunPoint(snapshot_id=2, run_id="r2", mode="incremental", committed_at="t", rows=0, lag_seconds=None),
+        RunPoint(
+            snapshot_id=1, run_id="r<1>", mode="incremental", committed_at="t", rows=10, watermark_age_seconds=60.0
+        ),
+        RunPoint(snapshot_id=2, run_id="r2", mode="incremental", committed_at="t", rows=0, watermark_age_seconds=None),
     ]
     svg = svg_chart(pts)
     assert svg.count('<rect class="bar"') == 2 and 'data-rows="10"' in svg and "r&lt;1&gt;" in svg
@@ -36,6 +38,69 @@ def test_the_chart_draws_one_bar_per_run_and_the_page_escapes_what_it_shows() ->
     assert "&lt;b&gt;gone&lt;/b&gt;" in page and "<b>gone</b>" not in page
     assert "/dags/snowberg_orders__checks" in page
     assert "http" not in page.replace("http://www.w3.org/2000/svg", "").split("<body>")[0]  # nothing fetched
+
+
+def test_the_chart_names_its_line_for_what_it_plots_the_watermark_age_not_freshness() -> None:
+    """The line is commit time − watermark (7056000 s = 1960 h here) next to a table that is fresh."""
+    from snowberg.airflow.ui import render_page
+    from snowberg.airflow.ui_data import RunPoint, TableStatus
+
+    old_cursor = RunPoint(
+        snapshot_id=1, run_id="r1", mode="incremental", committed_at="t", rows=5, watermark_age_seconds=7_056_000.0
+    )
+    status = TableStatus(
+        name="orders",
+        dag_id="snowberg_orders",
+        checks_dag_id="snowberg_orders__checks",
+        source="DB.S.ORDERS",
+        target="shop.orders",
+        catalog="lake",
+        sla="1h",
+        fresh=True,
+        hours_since_last_write=0.1,
+        history=[old_cursor],
+    )
+    page = render_page([status])
+    assert "freshness lag" not in page
+    assert "watermark age at commit (line)</text>" in page
+    assert "watermark age at commit 1960.0 h</title>" in page  # the bar's tooltip
+    assert "<b class='ok'>fresh</b> (SLA 1h), last write 6.0 min ago" in page  # freshness: its own figure
+
+
+def test_a_check_that_could_not_run_is_shown_as_such_with_its_reason_never_as_a_success() -> None:
+    from snowberg.airflow.ui import render_page
+    from snowberg.airflow.ui_data import CheckOutcome, CheckTask, TableStatus, check_outcome
+
+    reason = "broken: the lake table n.broken does not exist (not loaded yet?): nothing to verify"
+    checks = []
+    for task_id, state, result in [
+        ("check_volume", "skipped", {"status": "not_run", "reason": reason}),
+        ("check_freshness", "success", {"fresh": True}),
+        ("table_health", "upstream_failed", None),
+    ]:
+        outcome, why = check_outcome(state, result)
+        checks.append(
+            CheckTask(task_id=task_id, state=state, end_date=None, result=result, outcome=outcome, reason=why)
+        )
+    status = TableStatus(
+        name="broken",
+        dag_id="snowberg_broken",
+        checks_dag_id="snowberg_broken__checks",
+        source="DB.S.B",
+        target="n.broken",
+        catalog="lake",
+        checks=checks,
+        checks_run_id="c1",
+    )
+    assert [c.outcome for c in checks] == [CheckOutcome.NOT_RUN, CheckOutcome.PASSED, CheckOutcome.NOT_RUN]
+    page = render_page([status])
+    volume = page.split("data-check='check_volume'", 1)[1].split("</li>", 1)[0]
+    assert (
+        "data-outcome='could not run'" in volume and "could not run</b> check_volume: broken: the lake table" in volume
+    )
+    assert "success" not in volume and "passed" not in volume
+    assert "could not run</b> table_health: task upstream_failed" in page
+    assert "passed</b> check_freshness (fresh)" in page
 
 
 def test_without_a_login_the_page_and_the_api_answer_401_with_no_data() -> None:

@@ -41,7 +41,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from snowberg.airflow.lineage import LoadLineage
+from snowberg.airflow.lineage import LoadLineage, record_load
 from snowberg.airflow.operators.arguments import Settings, TableSettings
 from snowberg.config.table_config import (
     ColumnDropPolicy,
@@ -255,8 +255,19 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         with lake_errors(self.catalog):
             catalog = open_catalog(self.catalog)
             with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
-                result = load_window(cfg, conn, catalog, w)
-        return observed_load(self, cfg.name, result.to_dict())
+                done = load_window(cfg, conn, catalog, w).to_dict()
+                # Lineage facts now, from this connection and catalog: the listener's fork does no I/O.
+                record_load(
+                    self,
+                    source_table=cfg.source.table,
+                    snowflake_conn_id=self.snowflake_conn_id,
+                    conn=conn,
+                    catalog_ref=self.catalog,
+                    catalog=catalog,
+                    target=cfg.target,
+                    result=done,
+                )
+        return observed_load(self, cfg.name, done)
 
 
 class SnowbergPublishOperator(SnowbergTableOperator):

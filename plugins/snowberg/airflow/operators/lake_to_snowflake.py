@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from airflow.sdk import BaseOperator
 
-from snowberg.airflow.lineage import IcebergSyncLineage, NativeSyncLineage
+from snowberg.airflow.lineage import IcebergSyncLineage, NativeSyncLineage, record_iceberg_sync, record_native_sync
 from snowberg.airflow.operators.lake_access import names_lake_connection
 from snowberg.core.identifiers import IcebergName, TableName
 from snowberg.sync.snapshots import OnRewrite
@@ -93,9 +93,10 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
 
         source, label = _source_table(self.source_catalog, self.source_table)
         target = _target_name(self.target_table)
+        target_catalog = open_catalog(self.target_catalog)
         result = sync_iceberg(
             source,
-            open_catalog(self.target_catalog),
+            target_catalog,
             target,
             source_label=label,
             run_id=context["run_id"],
@@ -105,7 +106,17 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
             create_in_snowflake=self._creator(),
             batch_rows=self.batch_rows,
         )
-        return observed_sync(self, self.target_table, result.to_dict())
+        done = result.to_dict()
+        record_iceberg_sync(
+            self,
+            source_catalog=self.source_catalog,
+            source=source,
+            target_catalog_ref=self.target_catalog,
+            target_catalog=target_catalog,
+            target_table=self.target_table,
+            result=done,
+        )
+        return observed_sync(self, self.target_table, done)
 
     def _creator(self) -> Any:
         """Runs ``CREATE ICEBERG TABLE`` in Snowflake when the target is missing (``create_in_snowflake``)."""
@@ -202,7 +213,17 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
                 lineage_column=self.lineage_column,
                 insert_batch_rows=self.insert_batch_rows,
             )
-        return observed_sync(self, self.target_table, result.to_dict())
+            done = result.to_dict()
+            record_native_sync(
+                self,
+                source_catalog=self.source_catalog,
+                source=source,
+                snowflake_conn_id=self.snowflake_conn_id,
+                conn=conn,
+                target_table=self.target_table,
+                result=done,
+            )
+        return observed_sync(self, self.target_table, done)
 
 
 class SnowflakeVisibilityCheckOperator(BaseOperator):

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from snowberg.airflow.lineage import LoadLineage
+from snowberg.airflow.lineage import LoadLineage, record_load
 from snowberg.airflow.operators.arguments import Settings, operator_arguments
 from snowberg.airflow.operators.incremental import SnowbergTableOperator
 from snowberg.airflow.operators.lake_access import names_lake_connection
@@ -271,7 +271,19 @@ class SnowbergSliceCommitOperator(LoadLineage, SnowbergTableOperator):
         from snowberg.airflow.metrics import observed_load
 
         cfg = self.cfg
-        result = commit_slices(cfg, open_catalog(self.catalog), Window.from_dict(self.window), results)
+        catalog = open_catalog(self.catalog)
+        result = commit_slices(cfg, catalog, Window.from_dict(self.window), results)
+        # No Snowflake connection here: the input is named, without its column types.
+        record_load(
+            self,
+            source_table=cfg.source.table,
+            snowflake_conn_id=self.snowflake_conn_id,
+            conn=None,
+            catalog_ref=self.catalog,
+            catalog=catalog,
+            target=cfg.target,
+            result=result,
+        )
         return observed_load(self, cfg.name, result)
 
 
@@ -403,12 +415,23 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
         from snowberg.airflow.metrics import observed_load
 
         with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
+            catalog = open_catalog(self.catalog)
             result = unload_window(
                 cfg,
                 conn,
-                open_catalog(self.catalog),
+                catalog,
                 Window.from_dict(self.window),
                 target,
                 try_number=int(getattr(context.get("ti"), "try_number", 1) or 1),
+            )
+            record_load(
+                self,
+                source_table=cfg.source.table,
+                snowflake_conn_id=self.snowflake_conn_id,
+                conn=conn,
+                catalog_ref=self.catalog,
+                catalog=catalog,
+                target=cfg.target,
+                result=result,
             )
         return observed_load(self, cfg.name, result)

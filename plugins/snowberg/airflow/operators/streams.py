@@ -32,7 +32,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from snowberg.airflow.lineage import StreamLoadLineage
+from snowberg.airflow.lineage import StreamLoadLineage, record_load
 from snowberg.airflow.operators.arguments import Settings, TableSettings, operator_arguments
 from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import ColumnDropPolicy, PartitionField, Source, TableConfig
@@ -191,14 +191,26 @@ class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):
         conn = self.connect(cfg)
         try:
             with lake_errors(self.catalog):
+                catalog = open_catalog(self.catalog)
                 result = load_step(
                     cfg,
                     stream,
                     conn,
-                    open_catalog(self.catalog),
+                    catalog,
                     run_id=context["run_id"],
                     dag_id=self.dag_id,
                     consumed=self.consumed,
+                )
+                record_load(
+                    self,
+                    source_table=stream.on_table or cfg.source.table,
+                    snowflake_conn_id=self.snowflake_conn_id,
+                    conn=conn,
+                    catalog_ref=self.catalog,
+                    catalog=catalog,
+                    target=cfg.target,
+                    result=result,
+                    rows_key="rows_appended",
                 )
         finally:
             conn.close()

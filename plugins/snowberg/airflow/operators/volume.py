@@ -29,6 +29,9 @@ from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import Cursor, Source, WriteMode
 from snowberg.config.volume_settings import AnomalyAction, VolumeSettings
 
+# The ``status`` of the result a check pushes when it could not run (the UI page shows it with its reason).
+NOT_RUN = "not_run"
+
 FULL_VERIFICATION_PARAM = "full_verification"
 """The checks DAG's trigger param that makes its volume check a full verification."""
 
@@ -115,6 +118,17 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
             except Exception:  # noqa: BLE001 - a failed XCom must not hide the check's own failure
                 self.log.warning("could not push the check result to XCom", exc_info=True)
 
+    def _not_run(self, context: Any, reason: str) -> Exception:
+        """The skip of a check that could not compare, its reason pushed as the result (the UI page shows it).
+
+        A skipped task keeps no message Airflow's database shows; without the
+        pushed result the page could only say "skipped", not why.
+        """
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        self._push(context, {"status": NOT_RUN, "reason": reason})
+        return AirflowSkipException(reason)
+
     def _fail(self, context: Any, check: str, message: str, **kw: Any) -> SnowbergCheckFailed:
         self._push(context, kw.get("details"))
         return SnowbergCheckFailed(message, check=check, **kw)
@@ -135,8 +149,8 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         catalog = open_catalog(cfg.catalog)
         table = load_table_or_none(catalog, cfg)
         if table is None:
-            raise AirflowSkipException(
-                f"{cfg.name}: the lake table {cfg.target} does not exist (not loaded yet?): nothing to verify"
+            raise self._not_run(
+                context, f"{cfg.name}: the lake table {cfg.target} does not exist (not loaded yet?): nothing to verify"
             )
         hook = snowflake_hook(cfg.snowflake_conn_id, cfg)
         # Real Snowflake is reached over https only; plain http is the local emulator (docs/volume-checks.md).
@@ -163,7 +177,7 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
                 conn.close()
         except volume.VolumeCheckSkipped as exc:
             self.log.warning("%s", exc)
-            raise AirflowSkipException(str(exc)) from None
+            raise self._not_run(context, str(exc)) from None
         except volume.VolumeSourceError as exc:
             raise self._fail(
                 context,
@@ -242,4 +256,4 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         )
 
 
-__all__ = ["FULL_VERIFICATION_PARAM", "VolumeCheckOperator", "full_verification_requested"]
+__all__ = ["FULL_VERIFICATION_PARAM", "NOT_RUN", "VolumeCheckOperator", "full_verification_requested"]

@@ -80,10 +80,19 @@ def _op(sfdb: Any, **volume: Any) -> Any:
 
 
 def test_no_table_yet_is_skipped_with_the_reason_never_a_success(env: Any) -> None:
+    """The reason is pushed as the check's result too: the UI page shows "could not run" and why."""
     from airflow.sdk.exceptions import AirflowSkipException
 
+    pushed: dict[str, Any] = {}
+
+    class TI:
+        def xcom_push(self, *, key: str, value: Any) -> None:
+            pushed[key] = value
+
     with pytest.raises(AirflowSkipException, match="the lake table lake.orders does not exist"):
-        _op(env).execute({"run_id": "r"})
+        _op(env).execute({"run_id": "r", "ti": TI()})
+    assert pushed["result"]["status"] == "not_run"
+    assert "the lake table lake.orders does not exist" in pushed["result"]["reason"]
 
 
 def test_equal_tables_pass_and_a_small_last_run_only_warns(env: Any) -> None:
