@@ -79,7 +79,10 @@ def _doc(cfg: TableConfig) -> str:
         f"* **Watermark mirror**: Variable `{cfg.variable_key}` (the table's snapshot summary is the truth)",
     ]
     if cfg.freshness_sla:
-        lines.append(f"* **Freshness SLA**: {format_duration(cfg.freshness_sla)}")
+        lines.append(
+            f"* **Freshness SLA**: {format_duration(cfg.freshness_sla)} ({cfg.freshness_measure.value}), "
+            "checked by the checks DAG"
+        )
     if cfg.cursor is None and cfg.stream is None:
         lines.append("* **No cursor**: every scheduled run is a full refresh (one replace commit)")
     lines += [
@@ -123,14 +126,19 @@ def _default_args(cfg: TableConfig, dag_id: str | None = None) -> dict[str, Any]
     return args
 
 
-def _checks(cfg: TableConfig) -> list[Any]:
-    """Freshness and health tasks (metadata only); wired after loads and in the checks DAG."""
+def _checks(cfg: TableConfig, *, freshness: bool = True) -> list[Any]:
+    """Freshness and health tasks (metadata only); wired after loads and in the checks DAG.
+
+    Freshness runs in the checks DAG only (``freshness=False`` after a load): a load run proves the
+    lake current or fails on its own, so a quiet source keeps the load DAG green, and the checks DAG,
+    on its own schedule, is what alerts when the load stops proving it (docs/checks-and-alerts.md).
+    """
     tasks: list[Any] = [
         TableHealthOperator(
             task_id="table_health", table=cfg.target, catalog=cfg.catalog, thresholds=cfg.health, table_name=cfg.name
         ),
     ]
-    if cfg.freshness_sla is not None:
+    if cfg.freshness_sla is not None and freshness:
         tasks.insert(
             0,
             SnapshotFreshnessOperator(
@@ -141,6 +149,7 @@ def _checks(cfg: TableConfig) -> list[Any]:
                 max_watermark_lag=cfg.max_watermark_lag,
                 table_name=cfg.name,
                 cursor_timezone=cfg.cursor.timezone if cfg.cursor else "UTC",
+                measure=cfg.freshness_measure,
             ),
         )
     return tasks
@@ -208,7 +217,7 @@ def build_stream_dag(cfg: TableConfig) -> DAG:
         default_args=_default_args(cfg),
     ) as dag:
         tasks = build_stream_tasks(cfg, outlets=[table_asset(cfg)])
-        tasks["cleanup"] >> _checks(cfg)
+        tasks["cleanup"] >> _checks(cfg, freshness=False)
     return dag
 
 
@@ -247,7 +256,7 @@ def build_dag(cfg: TableConfig) -> DAG:
             outlets=[table_asset(cfg)],
             **operator_arguments(SnowbergPublishOperator, cfg),
         )
-        load >> publish >> _checks(cfg)
+        load >> publish >> _checks(cfg, freshness=False)
     return dag
 
 

@@ -13,6 +13,13 @@ no manifest, no data file. Two measures:
 
 A table is stale when the age exceeds the SLA, when the watermark lag
 exceeds its limit, when it has no snapshot at all, or when it does not exist.
+
+Which age the SLA limits is the table's ``freshness_measure``:
+``proven_current`` (the default) ages from the later of the last data
+snapshot and the last run that proved the lake current without committing
+(an idle run, ``snowberg.iceberg.current``), so a quiet source stays fresh
+while a pipeline that stops running goes stale; ``last_data`` ages from the
+last data snapshot alone.
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from snowberg.config.check_settings import FreshnessMeasure
 from snowberg.core.cursor import CURSOR_KINDS, CursorKind
 from snowberg.core.durations import format_duration
 from snowberg.iceberg import state
+from snowberg.iceberg.current import CurrentProof
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -52,6 +61,10 @@ class Freshness:
     sla_hours: float | None = None
     max_watermark_lag: str | None = None
     max_watermark_lag_hours: float | None = None
+    measure: str = FreshnessMeasure.LAST_DATA.value
+    proven_current_at: str | None = None  # when a run last proved the lake current (commit or idle run)
+    proven_by_run: str | None = None
+    hours_since_proven_current: float | None = None
     fresh: bool = True
     reasons: list[str] = field(default_factory=list)
 
@@ -70,6 +83,11 @@ class Freshness:
         if self.last_write_at is None:
             return "no data snapshot"
         parts = [f"last write {self.last_write_at} ({self.hours_since_last_write:.2f} h ago)"]
+        if self.measure == FreshnessMeasure.PROVEN_CURRENT and self.proven_current_at is not None:
+            parts.append(
+                f"lake proven current {self.proven_current_at} ({self.hours_since_proven_current:.2f} h ago, "
+                f"run {self.proven_by_run})"
+            )
         if self.watermark is not None:
             lag = f", lag {self.watermark_lag_hours:.2f} h" if self.watermark_lag_hours is not None else ""
             parts.append(f"watermark {self.watermark}{lag}")
@@ -78,7 +96,9 @@ class Freshness:
     @property
     def expected(self) -> str:
         parts = []
-        if self.sla is not None:
+        if self.sla is not None and self.measure == FreshnessMeasure.PROVEN_CURRENT:
+            parts.append(f"a run proving the lake current within {self.sla}")
+        elif self.sla is not None:
             parts.append(f"a write within {self.sla}")
         if self.max_watermark_lag is not None:
             parts.append(f"watermark lag within {self.max_watermark_lag}")
@@ -128,10 +148,21 @@ def evaluate(
     max_watermark_lag: timedelta | None = None,
     now: datetime | None = None,
     cursor_timezone: str = "UTC",
+    measure: FreshnessMeasure | str = FreshnessMeasure.LAST_DATA,
+    proof: CurrentProof | None = None,
 ) -> Freshness:
-    """Measure ``table`` (already loaded; ``None`` when it does not exist)."""
+    """Measure ``table`` (already loaded; ``None`` when it does not exist).
+
+    ``measure``: what ``sla`` limits (``FreshnessMeasure``). ``proof``: the
+    last run's record that the lake was current (``snowberg.iceberg.current``),
+    read by the caller: with ``proven_current`` the age runs from the later of
+    it and the last data snapshot. A proof made on another watermark than the
+    table's (a rollback since, say) does not count.
+    """
     now = now or datetime.now(UTC)
+    measure = FreshnessMeasure(measure)
     limits: dict[str, Any] = {
+        "measure": measure.value,
         "sla": format_duration(sla) if sla is not None else None,
         "sla_hours": _hours(sla) if sla is not None else None,
         "max_watermark_lag": format_duration(max_watermark_lag) if max_watermark_lag is not None else None,
@@ -151,24 +182,43 @@ def evaluate(
     reasons: list[str] = []
     current = table.current_snapshot()
     snap = last_data_snapshot(table)
+    st = state.read_state(table)
     out: dict[str, Any] = {"current_snapshot_id": current.snapshot_id if current else None}
     if snap is None:
         reasons.append(f"table {name} has no data snapshot: nothing was ever written")
     else:
-        age = now - datetime.fromtimestamp(snap.timestamp_ms / 1000, tz=UTC)
+        written = datetime.fromtimestamp(snap.timestamp_ms / 1000, tz=UTC)
+        age = now - written
         out.update(
             last_write_snapshot_id=snap.snapshot_id,
             last_write_operation=_operation(snap),
             last_write_at=_iso(snap.timestamp_ms),
             hours_since_last_write=_hours(age),
         )
-        if sla is not None and age > sla:
+        if measure is FreshnessMeasure.PROVEN_CURRENT:
+            by: str | None
+            if proof is not None and proof.holds_for(st) and proof.instant > written:
+                proven, by = proof.instant, proof.run_id
+            else:
+                proven, by = written, (st.run_id if st is not None else None)
+            proven_age = now - proven
+            out.update(
+                proven_current_at=proven.astimezone(UTC).isoformat(timespec="seconds"),
+                proven_by_run=by,
+                hours_since_proven_current=_hours(proven_age),
+            )
+            if sla is not None and proven_age > sla:
+                reasons.append(
+                    f"no run has proven the lake current since {out['proven_current_at']} (run {by}): "
+                    f"{_hours(proven_age):.2f} h ago, over the SLA of {format_duration(sla)}; last write "
+                    f"{_iso(snap.timestamp_ms)}. Is the load DAG paused, failing or stuck?"
+                )
+        elif sla is not None and age > sla:
             reasons.append(
                 f"last write {_iso(snap.timestamp_ms)} is {_hours(age):.2f} h old, "
                 f"over the SLA of {format_duration(sla)}"
             )
 
-    st = state.read_state(table)
     if st is not None:
         out.update(
             watermark=st.watermark,
@@ -212,6 +262,13 @@ def render(f: Freshness) -> str:
             else "-",
         ),
         ("hours since last write", f"{f.hours_since_last_write:.2f}" if f.hours_since_last_write is not None else "-"),
+        ("measure", f.measure),
+        (
+            "proven current",
+            f"{f.proven_current_at} ({f.hours_since_proven_current:.2f} h ago, run {f.proven_by_run})"
+            if f.proven_current_at
+            else "-",
+        ),
         ("SLA", f.sla or "-"),
         ("watermark", f"{f.watermark} ({f.cursor_kind})" if f.watermark is not None else "-"),
         (

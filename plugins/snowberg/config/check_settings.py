@@ -36,6 +36,20 @@ from snowberg.core.identifiers import clip
 from snowberg.core.models import Duration, StrictModel
 
 
+class FreshnessMeasure(StrEnum):
+    """What a table's ``freshness_sla`` limits.
+
+    proven_current: the time since a run last proved the lake current — a commit, or a run that found
+                    nothing new (recorded without any Iceberg commit). A quiet source stays green; a
+                    pipeline that stops running (paused, failing, stuck) alerts.
+    last_data:      the time since the last data snapshot. A quiet source alerts too (the behaviour before
+                    the proof was recorded), for tables whose source must change within the SLA.
+    """
+
+    PROVEN_CURRENT = "proven_current"
+    LAST_DATA = "last_data"
+
+
 class AlertEvent(StrEnum):
     """What an alert is about; a table's ``alerts.events`` chooses among these.
 

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 
-from snowberg.config.check_settings import AlertsConfig, HealthThresholds
+from snowberg.config.check_settings import AlertsConfig, FreshnessMeasure, HealthThresholds
 from snowberg.config.fields import (
     ColumnNames,
     ConnectionRef,
@@ -246,7 +246,12 @@ class TableConfig(StrictModel):
     schedule: str | None = "@hourly"
     """The load DAG's schedule: a cron expression or preset (``@hourly``, ``@daily``); null: manual runs only."""
     freshness_sla: Duration | None = None
-    """The freshness check fails when the newest data snapshot is older than this."""
+    """The freshness check (in the ``snowberg_<name>__checks`` DAG) fails when the pipeline has not proven the
+    lake current for longer than this (``freshness_measure``)."""
+    freshness_measure: FreshnessMeasure = FreshnessMeasure.PROVEN_CURRENT
+    """What ``freshness_sla`` limits: ``proven_current``, the time since a run last proved the lake current (a
+    commit, or a run that found nothing new: a quiet source does not alert, a stopped pipeline does), or
+    ``last_data``, the time since the newest data snapshot (a quiet source alerts too)."""
     max_watermark_lag: Duration | None = None
     """The freshness check also fails when now minus the committed watermark is longer than this."""
     snowflake_conn_id: ConnectionRef = "snowflake_default"

@@ -127,6 +127,14 @@ def window_identity(w: Window) -> dict[str, str]:
     return {state.RUN_ID: w.run_id, state.MODE: w.mode, state.WINDOW_HIGH: w.high or ""}
 
 
+def nothing_new(w: Window) -> bool:
+    """Did the plan find nothing to read (an idle run)? Then the gate stops the load before any query.
+
+    The plan task asks the same question to end an idle run after itself (no load task starts).
+    """
+    return w.rows_in_window == 0 and w.mode == INCREMENTAL and not w.dry_run
+
+
 def admit(table: Table | None, w: Window) -> Admission:
     """Already committed? → carry the watermark → base check → dry run → nothing new (see the module doc)."""
     done = state.find_commit(table, window_identity(w))
@@ -139,7 +147,7 @@ def admit(table: Table | None, w: Window) -> Admission:
     if w.dry_run:
         log.info("dry run: would load %s rows of run %s", w.rows_in_window, w.run_id)
         return Admission(window=w, status=Status.DRY_RUN)
-    if w.rows_in_window == 0 and w.mode == INCREMENTAL:
+    if nothing_new(w):
         log.info("nothing new in the window of run %s: no query, no data file, no commit", w.run_id)
         return Admission(window=w, status=Status.NOTHING_NEW)
     return Admission(window=w)
@@ -538,6 +546,7 @@ __all__ = [
     "commit",
     "holds_rows",
     "merges",
+    "nothing_new",
     "referenced_files",
     "refuse_rebase",
     "Replacement",

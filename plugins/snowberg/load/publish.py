@@ -9,8 +9,9 @@ from snowberg.config.table_config import TableConfig
 from snowberg.core import faults
 from snowberg.core.window import Window
 from snowberg.iceberg import state
+from snowberg.iceberg.current import CurrentProof, record_proof
 from snowberg.iceberg.tables import load_table_or_none
-from snowberg.load.plan import INCREMENTAL
+from snowberg.load.plan import BACKFILL, INCREMENTAL
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -33,6 +34,17 @@ def publish(
     if snap is None and not w.dry_run and st is not None and st.watermark != w.base_watermark and w.mode == INCREMENTAL:
         raise state.StateError(f"run {w.run_id}: no commit of this run found on the table; refusing to publish")
     action = state.reconcile(cfg.variable_key, st, variables, table) if st is not None else "no state yet"
+    if w.mode != BACKFILL and not w.dry_run and w.planned_at:
+        # The run's commit (or its finding that the lake held every re-read row) makes the lake current
+        # as of the plan: what the freshness check measures (an idle run records it in its plan task).
+        proof = CurrentProof(
+            proven_at=w.planned_at,
+            run_id=w.run_id,
+            dag_id=w.dag_id,
+            watermark=st.watermark if st else None,
+            snapshot_id=st.snapshot_id if st else None,
+        )
+        record_proof(cfg.target, proof, variables)
     summary = {
         "table": cfg.target,
         "rows_loaded": int(snap.summary.additional_properties.get(state.ROWS, "0"))

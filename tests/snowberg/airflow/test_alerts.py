@@ -569,7 +569,7 @@ def test_stale_table_alert_arrives_by_email_and_webhook(
     assert stale["table"] == "orders" and stale["lake_table"] == "lake.orders"
     assert stale["check"] == "freshness" and stale["task_id"] == "check_freshness"
     assert stale["observed"].startswith("last write ") and "h ago" in stale["observed"]
-    assert stale["expected"] == "a write within 1s"
+    assert stale["expected"] == "a run proving the lake current within 1s"  # the default measure
     assert stale["run_id"] == run_id and stale["dag_id"] == "snowberg_orders"
     assert stale["run_url"] == run_url
     assert "orders is stale" in stale["error"]

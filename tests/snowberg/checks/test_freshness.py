@@ -118,3 +118,53 @@ def test_a_partial_snapshot_left_as_head_is_not_the_last_write(catalog: Any) -> 
     complete = t.current_snapshot().snapshot_id
     t.append(pa.table({"x": [2]}), snapshot_properties={state.PARTIAL_OF: "c2", state.RUN_ID: "r2"})
     assert freshness.last_data_snapshot(catalog.load_table("p.t")).snapshot_id == complete
+
+
+# ---------------------------------------------------------------------------
+# proven_current: a quiet source is not a stuck pipeline (issue 22, item 3)
+
+
+def _proof(orders: Any, at: datetime, watermark: str | None = "2026-01-01 00:00:00.000000") -> Any:
+    from snowberg.iceberg.current import CurrentProof
+
+    return CurrentProof(proven_at=at.isoformat(), run_id="idle-1", dag_id="snowberg_orders", watermark=watermark)
+
+
+def test_an_idle_run_proves_a_quiet_table_fresh(orders: Any) -> None:
+    later = datetime.now(UTC) + timedelta(hours=3)
+    proof = _proof(orders, later - timedelta(minutes=30))
+    f = freshness.evaluate(
+        orders, name="lake.orders", sla=timedelta(hours=2), now=later, measure="proven_current", proof=proof
+    )
+    assert f.fresh and f.reasons == []
+    assert f.hours_since_last_write == pytest.approx(3.0, abs=0.05)  # no data for 3 h: the source is quiet
+    assert f.hours_since_proven_current == pytest.approx(0.5, abs=0.01) and f.proven_by_run == "idle-1"
+    assert "lake proven current" in f.observed and "proven current" in freshness.render(f)
+    # Today's measure, kept as an option: the same table is stale by the time since its last data.
+    old = freshness.evaluate(
+        orders, name="lake.orders", sla=timedelta(hours=2), now=later, measure="last_data", proof=proof
+    )
+    assert not old.fresh and "last write" in old.reasons[0]
+
+
+def test_no_proof_for_longer_than_the_sla_is_stale(orders: Any) -> None:
+    later = datetime.now(UTC) + timedelta(hours=3)
+    proof = _proof(orders, later - timedelta(hours=2, minutes=30))
+    f = freshness.evaluate(
+        orders, name="lake.orders", sla=timedelta(hours=2), now=later, measure="proven_current", proof=proof
+    )
+    assert not f.fresh
+    assert "no run has proven the lake current" in f.reasons[0] and "idle-1" in f.reasons[0]
+    assert f.expected == "a run proving the lake current within 2h"
+    # No proof at all: the last data snapshot is the last proof.
+    none = freshness.evaluate(orders, name="lake.orders", sla=timedelta(hours=2), now=later, measure="proven_current")
+    assert not none.fresh and none.hours_since_proven_current == pytest.approx(3.0, abs=0.05)
+
+
+def test_a_proof_made_on_another_watermark_does_not_count(orders: Any) -> None:
+    later = datetime.now(UTC) + timedelta(hours=3)
+    proof = _proof(orders, later - timedelta(minutes=5), watermark="2025-06-01 00:00:00.000000")  # before a rollback
+    f = freshness.evaluate(
+        orders, name="lake.orders", sla=timedelta(hours=2), now=later, measure="proven_current", proof=proof
+    )
+    assert not f.fresh and f.proven_by_run == "r1"

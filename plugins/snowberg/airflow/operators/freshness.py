@@ -13,9 +13,33 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from snowberg.airflow.metrics import emit_freshness
 from snowberg.airflow.operators.check_base import SnowbergCheckFailed, SnowbergCheckOperator, check_duration
 from snowberg.airflow.operators.lake_access import names_lake_connection
+from snowberg.config.check_settings import FreshnessMeasure
 from snowberg.core.durations import format_duration
 
 log = logging.getLogger(__name__)
+
+
+def current_proof(table: str, measure: str) -> Any:
+    """The last run's record that ``table``'s lake was current (an Airflow Variable), when ``measure`` uses it.
+
+    A Variable that cannot be read (no Airflow to ask, a triggerer without Variable access) is logged and
+    counts as no proof: freshness then ages from the last data snapshot, an alert too many, never one too few.
+    """
+    if FreshnessMeasure(measure) is not FreshnessMeasure.PROVEN_CURRENT:
+        return None
+    from snowberg.iceberg.current import read_proof
+    from snowberg.iceberg.state import AirflowVariables
+
+    try:
+        return read_proof(table, AirflowVariables())
+    except Exception as exc:  # noqa: BLE001 - any failure of the Variable read falls back as documented
+        log.warning(
+            "cannot read the current-lake record of %s (%s: %s): using the last data snapshot",
+            table,
+            type(exc).__name__,
+            exc,
+        )
+        return None
 
 
 class FreshnessTrigger(BaseTrigger):
@@ -31,9 +55,11 @@ class FreshnessTrigger(BaseTrigger):
         deadline: str,
         poll_interval: float = 300.0,
         cursor_timezone: str = "UTC",
+        measure: str = FreshnessMeasure.LAST_DATA.value,
     ) -> None:
         super().__init__()
         self.cursor_timezone = cursor_timezone
+        self.measure = measure
         self.catalog = catalog
         self.table = table
         self.sla_seconds = sla_seconds
@@ -52,6 +78,7 @@ class FreshnessTrigger(BaseTrigger):
                 "deadline": self.deadline,
                 "poll_interval": self.poll_interval,
                 "cursor_timezone": self.cursor_timezone,
+                "measure": self.measure,
             },
         )
 
@@ -69,6 +96,8 @@ class FreshnessTrigger(BaseTrigger):
             if self.max_watermark_lag_seconds is not None
             else None,
             cursor_timezone=self.cursor_timezone,
+            measure=self.measure,
+            proof=current_proof(self.table, self.measure),
         ).to_dict()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -98,11 +127,16 @@ class FreshnessTrigger(BaseTrigger):
 
 
 class SnapshotFreshnessOperator(SnowbergCheckOperator):
-    """Fail when an Iceberg table's newest data snapshot is older than an SLA.
+    """Fail when the pipeline has not proven an Iceberg table current within an SLA.
 
     Reads only the table metadata: the snapshot log (hours since the last
     data-changing snapshot) and the watermark snowberg committed in the
     snapshot summary (watermark lag). No manifest or data file is opened.
+    With ``measure="proven_current"`` (the default) it also reads the
+    Airflow Variable in which runs that found nothing new record that they
+    proved the lake current (``snowberg.iceberg.current``): a quiet source
+    stays fresh, a load DAG that stops running goes stale.
+    ``measure="last_data"`` ages from the last data snapshot alone.
     Logs a report, returns the measures (XCom), and raises
     ``SnowbergCheckFailed`` when the table is stale, has no snapshot or does
     not exist.
@@ -128,8 +162,10 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
 
     :param table: Iceberg identifier ``namespace.table``. Templated.
     :param catalog: pyiceberg catalog name (``PYICEBERG_CATALOG__<NAME>__*``). Templated.
-    :param freshness_sla: longest acceptable time since the last data snapshot ("90m", "2h", "PT2H",
-        seconds). Templated. (Not ``sla``: that name is reserved by ``BaseOperator``.)
+    :param freshness_sla: longest acceptable age ("90m", "2h", "PT2H", seconds) of the last proof that the
+        lake is current, or of the last data snapshot (``measure``). Templated. (Not ``sla``: that name is
+        reserved by ``BaseOperator``.)
+    :param measure: ``proven_current`` (a commit or a run that found nothing new) or ``last_data``.
     :param max_watermark_lag: longest acceptable ``now - watermark`` (timestamp/date cursors). Templated.
     :param table_name: label for reports and alerts (default: ``table``). Templated.
     :param cursor_timezone: the zone whose wall clock wrote a TIMESTAMP_NTZ or DATE watermark (the table's
@@ -162,10 +198,12 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
         wait_timeout: str | int | float | timedelta | None = None,
         poll_interval: str | int | float | timedelta = "5m",
         cursor_timezone: str = "UTC",
+        measure: FreshnessMeasure | str = FreshnessMeasure.PROVEN_CURRENT,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.cursor_timezone = cursor_timezone
+        self.measure = FreshnessMeasure(measure).value
         self.table = table
         self.catalog = catalog
         self.freshness_sla = freshness_sla
@@ -192,7 +230,13 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
 
         table = find_table(open_catalog(self.catalog), self.table)
         result = freshness.evaluate(
-            table, name=self.table, sla=sla, max_watermark_lag=max_lag, cursor_timezone=self.cursor_timezone
+            table,
+            name=self.table,
+            sla=sla,
+            max_watermark_lag=max_lag,
+            cursor_timezone=self.cursor_timezone,
+            measure=self.measure,
+            proof=current_proof(self.table, self.measure),
         )
         emit_freshness(self.table_name or self.table, result.to_dict())
         self.log.info("%s", freshness.render(result))
@@ -217,6 +261,7 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
                     deadline=deadline.isoformat(),
                     poll_interval=max(poll.total_seconds(), 1.0),
                     cursor_timezone=self.cursor_timezone,
+                    measure=self.measure,
                 ),
                 method_name="execute_complete",
                 timeout=wait + poll + timedelta(minutes=5),

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, SkipMixin
 
 from snowberg.airflow.lineage import LoadLineage, record_load
 from snowberg.airflow.operators.arguments import Settings, TableSettings
@@ -89,8 +89,15 @@ class SnowbergTableOperator(TableSettings, BaseOperator):
         return self.build_config()
 
 
-class SnowbergPlanOperator(SnowbergTableOperator):
+class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
     """Reconcile the watermark mirror and fix this run's window (returned as XCom).
+
+    An idle run (an incremental window with nothing new) ends here: the plan
+    records that it proved the lake current (``snowberg.iceberg.current``,
+    what the freshness check measures) and skips every task downstream the
+    way ``ShortCircuitOperator`` does (``SkipMixin.skip``: the plan succeeds,
+    the rest shows *skipped*), so no further task process starts and the run
+    sends Snowflake the plan's one statement.
 
     Run params (validated before any SQL): ``window_start``/``window_end``
     (a backfill of that window), ``number_start``/``number_end`` (a backfill
@@ -108,6 +115,8 @@ class SnowbergPlanOperator(SnowbergTableOperator):
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
+
+    inherits_from_skipmixin = True  # Airflow's NotPreviouslySkippedDep: a cleared downstream task stays skipped
 
     def __init__(
         self,
@@ -139,6 +148,7 @@ class SnowbergPlanOperator(SnowbergTableOperator):
         from snowberg.config.run_params import resolve_run
         from snowberg.core.window import Mode
         from snowberg.iceberg.catalogs import lake_errors, open_catalog
+        from snowberg.iceberg.gate import nothing_new
         from snowberg.iceberg.state import AirflowVariables, read_state
         from snowberg.load.plan import check_backfill_request, plan_run
         from snowberg.load.publish import reconcile_before_plan
@@ -177,7 +187,36 @@ class SnowbergPlanOperator(SnowbergTableOperator):
                 )
                 # A large window is cut by cursor value now, so retries read the same slices.
                 window = plan_slices(cfg, conn, window)
+        if nothing_new(window):
+            self._end_idle_run(context, window)
         return window.to_dict()
+
+    def _end_idle_run(self, context: Any, window: Any) -> None:
+        """Record that this run proved the lake current, push the plan, and skip everything downstream."""
+        from snowberg.iceberg.current import CurrentProof, record_proof
+        from snowberg.iceberg.state import AirflowVariables
+
+        proof = CurrentProof(
+            proven_at=window.planned_at,
+            run_id=window.run_id,
+            dag_id=self.dag_id,
+            watermark=window.base_watermark,
+            snapshot_id=window.base_snapshot_id,
+        )
+        record_proof(self.target, proof, AirflowVariables())
+        downstream = [t for t in self.get_flat_relatives(upstream=False) if not t.is_teardown]
+        if not downstream:
+            return
+        ti = context["ti"]
+        # DownstreamTasksSkipped (raised by skip) ends execute() before Airflow would push the return value.
+        ti.xcom_push(key="return_value", value=window.to_dict())
+        self.log.info(
+            "nothing new for %s: the lake is current as of %s; skipping %s",
+            self.table_name,
+            window.planned_at,
+            sorted(t.task_id for t in downstream),
+        )
+        self.skip(ti=ti, tasks=downstream)
 
 
 class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):

@@ -33,7 +33,9 @@ def test_operator_stale_fails_without_retry(use_catalog: Any, orders: Any, conte
     from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
 
     time.sleep(0.05)
-    op = SnapshotFreshnessOperator(task_id="freshness", table="lake.orders", freshness_sla="10ms", table_name="orders")
+    op = SnapshotFreshnessOperator(
+        task_id="freshness", table="lake.orders", freshness_sla="10ms", table_name="orders", measure="last_data"
+    )
     with pytest.raises(SnowbergCheckFailed) as ei:
         op.execute(context)
     err = ei.value

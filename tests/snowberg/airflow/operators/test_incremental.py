@@ -82,6 +82,15 @@ def test_dag_run_loads_logs_progress_and_never_the_password(
     dr2 = dag.test()
     assert dr2.state == "success"
     assert json.loads(Variable.get(cfg.variable_key))["snapshot_id"] == mirror["snapshot_id"]
+    # ... and the run ended after its plan: the rest is skipped (no task process), the plan recorded that the
+    # lake is current (a Variable, no Iceberg commit) and still hands its window on as XCom
+    states = {ti.task_id: ti.state for ti in dr2.get_task_instances()}
+    assert states.pop("plan") == "success" and set(states.values()) == {"skipped"}, states
+    assert {"load", "publish"} <= set(states)
+    proof = json.loads(Variable.get(cfg.variable_key.replace("__watermark", "__current")))
+    assert proof["run_id"] == dr2.run_id and proof["watermark"] == mirror["watermark"]
+    plan_ti = next(ti for ti in dr2.get_task_instances() if ti.task_id == "plan")
+    assert plan_ti.xcom_pull(task_ids="plan")["rows_in_window"] == 0
 
     # a dry-run backfill writes nothing and leaves the watermark alone
     dr3 = dag.test(
@@ -131,3 +140,11 @@ def test_operators_built_by_hand_plan_load_and_publish(
     published = SnowbergPublishOperator(task_id="publish", window=window, **table).execute(context)
     assert published["rows_loaded"] == 5000 and published["variable"] == cfg.variable_key
     assert json.loads(variables.get(cfg.variable_key))["run_id"] == "manual__by_hand"
+    assert (
+        json.loads(variables.get(cfg.variable_key.replace("__watermark", "__current")))["run_id"] == "manual__by_hand"
+    )
+
+    # Nothing new: a plan with nothing downstream records the proof and returns its window (nothing to skip).
+    idle = SnowbergPlanOperator(task_id="plan", **table, **keyed).execute(context | {"run_id": "manual__idle"})
+    assert idle["rows_in_window"] == 0
+    assert json.loads(variables.get(cfg.variable_key.replace("__watermark", "__current")))["run_id"] == "manual__idle"
