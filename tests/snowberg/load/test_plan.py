@@ -395,3 +395,68 @@ def test_a_retyped_cursor_column_fails_the_plan_naming_it_and_writes_nothing(
         plan_run(cfg, sfdb.conn, table, run_id="r2")
     assert expect in str(err.value)
     assert catalog.load_table("ns.t").current_snapshot().snapshot_id == before
+
+
+# ---------------------------------------------------------------------------
+# The first run's lower bound, and a watermark that never moves back
+
+
+@pytest.mark.parametrize(
+    ("ddl", "column", "values", "initial"),
+    [
+        (
+            NTZ_DDL,
+            "updated_at",
+            ["2026-09-01 11:59:59.999999", "2026-09-01 12:00:00", "2026-09-01 12:00:01"],
+            "2026-09-01 12:00:00",
+        ),
+        (DATE_DDL, "day", ["2026-09-01", "2026-09-02", "2026-09-03"], "2026-09-02"),
+        ("CREATE TABLE {t} (ID NUMBER(38,0), NOTE VARCHAR(20), SEQ NUMBER(38,0))", "seq", ["9", "10", "11"], 10),
+    ],
+    ids=["timestamp_ntz", "date", "number"],
+)
+def test_the_first_run_loads_rows_at_the_initial_value_itself(
+    sfdb: Any, catalog: Any, variables: Any, ddl: str, column: str, values: list[str], initial: str | int
+) -> None:
+    """``cursor.initial_value`` is the inclusive lower bound of the first run (docs/configuration-reference.md).
+
+    A row whose cursor equals it belongs to the first window; read as exclusive, that row would be below
+    every later window too and never loaded.
+    """
+    src = sfdb.table("SRC")
+    sfdb.sql(ddl.format(t=src))
+    sql_type = {"updated_at": "TIMESTAMP_NTZ", "day": "DATE", "seq": "NUMBER(38,0)"}[column]
+    rows = ", ".join(f"({i}, 'a', '{v}'::{sql_type})" for i, v in enumerate(values, start=1))
+    sfdb.sql(f"INSERT INTO {src} VALUES {rows}")
+    cfg = config(sfdb, {"column": column, "initial_value": initial}, write_mode="append")
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, sfdb.conn, table, run_id="r1")
+    assert (w.low_inclusive, w.rows_in_window) == (True, 2)
+    r = load_window(cfg, sfdb.conn, catalog, w)
+    assert (r.status, r.rows, lake_ids(catalog)) == ("committed", 2, [2, 3])  # the row at the bound, and above
+
+
+def test_a_window_high_below_the_watermark_never_moves_the_watermark_back(
+    sfdb: Any, catalog: Any, variables: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A commit_lag raised after a load puts the clock's bound below the committed watermark.
+
+    The plan keeps the watermark (high = watermark, nothing to read) instead of planning a window that
+    ends below it: a watermark moved back would make later runs read rows again.
+    """
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    newest = wall("UTC") - timedelta(minutes=10)
+    insert_ntz(sfdb, [(1, "a", newest - timedelta(hours=3)), (2, "b", newest)])
+    cfg = config(sfdb, {"column": "updated_at"}, write_mode="append")
+    run(cfg, sfdb, catalog, variables, "r1")
+    wm = state.read_state(catalog.load_table("ns.t")).watermark
+    assert wm == f"{newest:%Y-%m-%d %H:%M:%S.%f}"
+
+    lagged = config(sfdb, {"column": "updated_at", "commit_lag": "1h"}, write_mode="append")
+    table, _ = reconcile_before_plan(lagged, catalog, variables)
+    with caplog.at_level(logging.WARNING, logger="snowberg.load.plan"):
+        w = plan_run(lagged, sfdb.conn, table, run_id="r2")
+    assert (w.high, w.new_watermark, w.rows_in_window) == (wm, wm, 0)
+    assert f"is below the watermark {wm}" in caplog.text
+    assert load_window(lagged, sfdb.conn, catalog, w).status == "nothing_new"
+    assert state.read_state(catalog.load_table("ns.t")).watermark == wm
