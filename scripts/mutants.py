@@ -61,6 +61,9 @@ CORE = (
     "checks/hashdiff.py",
 )
 
+# The project's venv (scripts/bootstrap.sh) runs the tests, whichever Python started this script.
+PYTHON = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable
+
 T_PLAN = "tests/snowberg/load/test_plan.py"
 T_EXTRACT = "tests/snowberg/load/test_extract.py"
 T_MAPPED = "tests/snowberg/load/test_mapped.py"
@@ -140,10 +143,18 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="plan-initial-value-exclusive",
         file="load/plan.py",
-        old="low, low_inc = kind.format_value(cfg.cursor.initial_value), True",
-        new="low, low_inc = kind.format_value(cfg.cursor.initial_value), False",
+        old="low, low_inc = _initial_low(cfg, kind, scale, zone), True",
+        new="low, low_inc = _initial_low(cfg, kind, scale, zone), False",
         tests=(f"{T_PLAN}::test_the_first_run_loads_rows_at_the_initial_value_itself",),
         breaks="rows whose cursor equals cursor.initial_value are never loaded",
+    ),
+    Mutant(
+        id="plan-initial-value-offset-read-as-utc",
+        file="load/plan.py",
+        old="return kind.window_bound(value if kind is CursorKind.NUMBER else str(value), zone, scale)",
+        new="return kind.format_value(value)",
+        tests=(f"{T_PLAN}::test_an_initial_value_with_an_offset_is_read_on_the_wall_clock_of_cursor_timezone",),
+        breaks="an initial_value with an offset west of UTC skips the first hours of an NTZ cursor's rows",
     ),
     Mutant(
         id="plan-watermark-inclusive",
@@ -615,13 +626,14 @@ def _env(tree: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tree / "plugins"), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # a mutated module must never be served from a stale .pyc
+    env["PATH"] = os.pathsep.join([str(Path(PYTHON).parent), env.get("PATH", "")])  # the venv's tools first
     return env
 
 
 def check_copy_is_imported(tree: Path) -> None:
     """Refuse to run when the tests would import snowberg from somewhere else than the copy."""
     out = subprocess.run(
-        [sys.executable, "-c", "import snowberg.iceberg.gate as g; print(g.__file__)"],
+        [PYTHON, "-c", "import snowberg.iceberg.gate as g; print(g.__file__)"],
         cwd=tree,
         env=_env(tree),
         capture_output=True,
@@ -634,7 +646,7 @@ def check_copy_is_imported(tree: Path) -> None:
 
 def run_tests(tree: Path, tests: Sequence[str], timeout: float) -> tuple[str, list[str], str, float]:
     """Run ``tests`` in ``tree``: (passed | failed | timeout | error, failed test ids, output tail, seconds)."""
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-rfE", *tests]
+    cmd = [PYTHON, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-rfE", *tests]
     t0 = time.monotonic()
     proc = subprocess.Popen(
         cmd,

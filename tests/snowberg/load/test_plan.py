@@ -436,6 +436,28 @@ def test_the_first_run_loads_rows_at_the_initial_value_itself(
     assert (r.status, r.rows, lake_ids(catalog)) == ("committed", 2, [2, 3])  # the row at the bound, and above
 
 
+def test_an_initial_value_with_an_offset_is_read_on_the_wall_clock_of_cursor_timezone(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    """An NTZ cursor holds wall time in ``cursor.timezone``; an initial_value with a UTC offset is an instant.
+
+    The instant is compared as that zone's wall time, as backfill bounds are: read as UTC wall time
+    instead, 12:00 in Los Angeles (19:00 UTC) would skip the rows written from 12:00 to 19:00 there.
+    """
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    insert_ntz(
+        sfdb,
+        [
+            (1, "a", datetime(2026, 9, 1, 11, 59, 59)),
+            (2, "b", datetime(2026, 9, 1, 12)),
+            (3, "c", datetime(2026, 9, 1, 13)),
+        ],
+    )
+    la = {"column": "updated_at", "timezone": "America/Los_Angeles", "initial_value": "2026-09-01T12:00:00-07:00"}
+    r = run(config(sfdb, la, write_mode="append"), sfdb, catalog, variables, "r1")
+    assert (r.status, lake_ids(catalog)) == ("committed", [2, 3])
+
+
 def test_a_window_high_below_the_watermark_never_moves_the_watermark_back(
     sfdb: Any, catalog: Any, variables: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
