@@ -242,8 +242,8 @@ MUTANTS: tuple[Mutant, ...] = (
         file="iceberg/gate.py",
         old="if w.rows_in_window == 0 and w.mode == INCREMENTAL:",
         new="if False:",
-        tests=(f"{T_EXTRACT}::test_nothing_new_writes_no_file_and_no_commit",),
-        breaks="idle runs commit empty snapshots (metadata grows every run)",
+        tests=(f"{T_EXTRACT}::test_an_empty_window_sends_no_extract_query",),
+        breaks="an empty window still sends its extract query (the README promises the plan query alone)",
     ),
     Mutant(
         id="gate-full-refresh-removes-nothing",
@@ -266,7 +266,9 @@ MUTANTS: tuple[Mutant, ...] = (
         file="iceberg/gate.py",
         old="ex.GreaterThanOrEqual(c, _iceberg_literal(w.cursor_kind, w.low))",
         new="ex.GreaterThan(c, _iceberg_literal(w.cursor_kind, w.low))",
-        tests=(f"{T_PLAN}::test_date_cursor_backfills_whole_days_from_a_data_interval",),
+        tests=(
+            f"{T_PLAN}::test_a_backfill_of_an_append_table_replaces_the_rows_at_its_start_and_keeps_those_at_its_end",
+        ),
         breaks="a backfill reloads the rows at its start without removing their old copies: duplicates",
     ),
     Mutant(
@@ -300,7 +302,7 @@ MUTANTS: tuple[Mutant, ...] = (
         file="iceberg/gate.py",
         old="        props.update(NO_REBASE)\n",
         new="        pass\n",
-        tests=(f"{T_EXTRACT}::test_commit_conflict_is_not_retried_onto_the_new_head",),
+        tests=(f"{T_GATE}::test_racing_append_on_a_table_snowberg_did_not_create_is_not_rebased",),
         breaks="pyiceberg rebases a conflicting append onto the new head: the window committed twice",
     ),
     Mutant(
@@ -367,8 +369,8 @@ MUTANTS: tuple[Mutant, ...] = (
         file="iceberg/state.py",
         old="        if PARTIAL_OF in props:\n            continue\n",
         new="        pass\n",
-        tests=(f"{T_GATE}::test_only_the_last_snapshot_of_a_merge_commit_carries_the_state",),
-        breaks="a head left on a merge's removal snapshot is taken for the commit: its retry writes nothing",
+        tests=(f"{T_GATE}::test_a_head_left_on_a_full_refreshs_removal_is_not_that_refresh_for_its_retry",),
+        breaks="a head left on a full refresh's removal is taken for the refresh: its retry leaves the table empty",
     ),
     Mutant(
         id="state-old-form-partial-read-as-commit",

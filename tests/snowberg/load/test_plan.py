@@ -272,6 +272,22 @@ def test_backfill_window_before_the_watermark_reloads_exactly_it(
     assert_every_row_once(sfdb, catalog)
 
 
+def test_a_backfill_of_an_append_table_replaces_the_rows_at_its_start_and_keeps_those_at_its_end(
+    sfdb: Any, catalog: Any, variables: Any, appended: TableConfig
+) -> None:
+    """``[start, end)`` on both sides: rows at the start are removed and reloaded, rows at the end left alone.
+
+    An append table has no key to find the old copies by: the backfill's cursor range is the only thing
+    that removes them, so the removal must hold exactly the rows the reload reads.
+    """
+    r = run(
+        appended, sfdb, catalog, variables, "b1", mode="backfill", start=utc(2026, 9, 2, 12), end=utc(2026, 9, 4, 12)
+    )
+    assert (r.status, r.rows) == ("committed", 8)  # the rows at 09-02 12:00 and 09-03 12:00
+    run(appended, sfdb, catalog, variables, "r2")  # the row written after the first load
+    assert_every_row_once(sfdb, catalog)
+
+
 def test_backfill_window_across_the_watermark_is_clamped_to_it(
     sfdb: Any, catalog: Any, variables: Any, appended: TableConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
