@@ -77,6 +77,43 @@ def property_state(table: Table) -> dict[str, str]:
     return {PREFIX + k[n:]: v for k, v in table.metadata.properties.items() if k.startswith(STATE_PROPERTY_PREFIX)}
 
 
+def undone_property_state(table: Table, props: Mapping[str, str]) -> bool:
+    """Was the commit that wrote the state copy ``props`` undone by a rollback (made outside snowberg)?
+
+    The copy is read when no snapshot on main carries snowberg state. That is
+    what snapshot expiry leaves — the commit's snapshot is gone, or kept off
+    main's walk by a tag while the snapshots after it expired — and also what
+    another engine's rollback below snowberg's first commit leaves: the commit's
+    snapshot is still in the table, and main's head descends from a snapshot
+    older than it. Table properties are not rolled back, so the copy then
+    names a commit whose rows the table no longer holds: neither a state nor
+    a commit (its retry would write nothing). Expiry never leaves main's walk
+    holding a snapshot older than a retained snowberg commit that is off it.
+    """
+    if not props:
+        return False
+    on_main = list(ancestors(table))
+    main_ids = {s.snapshot_id for s in on_main}
+    oldest = min((_age(s) for s in on_main), default=None)
+    for snap in table.metadata.snapshots:
+        if snap.snapshot_id in main_ids or not _matches(_props(snap), props):
+            continue
+        if oldest is not None and oldest < _age(snap):
+            return True
+    return False
+
+
+def _age(snap: Snapshot) -> tuple[int, int]:
+    # Sequence numbers grow with every commit (format v2); v1 tables have none, so the commit time orders them.
+    return (snap.sequence_number or 0, snap.timestamp_ms)
+
+
+def usable_property_state(table: Table) -> dict[str, str]:
+    """``property_state`` unless the commit that wrote it was undone (``undone_property_state``): then empty."""
+    props = property_state(table)
+    return {} if undone_property_state(table, props) else props
+
+
 def current_state_props(table: Table) -> dict[str, str]:
     """The snowberg summary properties of the table's current state, for a commit that must keep it.
 
@@ -264,7 +301,7 @@ def read_state(table: Table | None) -> TableState | None:
     st = state_at(table)
     if st is not None:
         return st
-    props = property_state(table)
+    props = usable_property_state(table)
     current = table.current_snapshot()
     if WATERMARK in props and current is not None:
         return TableState(
@@ -317,7 +354,9 @@ def find_commit(table: Table | None, identity: Mapping[str, str]) -> Snapshot | 
     expired (no snapshot on the branch carries any snowberg key any more), the
     state copy in the table properties still identifies the last commit; the
     current snapshot is returned for it. After a rollback older snowberg
-    snapshots remain, so the properties are not consulted. Partial snapshots
+    snapshots remain, so the properties are not consulted; a rollback below
+    snowberg's first commit leaves none, and the copy is then the undone
+    commit's (``undone_property_state``): not consulted either. Partial snapshots
     are never a commit: a head left on one means the commit is not in the table.
     """
     if table is None:
@@ -329,7 +368,7 @@ def find_commit(table: Table | None, identity: Mapping[str, str]) -> Snapshot | 
             return snap
         any_snowberg = any_snowberg or any(k in props for k in identity)
     if not any_snowberg:
-        props = property_state(table)
+        props = usable_property_state(table)
         if props and _matches(props, identity):
             return table.current_snapshot()
     return None

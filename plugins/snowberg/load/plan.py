@@ -118,7 +118,9 @@ def plan_run(
             if cfg.cursor.lookback.total_seconds() > 0:
                 low = kind.shift_value(base_wm, cfg.cursor.lookback)
         elif cfg.cursor.initial_value is not None:
-            low, low_inc = kind.format_value(cfg.cursor.initial_value), True
+            # Inclusive. A value with a UTC offset is an instant, read on the wall clock of cursor.timezone
+            # like a backfill bound (an NTZ column holds that wall time); a NUMBER rounds up to the scale.
+            low, low_inc = _initial_low(cfg, kind, scale, zone), True
         else:
             low, low_inc = None, False
         # NULL cursors are counted under every policy: raise needs the count,
@@ -186,6 +188,20 @@ def plan_run(
     )
     log.info("planned %s window for %s: %s", mode, cfg.name, describe_window(w))
     return w
+
+
+def _initial_low(cfg: TableConfig, kind: CursorKind, scale: int, zone: ZoneInfo) -> str:
+    """``cursor.initial_value`` as cursor text: the first value the first run reads."""
+    assert cfg.cursor is not None and cfg.cursor.initial_value is not None
+    value = cfg.cursor.initial_value
+    try:
+        if kind is CursorKind.DATE:
+            return kind.format_value(value)  # a day, not an instant: no move to the next midnight
+        return kind.window_bound(value if kind is CursorKind.NUMBER else str(value), zone, scale)
+    except (TypeError, ValueError) as exc:
+        raise PlanError(
+            f"table {cfg.name!r}: cursor.initial_value {str(value)[:80]!r} is not a {kind.value} value: {exc}"
+        ) from None
 
 
 def _described_kind(cfg: TableConfig, cur: Any, sq: SourceQuery, recorded: CursorKind | None) -> tuple[CursorKind, int]:

@@ -73,7 +73,7 @@ def read_stream_state(table: Table | None) -> StreamState | None:
         p = _props(snap)
         if BATCH_ID in p:
             return _stream_state(p, snap.snapshot_id, snap.timestamp_ms)
-    props = core_state.property_state(table)
+    props = core_state.usable_property_state(table)
     current = table.current_snapshot()
     if BATCH_ID in props and current is not None:
         return _stream_state(props, current.snapshot_id, current.timestamp_ms)

@@ -143,6 +143,85 @@ def test_level_zero_sums_cheap_numbers_per_day_unless_strict() -> None:
 
 
 # ---------------------------------------------------------------------------
+# The bisection: every part of a checksum is compared
+
+
+def _lake_rows(rows: list[tuple[int, str]]) -> Any:
+    import datetime as dt
+
+    import pyarrow as pa
+
+    return pa.table(
+        {
+            "order_id": pa.array([k for k, _ in rows], pa.int64()),
+            "updated_at": pa.array([dt.datetime.fromisoformat(c) for _, c in rows], pa.timestamp("us")),
+        }
+    )
+
+
+def _diff(source: list[tuple[int, str]], lake: list[tuple[int, str]]) -> hd.DiffResult:
+    """Both sides computed by DuckDB (the lake side's SQL), so only the comparison and bisection are under test."""
+    spec = _spec(watermark=None)
+    return hd.hashdiff(hd.LakeSide(_lake_rows(source), spec), hd.LakeSide(_lake_rows(lake), spec), spec)
+
+
+def test_level_zero_catches_a_cursor_that_differs_within_its_day() -> None:
+    """Same keys, same count per day: only level 0's cursor sum differs (a lake row one second older)."""
+    src = [(1, "2026-01-01 10:00:00"), (2, "2026-01-01 11:00:00"), (3, "2026-01-01 12:00:00")]
+    lake = [(1, "2026-01-01 10:00:00"), (2, "2026-01-01 10:59:59"), (3, "2026-01-01 12:00:00")]
+    res = _diff(src, lake)
+    assert res.days == {"2026-01-01": (3, 3)}
+    assert [(d.key, d.kind) for d in res.diffs] == [({"order_id": "2"}, hd.DiffKind.CURSOR_DIFFERS)]
+    assert _diff(src, src).equal
+
+
+def test_level_zero_catches_a_key_that_differs_with_the_same_cursor() -> None:
+    """Same count, same cursor values per day: only level 0's key sum differs (key 3 in Snowflake is 4 in the lake)."""
+    src = [(1, "2026-01-01 10:00:00"), (2, "2026-01-01 11:00:00"), (3, "2026-01-01 12:00:00")]
+    lake = [(1, "2026-01-01 10:00:00"), (2, "2026-01-01 11:00:00"), (4, "2026-01-01 12:00:00")]
+    res = _diff(src, lake)
+    assert sorted((d.key["order_id"], d.kind) for d in res.diffs) == [
+        ("3", hd.DiffKind.SOURCE_ONLY),
+        ("4", hd.DiffKind.LAKE_ONLY),
+    ]
+
+
+class _Scripted:
+    """A side that answers with given sums and rows: bucket checksums no real data collides on are shaped here."""
+
+    def __init__(self, name: str, levels: dict[int, dict[tuple[str, str], hd.Sums]], rows: list[hd.Row]) -> None:
+        self.name = name
+        self.levels = levels
+        self._rows = rows
+
+    def sums(self, level: int, days: Any, prefixes: Any) -> dict[tuple[str, str], hd.Sums]:
+        return self.levels[level]
+
+    def rows(self, days: Any, level: int, prefixes: Any) -> list[hd.Row]:
+        return self._rows
+
+
+@pytest.mark.parametrize("half", ["h1", "h2"])
+def test_a_bucket_whose_checksums_differ_in_one_half_only_is_narrowed_down(half: str) -> None:
+    """The two 28-bit halves of a bucket's MD5 checksum are compared; equal counts and one equal half are not enough."""
+    day = "2026-01-01"
+    s_sums = hd.Sums(count=1, h1=5, h2=7)
+    l_sums = hd.Sums(count=1, h1=5 if half == "h2" else 6, h2=7 if half == "h1" else 8)
+    source = _Scripted(
+        "source",
+        {0: {(day, ""): hd.Sums(count=1, h1=1, h2=1)}, 1: {(day, "ab"): s_sums}},
+        [hd.Row(key=("1",), cursor="100")],
+    )
+    lake = _Scripted(
+        "lake",
+        {0: {(day, ""): hd.Sums(count=1, h1=2, h2=1)}, 1: {(day, "ab"): l_sums}},
+        [hd.Row(key=("1",), cursor="200")],
+    )
+    res = hd.hashdiff(source, lake, _spec(watermark=None))
+    assert [(d.key, d.kind) for d in res.diffs] == [({"order_id": "1"}, hd.DiffKind.CURSOR_DIFFERS)]
+
+
+# ---------------------------------------------------------------------------
 # live lane: the Snowflake dialect on a real account
 
 LIVE = (

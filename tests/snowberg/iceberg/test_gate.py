@@ -247,3 +247,38 @@ def test_a_watermark_writer_records_its_dag_with_its_run_in_the_summary_and_the_
     assert (props[state.RUN_ID], props[state.DAG_ID]) == ("scheduled__A", "snowberg_ns_t")
     assert t.properties[state.state_property(state.DAG_ID)] == "snowberg_ns_t"
     assert props["snowberg.cursor-column"] == "updated_at"  # the identity the state was recorded with
+
+
+def test_a_head_left_on_a_full_refreshs_removal_is_not_that_refresh_for_its_retry(catalog: Any) -> None:
+    """A table without a cursor: its full refresh names its commit by run id and mode alone (no window).
+
+    The refresh's removal snapshot carries that run id and mode too (who wrote it). With main left on it by
+    another engine's rollback, the table is empty: the retry must not take the removal for its commit
+    (it would write nothing and leave the table empty), and the state is the commit's before it.
+    """
+    from maint_harness import small_table
+    from pyiceberg.expressions import AlwaysTrue
+
+    from snowberg.core.window import Mode, Window
+    from snowberg.iceberg import gate
+
+    t = small_table(catalog, 2)
+    w = Window(mode=Mode.FULL_REFRESH, run_id="scheduled__R", dag_id="snowberg_t", base_watermark="2")
+    assert gate.admit(t, w).go
+    gate.commit(
+        t,
+        t.transaction(),
+        state_props=gate.window_state(w),
+        replaced=gate.Replacement(rows=AlwaysTrue()),
+        crash_points=None,
+        dag_id="snowberg_t",
+    )
+    t = catalog.load_table("ns.t")
+    assert gate.admit(t, w).status == "already_committed"  # the whole commit on main: its retry writes nothing
+    removal = t.snapshot_by_id(t.current_snapshot().parent_snapshot_id)
+    assert _snowberg(removal)[state.RUN_ID] == "scheduled__R" and state.PARTIAL_OF in _snowberg(removal)
+    t.manage_snapshots().set_current_snapshot(removal.snapshot_id).commit()
+    t = catalog.load_table("ns.t")
+    assert t.scan().to_arrow().num_rows == 0
+    assert gate.admit(t, w).go  # the retry loads again
+    assert state.read_state(t).run_id == "run2"

@@ -223,6 +223,51 @@ def test_switching_a_table_to_copy_on_write_keeps_earlier_position_deletes_appli
     assert got[10] == 1 and got[1500] == 1 and got[9] == 2 and got[11] == 0
 
 
+def live_versions(t: Any, key: int) -> list[int]:
+    """The versions of ``key`` a reader sees (more than one: a duplicate key)."""
+    a = t.scan().to_arrow()
+    return sorted(v for k, v in zip(a.column("id").to_pylist(), a.column("v").to_pylist(), strict=True) if k == key)
+
+
+def test_a_key_on_a_file_bound_is_replaced_at_either_end_of_the_window(catalog: Any) -> None:
+    """Min/max pruning keeps a file whose key range only touches the window's: the bounds are inclusive.
+
+    File 0 holds 0..999 and file 3 holds 3000..3999. A window whose smallest key is 999 (file 0's upper
+    bound) or whose largest key is 3000 (file 3's lower bound) must still hide the old version there;
+    pruning that file would leave two live versions of the key.
+    """
+    make_table(catalog)
+    merge(catalog, cfg(), rows([999, 1500], 1), run_id="a")  # smallest key == file 0's upper bound
+    t = merge(catalog, cfg(), rows([2500, 3000], 2), run_id="b")  # largest key == file 3's lower bound
+    assert (live_versions(t, 999), live_versions(t, 1500)) == ([1], [1])
+    assert (live_versions(t, 2500), live_versions(t, 3000)) == ([2], [2])
+    assert len(as_dict(t)) == 4000 and t.scan().to_arrow().num_rows == 4000
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [{"write.metadata.metrics.default": "none"}, {"write.metadata.metrics.column.id": "counts"}],
+    ids=["no-metrics", "no-key-bounds"],
+)
+def test_data_files_without_key_statistics_are_candidates(catalog: Any, properties: dict[str, str]) -> None:
+    """Files without lower/upper bounds for the key (metrics off, or written so by another engine) cannot be pruned.
+
+    Iceberg makes column statistics optional (``write.metadata.metrics.*``); a file that has none may hold
+    any key, so the merge reads its keys. Skipped, its old versions would stay live next to the new ones.
+    """
+    catalog.create_namespace_if_not_exists("ns")
+    t = catalog.create_table("ns.t", schema=rows([0], 0).schema, properties=properties)
+    for i in range(2):
+        t.append(rows(list(range(i * 100, (i + 1) * 100)), 0))
+    t = catalog.load_table("ns.t")
+    files = [task.file for task in t.scan().plan_files()]
+    assert len(files) == 2 and all(1 not in f.lower_bounds and 1 not in f.upper_bounds for f in files)
+    t = merge(catalog, cfg(), rows([5, 150], 1))
+    assert (live_versions(t, 5), live_versions(t, 150), live_versions(t, 6)) == ([1], [1], [0])
+    assert t.scan().to_arrow().num_rows == 200
+    assert sum(d.record_count for d in delete_entries(t)) == 2
+
+
 # ---------------------------------------------------------------------------
 # On object storage: the merge reads and writes through the table's own FileIO
 

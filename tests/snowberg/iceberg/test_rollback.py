@@ -97,10 +97,19 @@ def test_rollback_refuses_bad_targets_before_any_write(catalog: Any) -> None:
         rb.plan_rollback(t, "t", before_run="run1")
 
 
-def test_a_load_between_plan_and_rollback_commit_fails_the_rollback(catalog: Any, variables: Any) -> None:
+@pytest.mark.parametrize("recorded", [True, False], ids=["no-rebase-recorded", "pyiceberg-default-retries"])
+def test_a_load_between_plan_and_rollback_commit_fails_the_rollback(
+    catalog: Any, variables: Any, recorded: bool
+) -> None:
+    """Also on a table that never recorded ``commit.retry.num-retries=0`` (pyiceberg would retry on the new head)."""
     from pyiceberg.exceptions import CommitFailedException
 
     t = small_table(catalog, 3)
+    if not recorded:
+        with t.transaction() as tx:
+            tx.remove_properties("commit.retry.num-retries")
+        t = catalog.load_table("ns.t")
+        assert "commit.retry.num-retries" not in t.properties
     stale = catalog.load_table("ns.t")
     target = list(t.snapshots())[0].snapshot_id
     t.append(_one_row())
@@ -356,3 +365,44 @@ def test_rollback_before_a_load_run_leaves_the_checks_dags_propagate_with_the_sa
     assert 5 not in dict(lake_pairs(catalog))  # the propagated delete stays
     _run(cfg, src, catalog, variables, "scheduled__C", dag_id=load_dag)
     assert lake_pairs(catalog) == source_rows(src)
+
+
+@pytest.mark.parametrize("strategy", ["merge_on_read", "copy_on_write"])
+def test_rollback_before_a_merge_run_goes_below_its_first_snapshot_and_the_next_run_restores_it(
+    src: Any, catalog: Any, variables: Any, strategy: str
+) -> None:
+    """``--before-run`` of a merge run: the parent of the run's FIRST snapshot (its removal), not of its last.
+
+    The parent of the last snapshot is the removal itself, half a commit: refused at best. The whole commit
+    is undone instead, and the next run reloads its window, equal to the source.
+    """
+    cfg = table_cfg(src, merge_strategy=strategy)
+    r1 = load(cfg, src, catalog, variables, "r1")
+    _change(src, "1, 2, 3", "second")
+    load(cfg, src, catalog, variables, "r2")
+    removal, _ = _merge_run_snapshots(catalog)
+    assert removal.parent_snapshot_id == r1.snapshot_id
+    t = catalog.load_table("ns.t")
+    plan = rb.rollback(t, cfg.name, variables=variables, variable_key=cfg.variable_key, before_run="r2")
+    assert (plan.committed, plan.target_snapshot_id) == (True, r1.snapshot_id)
+    assert state.read_state(catalog.load_table("ns.t")).run_id == "r1"
+    assert load(cfg, src, catalog, variables, "r3").status == "committed"
+    assert lake_pairs(catalog) == source_rows(src)
+
+
+def test_a_rollback_to_a_snapshot_before_snowbergs_first_commit_is_refused(catalog: Any) -> None:
+    """Another engine wrote the table first: main there would hold no watermark, so the next run reloads
+    everything on top of the rows (append tables: every row twice). Refused, naming a full refresh."""
+    import pyarrow as pa
+
+    catalog.create_namespace_if_not_exists("ns")
+    t = catalog.create_table("ns.t", schema=pa.schema([("x", pa.int64())]))
+    t.append(pa.table({"x": [0]}), snapshot_properties={"other": "writer"})
+    before = catalog.load_table("ns.t").current_snapshot().snapshot_id
+    props = {state.WATERMARK: "1", state.CURSOR_KIND: "number", state.RUN_ID: "r1", state.MODE: "incremental"}
+    catalog.load_table("ns.t").append(pa.table({"x": [1]}), snapshot_properties=props)
+    t = catalog.load_table("ns.t")
+    head = t.current_snapshot().snapshot_id
+    with pytest.raises(rb.RollbackError, match="carries no snowberg state.*full refresh"):
+        rb.rollback(t, "t", variables=None, variable_key=None, to_snapshot=before)
+    assert catalog.load_table("ns.t").current_snapshot().snapshot_id == head

@@ -123,3 +123,113 @@ def test_reconcile_adopts_a_state_after_the_mirrored_snapshot_even_with_a_lower_
     variables["k"] = mirror
     with pytest.raises(state.StateError, match="ahead of the table"):
         state.reconcile("k", state.read_state(t), variables, t)
+
+
+# ---------------------------------------------------------------- the state copy in the table properties
+
+
+def _commit(table: Any, run: str, wm: str) -> int:
+    """A snowberg-like commit: the state in the snapshot summary and, in the same commit, in the properties."""
+    st = {
+        state.WATERMARK: wm,
+        state.CURSOR_KIND: "timestamp_ntz",
+        state.RUN_ID: run,
+        state.MODE: "incremental",
+        state.WINDOW_HIGH: wm,
+    }
+    tx = table.transaction()
+    tx.set_properties({state.state_property(k): v for k, v in st.items()})
+    tx.append(pa.table({"x": [int(run[1:])]}), snapshot_properties=st)
+    return int(tx.commit_transaction().current_snapshot().snapshot_id)
+
+
+def test_a_retry_after_a_rollback_outside_snowberg_finds_no_commit_in_the_stale_property_copy(catalog: Any) -> None:
+    """Another engine rolls main back below run r2's commit; the properties (not rolled back) still say r2.
+
+    The snapshot walk finds r1's commit on main, so the copy is not consulted: r2's retry finds no commit of
+    its own and loads again, and the state is r1's. Trusting the copy, the retry would write nothing and r2's
+    rows would be missing while the state said they were loaded.
+    """
+    catalog.create_namespace_if_not_exists("n")
+    t = catalog.create_table("n.t", schema=pa.schema([("x", pa.int64())]))
+    s1 = _commit(t, "r1", "2026-01-01 00:00:00.000000")
+    s2 = _commit(catalog.load_table("n.t"), "r2", "2026-01-02 00:00:00.000000")
+    t = catalog.load_table("n.t")
+    t.manage_snapshots().rollback_to_snapshot(s1).commit()
+    t = catalog.load_table("n.t")
+    assert state.property_state(t)[state.RUN_ID] == "r2"  # the copy was not rolled back
+    assert state.find_run_commit(t, "r2", "incremental", "2026-01-02 00:00:00.000000") is None
+    st = state.read_state(t)
+    assert st is not None and (st.run_id, st.from_properties) == ("r1", False)
+    # The same engine then expires the snapshot it undid: nothing in the table tells the copy is stale but
+    # r1's commit on main, which is why the copy is read only when main holds no snowberg commit at all.
+    t.maintenance.expire_snapshots().by_id(s2).commit()
+    t = catalog.load_table("n.t")
+    assert t.snapshot_by_id(s2) is None and state.property_state(t)[state.RUN_ID] == "r2"
+    assert state.find_run_commit(t, "r2", "incremental", "2026-01-02 00:00:00.000000") is None
+    st = state.read_state(t)
+    assert st is not None and (st.run_id, st.from_properties) == ("r1", False)
+
+
+def test_a_rollback_outside_snowberg_below_its_first_commit_leaves_no_state(catalog: Any) -> None:
+    """A table another engine wrote first; snowberg's first commit is undone by that engine's rollback.
+
+    No snapshot on main carries snowberg state, as after snapshot expiry, but the commit's snapshot is still
+    in the table, off main: the copy in the properties is the undone commit's, so it is neither a state (the
+    next run would start above rows the table does not hold) nor a commit (the retry would write nothing).
+    """
+    catalog.create_namespace_if_not_exists("n")
+    t = catalog.create_table("n.t", schema=pa.schema([("x", pa.int64())]))
+    t.append(pa.table({"x": [0]}), snapshot_properties={"other": "writer"})
+    before = catalog.load_table("n.t").current_snapshot().snapshot_id
+    _commit(catalog.load_table("n.t"), "r1", "2026-01-01 00:00:00.000000")
+    t = catalog.load_table("n.t")
+    t.manage_snapshots().rollback_to_snapshot(before).commit()
+    t = catalog.load_table("n.t")
+    assert state.find_run_commit(t, "r1", "incremental", "2026-01-01 00:00:00.000000") is None
+    assert state.read_state(t) is None
+    # Another engine commits on top of the rolled-back head: still not r1's state.
+    t.append(pa.table({"x": [5]}), snapshot_properties={"other": "writer"})
+    t = catalog.load_table("n.t")
+    assert state.read_state(t) is None
+    assert state.find_run_commit(t, "r1", "incremental", "2026-01-01 00:00:00.000000") is None
+
+
+def test_the_property_copy_is_the_state_when_expiry_took_the_commit_even_if_a_tag_kept_it(catalog: Any) -> None:
+    """Expiry, not a rollback: every snapshot on main is newer than the snowberg commit the copy came from.
+
+    A tag keeps that commit's snapshot in the table while the snapshots between it and main's head expire;
+    it is then off main's walk, as an undone commit is, but nothing was undone: the copy is the state.
+    """
+    catalog.create_namespace_if_not_exists("n")
+    t = catalog.create_table("n.t", schema=pa.schema([("x", pa.int64())]))
+    s1 = _commit(t, "r1", "2026-01-01 00:00:00.000000")
+    t = catalog.load_table("n.t")
+    t.manage_snapshots().create_tag(s1, "keep").commit()
+    for i in range(2):
+        catalog.load_table("n.t").append(pa.table({"x": [10 + i]}), snapshot_properties={"other": "writer"})
+    t = catalog.load_table("n.t")
+    head = t.current_snapshot().snapshot_id
+    t.maintenance.expire_snapshots().by_ids(
+        [s.snapshot_id for s in t.snapshots() if s.snapshot_id not in (s1, head)]
+    ).commit()
+    t = catalog.load_table("n.t")
+    assert t.snapshot_by_id(s1) is not None and [s.snapshot_id for s in state.ancestors(t)] == [head]
+    st = state.read_state(t)
+    assert st is not None and (st.run_id, st.from_properties) == ("r1", True)
+    assert state.find_run_commit(t, "r1", "incremental", "2026-01-01 00:00:00.000000") is not None
+
+
+def test_reconcile_refuses_a_mirror_naming_a_snapshot_the_table_does_not_have(catalog: Any, variables: Any) -> None:
+    """Not ahead by its watermark (equal, or lower), but its snapshot is unknown: the table lost commits.
+
+    The Variable's snapshot was written by a commit the table no longer has (a restore of an older copy, a
+    rollback and expiry): refused, not overwritten, so a person looks before the runs go on.
+    """
+    t = _table(catalog, ["2026-01-01 00:00:00.000000", "2026-01-02 00:00:00.000000"])
+    st = state.read_state(t)
+    for wm in ("2026-01-02 00:00:00.000000", "2026-01-01 12:00:00.000000"):
+        variables["k"] = json.dumps({"watermark": wm, "snapshot_id": 424242, "run_id": "gone"})
+        with pytest.raises(state.StateError, match="ahead of the table.*snapshot 424242"):
+            state.reconcile("k", st, variables, t)
+        assert json.loads(variables["k"])["snapshot_id"] == 424242  # left as it was

@@ -117,6 +117,21 @@ def test_nothing_new_writes_no_file_and_no_commit(src: Any, catalog: Any, variab
     assert elapsed < 5, elapsed
 
 
+def test_an_empty_window_sends_no_extract_query(src: Any, catalog: Any, variables: Any) -> None:
+    """README: "nothing new — plan's one query sees 0 rows; no extract query". The gate stops the load first."""
+    cfg = cfg_for(src)
+    run(cfg, src, catalog, variables, "r1")
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, src.conn, table, run_id="r2")
+    assert w.rows_in_window == 0
+
+    class NoSql:
+        def cursor(self) -> Any:
+            raise AssertionError("an empty window sent a query to Snowflake")
+
+    assert load_window(cfg, NoSql(), catalog, w).status == "nothing_new"
+
+
 def test_window_is_fixed_at_plan_time(src: Any, catalog: Any, variables: Any) -> None:
     cfg = cfg_for(src)
     table, _ = reconcile_before_plan(cfg, catalog, variables)

@@ -272,6 +272,22 @@ def test_backfill_window_before_the_watermark_reloads_exactly_it(
     assert_every_row_once(sfdb, catalog)
 
 
+def test_a_backfill_of_an_append_table_replaces_the_rows_at_its_start_and_keeps_those_at_its_end(
+    sfdb: Any, catalog: Any, variables: Any, appended: TableConfig
+) -> None:
+    """``[start, end)`` on both sides: rows at the start are removed and reloaded, rows at the end left alone.
+
+    An append table has no key to find the old copies by: the backfill's cursor range is the only thing
+    that removes them, so the removal must hold exactly the rows the reload reads.
+    """
+    r = run(
+        appended, sfdb, catalog, variables, "b1", mode="backfill", start=utc(2026, 9, 2, 12), end=utc(2026, 9, 4, 12)
+    )
+    assert (r.status, r.rows) == ("committed", 8)  # the rows at 09-02 12:00 and 09-03 12:00
+    run(appended, sfdb, catalog, variables, "r2")  # the row written after the first load
+    assert_every_row_once(sfdb, catalog)
+
+
 def test_backfill_window_across_the_watermark_is_clamped_to_it(
     sfdb: Any, catalog: Any, variables: Any, appended: TableConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -395,3 +411,90 @@ def test_a_retyped_cursor_column_fails_the_plan_naming_it_and_writes_nothing(
         plan_run(cfg, sfdb.conn, table, run_id="r2")
     assert expect in str(err.value)
     assert catalog.load_table("ns.t").current_snapshot().snapshot_id == before
+
+
+# ---------------------------------------------------------------------------
+# The first run's lower bound, and a watermark that never moves back
+
+
+@pytest.mark.parametrize(
+    ("ddl", "column", "values", "initial"),
+    [
+        (
+            NTZ_DDL,
+            "updated_at",
+            ["2026-09-01 11:59:59.999999", "2026-09-01 12:00:00", "2026-09-01 12:00:01"],
+            "2026-09-01 12:00:00",
+        ),
+        (DATE_DDL, "day", ["2026-09-01", "2026-09-02", "2026-09-03"], "2026-09-02"),
+        ("CREATE TABLE {t} (ID NUMBER(38,0), NOTE VARCHAR(20), SEQ NUMBER(38,0))", "seq", ["9", "10", "11"], 10),
+    ],
+    ids=["timestamp_ntz", "date", "number"],
+)
+def test_the_first_run_loads_rows_at_the_initial_value_itself(
+    sfdb: Any, catalog: Any, variables: Any, ddl: str, column: str, values: list[str], initial: str | int
+) -> None:
+    """``cursor.initial_value`` is the inclusive lower bound of the first run (docs/configuration-reference.md).
+
+    A row whose cursor equals it belongs to the first window; read as exclusive, that row would be below
+    every later window too and never loaded.
+    """
+    src = sfdb.table("SRC")
+    sfdb.sql(ddl.format(t=src))
+    sql_type = {"updated_at": "TIMESTAMP_NTZ", "day": "DATE", "seq": "NUMBER(38,0)"}[column]
+    rows = ", ".join(f"({i}, 'a', '{v}'::{sql_type})" for i, v in enumerate(values, start=1))
+    sfdb.sql(f"INSERT INTO {src} VALUES {rows}")
+    cfg = config(sfdb, {"column": column, "initial_value": initial}, write_mode="append")
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, sfdb.conn, table, run_id="r1")
+    assert (w.low_inclusive, w.rows_in_window) == (True, 2)
+    r = load_window(cfg, sfdb.conn, catalog, w)
+    assert (r.status, r.rows, lake_ids(catalog)) == ("committed", 2, [2, 3])  # the row at the bound, and above
+
+
+def test_an_initial_value_with_an_offset_is_read_on_the_wall_clock_of_cursor_timezone(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    """An NTZ cursor holds wall time in ``cursor.timezone``; an initial_value with a UTC offset is an instant.
+
+    The instant is compared as that zone's wall time, as backfill bounds are: read as UTC wall time
+    instead, 12:00 in Los Angeles (19:00 UTC) would skip the rows written from 12:00 to 19:00 there.
+    """
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    insert_ntz(
+        sfdb,
+        [
+            (1, "a", datetime(2026, 9, 1, 11, 59, 59)),
+            (2, "b", datetime(2026, 9, 1, 12)),
+            (3, "c", datetime(2026, 9, 1, 13)),
+        ],
+    )
+    la = {"column": "updated_at", "timezone": "America/Los_Angeles", "initial_value": "2026-09-01T12:00:00-07:00"}
+    r = run(config(sfdb, la, write_mode="append"), sfdb, catalog, variables, "r1")
+    assert (r.status, lake_ids(catalog)) == ("committed", [2, 3])
+
+
+def test_a_window_high_below_the_watermark_never_moves_the_watermark_back(
+    sfdb: Any, catalog: Any, variables: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A commit_lag raised after a load puts the clock's bound below the committed watermark.
+
+    The plan keeps the watermark (high = watermark, nothing to read) instead of planning a window that
+    ends below it: a watermark moved back would make later runs read rows again.
+    """
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    newest = wall("UTC") - timedelta(minutes=10)
+    insert_ntz(sfdb, [(1, "a", newest - timedelta(hours=3)), (2, "b", newest)])
+    cfg = config(sfdb, {"column": "updated_at"}, write_mode="append")
+    run(cfg, sfdb, catalog, variables, "r1")
+    wm = state.read_state(catalog.load_table("ns.t")).watermark
+    assert wm == f"{newest:%Y-%m-%d %H:%M:%S.%f}"
+
+    lagged = config(sfdb, {"column": "updated_at", "commit_lag": "1h"}, write_mode="append")
+    table, _ = reconcile_before_plan(lagged, catalog, variables)
+    with caplog.at_level(logging.WARNING, logger="snowberg.load.plan"):
+        w = plan_run(lagged, sfdb.conn, table, run_id="r2")
+    assert (w.high, w.new_watermark, w.rows_in_window) == (wm, wm, 0)
+    assert f"is below the watermark {wm}" in caplog.text
+    assert load_window(lagged, sfdb.conn, catalog, w).status == "nothing_new"
+    assert state.read_state(catalog.load_table("ns.t")).watermark == wm
