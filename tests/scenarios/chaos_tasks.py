@@ -26,6 +26,7 @@ import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,10 +284,16 @@ def run_step(spec: StepSpec) -> None:
 
 
 _CTX: Any = None
+_CTX_LOCK = threading.Lock()  # the chaos tests start steps from several threads: one of them starts the server
 
 
 def context() -> Any:
     """The fork-server context (started once per test session, with the heavy imports done)."""
+    with _CTX_LOCK:
+        return _context()
+
+
+def _context() -> Any:
     global _CTX
     if _CTX is None:
         from multiprocessing import forkserver

@@ -1,9 +1,9 @@
 """Chaos: SIGKILL the real plan → load → publish tasks at random moments; the lake still equals the source.
 
 Two tables load from the Snowflake emulator into an Iceberg lake, on each lake
-backend of ``tests/lakes`` the suite runs it on (``file://`` + SQLite, S3 +
-PostgreSQL catalog, Glue + S3; each from an Airflow connection, no AWS setting
-anywhere else): a keyed table (``write_mode`` merge, TIMESTAMP_NTZ cursor) and an append table
+backend of ``tests/lakes`` it runs on (``file://`` + SQLite and S3 + PostgreSQL
+catalog in the suite, Glue + S3 with ``SNOWBERG_CHAOS_LAKES``; each from an
+Airflow connection, no AWS setting anywhere else): a keyed table (``write_mode`` merge, TIMESTAMP_NTZ cursor) and an append table
 (NUMBER cursor, no key). Each iteration mutates both sources (inserts; updates
 that move the cursor — for the keyed table, of existing keys), then runs each
 table's DAG run (plan → load → publish, each step a real operator in its own
@@ -64,8 +64,9 @@ ITERATIONS = int(os.environ.get("SNOWBERG_CHAOS_ITERATIONS", "20"))
 LAKE_ITERATIONS = int(os.environ.get("SNOWBERG_CHAOS_LAKE_ITERATIONS", "6"))
 MIN_KILLS = int(os.environ.get("SNOWBERG_CHAOS_KILLS", "10"))
 MAX_ITERATIONS = 4 * max(ITERATIONS, LAKE_ITERATIONS)  # a cap on the search for kills (a run ending early is no kill)
-# The lakes the chaos loop runs on: the embedded default and object storage with a non-SQLite catalog.
-CHAOS_LAKES = [LakeBackend.FILE_SQLITE, LakeBackend.S3_POSTGRES, LakeBackend.GLUE_S3]
+# The lakes the chaos loop runs on: the embedded default and object storage with a non-SQLite catalog (what
+# the CI budget affords); SNOWBERG_CHAOS_LAKES=file_sqlite,s3_postgres,glue_s3 adds Glue + S3.
+CHAOS_LAKES = [LakeBackend(b) for b in os.environ.get("SNOWBERG_CHAOS_LAKES", "file_sqlite,s3_postgres").split(",")]
 AIM_AT_COMMIT = 1 / 3  # share of runs whose kill is aimed inside the commit rather than uniform over the run
 DB = "CHAOS"
 NOW = "CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ)"
@@ -441,6 +442,7 @@ def check_mirror(lab: Lab, table: str, wm: str | None, snap_id: int | None, wher
 # -- the test --------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(1800)  # a loaded machine runs the object-storage lakes several times slower
 @pytest.mark.parametrize("lake", CHAOS_LAKES, indirect=True)
 def test_sigkill_at_random_moments_never_loses_or_duplicates_a_row(lab: Lab) -> None:
     rng = random.Random(SEED)
