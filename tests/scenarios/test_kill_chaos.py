@@ -3,17 +3,17 @@
 Two tables load from the Snowflake emulator into an Iceberg lake, on each lake
 backend of ``tests/lakes`` it runs on (``file://`` + SQLite and S3 + PostgreSQL
 catalog in the suite, Glue + S3 with ``SNOWBERG_CHAOS_LAKES``; each from an
-Airflow connection, no AWS setting anywhere else): a keyed table (``write_mode`` merge, TIMESTAMP_NTZ cursor) and an append table
-(NUMBER cursor, no key). Each iteration mutates both sources (inserts; updates
-that move the cursor — for the keyed table, of existing keys), then runs each
-table's DAG run (plan → load → publish, each step a real operator in its own
-process, see ``chaos_tasks``) and SIGKILLs it at a moment drawn uniformly over
-the wall time a clean run took; one run in three aims its kill at the load's
-commit instead, inside it or just after it (a commit is a few percent of a run,
-so uniform kills alone rarely land there). Those, and half of the other killed
-runs, are retried the way Airflow retries a task (the killed step again in a
-new process, with the same planned window); the others fail and leave their
-mess to the next run.
+Airflow connection, no AWS setting anywhere else): a keyed table (``write_mode``
+merge, TIMESTAMP_NTZ cursor) and an append table (NUMBER cursor, no key). Each
+iteration mutates both sources (inserts; updates that move the cursor — for the
+keyed table, of existing keys), then runs each table's DAG run (plan → load →
+publish, each step a real operator in its own process, see ``chaos_tasks``) and
+SIGKILLs it at a moment drawn uniformly over the wall time a clean run took; one
+run in three aims its kill at the load's commit instead, inside it or just after
+it (a commit is a few percent of a run, so uniform kills alone rarely land
+there). Those, and half of the other killed runs, are retried the way Airflow
+retries a task (the killed step again in a new process, with the same planned
+window); the others fail and leave their mess to the next run.
 
 After every iteration, what must hold even before any recovery: no key twice in
 the keyed table, no (id, seq) pair twice in the append table, no row the source
