@@ -26,6 +26,7 @@ import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,9 @@ from types import SimpleNamespace
 from typing import Any
 
 STEPS = ("plan", "load", "publish")
+# The mapped-slices DAG's steps after its plan (slice_load runs once per slice), and the maintenance DAG's.
+SLICE_STEPS = ("slice_plan", "slice_load", "slice_commit")
+MAINTENANCE_STEPS = ("compact", "expire_snapshots", "remove_orphan_files", "manual")
 PRELOAD = [
     # "__main__" first: the fork server imports the main module once, so children do not re-run it each.
     "__main__",
@@ -40,6 +44,11 @@ PRELOAD = [
     "pyarrow",
     "pyarrow.parquet",
     "pyiceberg.catalog.sql",
+    # The object-storage lakes' catalogs and FileIO (tests/lakes): Glue, PostgreSQL, S3 through pyarrow.
+    "pyiceberg.catalog.glue",
+    "psycopg2",
+    "boto3",
+    "pyarrow.fs",
     "pyiceberg.table",
     "pyiceberg.io.pyarrow",
     "snowflake.connector",
@@ -50,6 +59,11 @@ PRELOAD = [
     "snowberg.load.extract",
     "snowberg.load.publish",
     "snowberg.load.slices",
+    "snowberg.load.mapped",
+    "snowberg.airflow.operators.scale",
+    "snowberg.airflow.operators.maintenance",
+    "snowberg.iceberg.maintenance",
+    "snowberg.iceberg.rollback",
     "snowberg.iceberg.catalogs",
     "snowberg.config.run_params",
     "chaos_warmup",
@@ -123,6 +137,11 @@ class StepSpec:
     result_path: str
     # SQL catalog only: the catalog applies the commit, then the client sees a dropped database connection.
     lose_commit_response: bool = False
+    # The mapped-slices steps' XCom input: one slice (slice_load) or every slice's result (slice_commit).
+    slice_task: dict[str, Any] | None = None
+    slice_results: list[dict[str, Any]] | None = None
+    # The run's params (the maintenance DAG's trigger form: a rollback).
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 def _install_variable_store(store: JsonFileVariables) -> None:
@@ -187,6 +206,11 @@ def _lose_sql_commit_responses() -> None:
 
 def run_step(spec: StepSpec) -> None:
     """Child entry point: run one operator's ``execute()`` and write its return value."""
+    # Only the spec's AWS settings (a lake test's: none but the no-such-file paths): the fork server may hold
+    # variables from before the test scrubbed them, and keys from there would hide a FileIO that lost the
+    # connection's.
+    for var in [v for v in os.environ if v.startswith("AWS_") and v not in spec.env]:
+        del os.environ[var]
     os.environ.update(spec.env)
     trace = Trace(spec.trace_path)
     trace.mark(f"{spec.step}:start")
@@ -200,11 +224,36 @@ def run_step(spec: StepSpec) -> None:
         SnowbergPlanOperator,
         SnowbergPublishOperator,
     )
+    from snowberg.airflow.operators.maintenance import SnowbergMaintenanceOperator
+    from snowberg.airflow.operators.scale import (
+        SnowbergSliceCommitOperator,
+        SnowbergSliceLoadOperator,
+        SnowbergSlicePlanOperator,
+    )
     from snowberg.config.table_config import TableConfig
 
     cfg = TableConfig.model_validate(spec.table_config)
     op: Any
-    if spec.step == "plan":
+    if spec.step in MAINTENANCE_STEPS:
+        op = SnowbergMaintenanceOperator(
+            task_id=spec.step, step=spec.step, **operator_arguments(SnowbergMaintenanceOperator, cfg)
+        )
+    elif spec.step == "slice_plan":
+        op = SnowbergSlicePlanOperator(
+            task_id=spec.step, window=spec.window, **operator_arguments(SnowbergSlicePlanOperator, cfg)
+        )
+    elif spec.step == "slice_load":
+        op = SnowbergSliceLoadOperator(
+            task_id=spec.step, slice_task=spec.slice_task, **operator_arguments(SnowbergSliceLoadOperator, cfg)
+        )
+    elif spec.step == "slice_commit":
+        op = SnowbergSliceCommitOperator(
+            task_id=spec.step,
+            window=spec.window,
+            slice_results=spec.slice_results,
+            **operator_arguments(SnowbergSliceCommitOperator, cfg),
+        )
+    elif spec.step == "plan":
         op = SnowbergPlanOperator(task_id=spec.step, **operator_arguments(SnowbergPlanOperator, cfg))
     elif spec.step == "load":
         op = SnowbergLoadOperator(
@@ -219,7 +268,7 @@ def run_step(spec: StepSpec) -> None:
     context = {
         "run_id": spec.run_id,
         "dag_run": SimpleNamespace(run_type="scheduled", clear_number=0, run_id=spec.run_id),
-        "params": {},
+        "params": dict(spec.params),
         "data_interval_start": None,
         "data_interval_end": None,
     }
@@ -235,10 +284,16 @@ def run_step(spec: StepSpec) -> None:
 
 
 _CTX: Any = None
+_CTX_LOCK = threading.Lock()  # the chaos tests start steps from several threads: one of them starts the server
 
 
 def context() -> Any:
     """The fork-server context (started once per test session, with the heavy imports done)."""
+    with _CTX_LOCK:
+        return _context()
+
+
+def _context() -> Any:
     global _CTX
     if _CTX is None:
         from multiprocessing import forkserver

@@ -1,17 +1,19 @@
 """Chaos: SIGKILL the real plan → load → publish tasks at random moments; the lake still equals the source.
 
-Two tables load from the Snowflake emulator into a SQLite-catalog Iceberg lake:
-a keyed table (``write_mode`` merge, TIMESTAMP_NTZ cursor) and an append table
-(NUMBER cursor, no key). Each iteration mutates both sources (inserts; updates
-that move the cursor — for the keyed table, of existing keys), then runs each
-table's DAG run (plan → load → publish, each step a real operator in its own
-process, see ``chaos_tasks``) and SIGKILLs it at a moment drawn uniformly over
-the wall time a clean run took; one run in three aims its kill at the load's
-commit instead, inside it or just after it (a commit is a few percent of a run,
-so uniform kills alone rarely land there). Those, and half of the other killed
-runs, are retried the way Airflow retries a task (the killed step again in a
-new process, with the same planned window); the others fail and leave their
-mess to the next run.
+Two tables load from the Snowflake emulator into an Iceberg lake, on each lake
+backend of ``tests/lakes`` it runs on (``file://`` + SQLite and S3 + PostgreSQL
+catalog in the suite, Glue + S3 with ``SNOWBERG_CHAOS_LAKES``; each from an
+Airflow connection, no AWS setting anywhere else): a keyed table (``write_mode``
+merge, TIMESTAMP_NTZ cursor) and an append table (NUMBER cursor, no key). Each
+iteration mutates both sources (inserts; updates that move the cursor — for the
+keyed table, of existing keys), then runs each table's DAG run (plan → load →
+publish, each step a real operator in its own process, see ``chaos_tasks``) and
+SIGKILLs it at a moment drawn uniformly over the wall time a clean run took; one
+run in three aims its kill at the load's commit instead, inside it or just after
+it (a commit is a few percent of a run, so uniform kills alone rarely land
+there). Those, and half of the other killed runs, are retried the way Airflow
+retries a task (the killed step again in a new process, with the same planned
+window); the others fail and leave their mess to the next run.
 
 After every iteration, what must hold even before any recovery: no key twice in
 the keyed table, no (id, seq) pair twice in the append table, no row the source
@@ -24,8 +26,12 @@ runs, then:
   planned high bound (NUMBER cursor: it equals the source's largest value);
 * the Variable mirrors the table's state (same watermark, same snapshot).
 
-Seeded: ``SNOWBERG_CHAOS_SEED`` (default 20261201), ``SNOWBERG_CHAOS_ITERATIONS``
-(default 20). The kill points are printed (``pytest -s`` shows them; a failure
+Seeded: ``SNOWBERG_CHAOS_SEED`` (default 20261201). ``SNOWBERG_CHAOS_ITERATIONS``
+(default 20 on ``file_sqlite``) and ``SNOWBERG_CHAOS_LAKE_ITERATIONS`` (default 6 on each
+object-storage lake, what CI can afford) set the least number of iterations;
+a run goes on past them until at least ``SNOWBERG_CHAOS_KILLS`` runs were
+really killed (default 10 per lake: a run that ends before its kill time is
+not a kill). The kill points are printed (``pytest -s`` shows them; a failure
 shows them too).
 """
 
@@ -34,9 +40,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -45,25 +53,32 @@ from typing import Any
 import chaos_tasks as ct
 import pytest
 
+from lakes import Lake, LakeBackend, lake_fixtures
 from snowberg.local.stack import FakesnowServer, snowflake_connection_uri
 
 pytestmark = pytest.mark.slow
+lake, lake_services = lake_fixtures()
 
 SEED = int(os.environ.get("SNOWBERG_CHAOS_SEED", "20261201"))
 ITERATIONS = int(os.environ.get("SNOWBERG_CHAOS_ITERATIONS", "20"))
-RECOVER_EVERY = ITERATIONS  # two clean runs and the full comparison every this many iterations (and after the last)
+LAKE_ITERATIONS = int(os.environ.get("SNOWBERG_CHAOS_LAKE_ITERATIONS", "6"))
+MIN_KILLS = int(os.environ.get("SNOWBERG_CHAOS_KILLS", "10"))
+MAX_ITERATIONS = 4 * max(ITERATIONS, LAKE_ITERATIONS)  # a cap on the search for kills (a run ending early is no kill)
+# The lakes the chaos loop runs on: the embedded default and object storage with a non-SQLite catalog (what
+# the CI budget affords); SNOWBERG_CHAOS_LAKES=file_sqlite,s3_postgres,glue_s3 adds Glue + S3.
+CHAOS_LAKES = [LakeBackend(b) for b in os.environ.get("SNOWBERG_CHAOS_LAKES", "file_sqlite,s3_postgres").split(",")]
 AIM_AT_COMMIT = 1 / 3  # share of runs whose kill is aimed inside the commit rather than uniform over the run
 DB = "CHAOS"
 NOW = "CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ)"
 
 
-def entries() -> dict[str, dict[str, Any]]:
-    common = {"snowflake_conn_id": "chaos_snowflake", "catalog": "chaos_lake"}
+def entries(lake: Lake) -> dict[str, dict[str, Any]]:
+    common = {"snowflake_conn_id": "chaos_snowflake", "catalog": lake.conn_id}
     return {
         "merge": {
             "name": "chaos_merge",
             "source": {"table": f"{DB}.S.MERGE_SRC"},
-            "target": "chaos.merge_t",
+            "target": f"{lake.namespace}.merge_t",
             "cursor": {"column": "updated_at"},
             "primary_key": ["id"],
             **common,
@@ -71,7 +86,7 @@ def entries() -> dict[str, dict[str, Any]]:
         "append": {
             "name": "chaos_append",
             "source": {"table": f"{DB}.S.APPEND_SRC"},
-            "target": "chaos.append_t",
+            "target": f"{lake.namespace}.append_t",
             "cursor": {"column": "seq"},
             "write_mode": "append",
             **common,
@@ -85,6 +100,7 @@ class Lab:
 
     server: FakesnowServer
     conn: Any
+    lake: Lake
     tmp: Path
     env: dict[str, str]
     configs: dict[str, dict[str, Any]]
@@ -93,6 +109,7 @@ class Lab:
     next_id: int = 1
     history: dict[str, set[tuple[Any, ...]]] = field(default_factory=lambda: {"append": set()})
     counter: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sql(self, text: str) -> list[tuple[Any, ...]]:
         cur = self.conn.cursor()
@@ -103,13 +120,13 @@ class Lab:
             cur.close()
 
     def catalog(self) -> Any:
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        conn = json.loads(self.env["AIRFLOW_CONN_CHAOS_LAKE"])
-        return SqlCatalog("chaos_lake", uri=f"sqlite:///{conn['host']}", warehouse=conn["extra"]["warehouse"])
+        """The lake's catalog, opened from its Airflow connection as a task opens it."""
+        return self.lake.catalog()
 
     def spec(self, step: str, table: str, run_id: str, window: Any = None) -> ct.StepSpec:
-        self.counter += 1
+        with self.lock:  # the two tables' runs go in two threads
+            self.counter += 1
+            n = self.counter
         d = self.tmp / "steps"
         d.mkdir(exist_ok=True)
         return ct.StepSpec(
@@ -119,32 +136,32 @@ class Lab:
             window=window,
             env=self.env,
             variables_path=str(self.variables.path),
-            trace_path=str(d / f"{self.counter}.trace"),
-            result_path=str(d / f"{self.counter}.json"),
+            trace_path=str(d / f"{n}.trace"),
+            result_path=str(d / f"{n}.json"),
         )
 
 
+def task_environment(lake: Lake, snowflake_uri: str) -> dict[str, str]:
+    """What a task process sees: the two Airflow connections, and the lake fixture's "no AWS setting elsewhere".
+
+    The children come from a fork server that may have started before this test scrubbed the environment:
+    ``chaos_tasks.run_step`` drops every other ``AWS_*`` variable, so the connection is the only source of keys.
+    """
+    env = {"AIRFLOW_CONN_CHAOS_SNOWFLAKE": snowflake_uri, lake.env_var: lake.connection_json()}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("AWS_")})
+    return env
+
+
 @pytest.fixture
-def lab(fakesnow_server: FakesnowServer, tmp_path: Path) -> Iterator[Lab]:
+def lab(fakesnow_server: FakesnowServer, lake: Lake, tmp_path: Path) -> Iterator[Lab]:
     conn = fakesnow_server.connect()
-    env = {
-        "AIRFLOW_CONN_CHAOS_SNOWFLAKE": snowflake_connection_uri(fakesnow_server.port, database=DB),
-        # The lake: a SQLite SQL catalog, described by an Airflow connection like a deployment's.
-        "AIRFLOW_CONN_CHAOS_LAKE": json.dumps(
-            {
-                "conn_type": "sqlite",
-                "host": str(tmp_path / "catalog.db"),
-                "extra": {"warehouse": f"file://{tmp_path / 'wh'}"},
-            }
-        ),
-    }
-    (tmp_path / "wh").mkdir()
     lab = Lab(
         server=fakesnow_server,
         conn=conn,
+        lake=lake,
         tmp=tmp_path,
-        env=env,
-        configs=entries(),
+        env=task_environment(lake, snowflake_connection_uri(fakesnow_server.port, database=DB)),
+        configs=entries(lake),
         variables=ct.JsonFileVariables(tmp_path / "variables.json"),
     )
     lab.sql(f"CREATE DATABASE IF NOT EXISTS {DB}")
@@ -310,10 +327,22 @@ def dag_run(
     return rec
 
 
+def both(run: Callable[[str], RunRecord]) -> dict[str, RunRecord]:
+    """``run`` for the keyed and the append table at once, as two DAGs' runs overlap on a worker pool.
+
+    The tables are independent (their own DAGs, tables and Variables); running them side by side halves the
+    test's wall time, and each run's kill moment is still drawn over that run's own span. A failure in one
+    is raised after both ended (no child is left running behind the test).
+    """
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="chaos-dag") as pool:
+        futures = {t: pool.submit(run, t) for t in ("merge", "append")}
+        return {t: f.result() for t, f in futures.items()}
+
+
 # -- checks ----------------------------------------------------------------------------------------------------------
 
 
-def lake(lab: Lab, table: str) -> list[dict[str, Any]]:
+def lake_rows(lab: Lab, table: str) -> list[dict[str, Any]]:
     t = lab.catalog().load_table(lab.configs[table]["target"])
     return list(t.scan().to_arrow().to_pylist())
 
@@ -322,7 +351,7 @@ def lake_or_empty(lab: Lab, table: str) -> list[dict[str, Any]]:
     from pyiceberg.exceptions import NoSuchTableError
 
     try:
-        return lake(lab, table)
+        return lake_rows(lab, table)
     except NoSuchTableError:
         return []
 
@@ -372,7 +401,7 @@ def check(lab: Lab, last_high: dict[str, str | None], where: str) -> None:
     check_safe(lab, where)
     # keyed table: one row per key, the source's current values
     src = {int(i): (n, u) for i, n, u in lab.sql(f"SELECT ID, NOTE, UPDATED_AT FROM {DB}.S.MERGE_SRC")}
-    got = {int(r["id"]): (r["note"], r["updated_at"]) for r in lake(lab, "merge")}
+    got = {int(r["id"]): (r["note"], r["updated_at"]) for r in lake_rows(lab, "merge")}
     missing = sorted(set(src) - set(got))
     extra = sorted(set(got) - set(src))
     stale = sorted(k for k in set(src) & set(got) if src[k] != got[k])
@@ -392,7 +421,7 @@ def check(lab: Lab, last_high: dict[str, str | None], where: str) -> None:
 
     # append table: every current source row is there (duplicates and invented rows: check_safe)
     a_src = {(int(i), int(s), n) for i, s, n in lab.sql(f"SELECT ID, SEQ, NOTE FROM {DB}.S.APPEND_SRC")}
-    a_rows = {(int(r["id"]), int(r["seq"]), r["note"]) for r in lake(lab, "append")}
+    a_rows = {(int(r["id"]), int(r["seq"]), r["note"]) for r in lake_rows(lab, "append")}
     absent = sorted(a_src - a_rows)
     assert not absent, f"{where}: append table lacks current source rows {absent[:10]}"
     a_wm, a_snap = table_watermark(lab, "append")
@@ -413,9 +442,13 @@ def check_mirror(lab: Lab, table: str, wm: str | None, snap_id: int | None, wher
 # -- the test --------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(1800)  # a loaded machine runs the object-storage lakes several times slower
+@pytest.mark.parametrize("lake", CHAOS_LAKES, indirect=True)
 def test_sigkill_at_random_moments_never_loses_or_duplicates_a_row(lab: Lab) -> None:
     rng = random.Random(SEED)
-    log: list[str] = [f"chaos seed {SEED}, {ITERATIONS} iterations"]
+    backend = lab.lake.backend
+    iterations = ITERATIONS if backend is LakeBackend.FILE_SQLITE else LAKE_ITERATIONS
+    log: list[str] = [f"chaos on {backend.value}: seed {SEED}, at least {iterations} iterations and {MIN_KILLS} kills"]
     last_high: dict[str, str | None] = {"merge": None, "append": None}
 
     def clean(table: str, tag: str) -> RunRecord:
@@ -430,12 +463,10 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_row(lab: Lab) -> 
     mutate(lab, rng, 0)
     span: dict[str, float] = {"merge": 0.0, "append": 0.0}
     commit_span: dict[str, float] = {"merge": 0.0, "append": 0.0}
-    for table in ("merge", "append"):
-        clean(table, "first")
+    both(lambda table: clean(table, "first"))
     for n in (1, 2):
         mutate(lab, rng, 0)
-        for table in ("merge", "append"):
-            r = clean(table, f"timed{n}")
+        for table, r in both(lambda table, n=n: clean(table, f"timed{n}")).items():
             span[table] += r.seconds / 2
             commit_span[table] = max(commit_span[table], (r.commit_ms or 0) / 1000)
     check(lab, last_high, "after the timed clean runs")
@@ -447,9 +478,15 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_row(lab: Lab) -> 
     landed: Counter[str] = Counter()
     relative: Counter[str] = Counter()
     started = time.monotonic()
+    kills = 0
+    it = 0
     try:
-        for it in range(1, ITERATIONS + 1):
+        # At least `iterations`, and on until MIN_KILLS runs were really killed (a run may end before its kill).
+        while it < iterations or (kills < MIN_KILLS and it < MAX_ITERATIONS):
+            it += 1
             what = mutate(lab, rng, it)
+            # Every draw first (in table order: the seed replays), then both tables' runs side by side.
+            draws: dict[str, tuple[float, bool, float | None]] = {}
             for table in ("merge", "append"):
                 kill_after = rng.uniform(0, span[table])
                 retry = rng.random() < 0.5
@@ -459,8 +496,11 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_row(lab: Lab) -> 
                 # Those runs are always retried: a retry after a commit that landed is the
                 # case that must append nothing.
                 in_commit = rng.uniform(0, 2 * commit_span[table]) if rng.random() < AIM_AT_COMMIT else None
-                retry = retry or in_commit is not None
-                r = dag_run(
+                draws[table] = (kill_after, retry or in_commit is not None, in_commit)
+
+            def chaos_run(table: str, it: int = it, draws: dict[str, Any] = draws) -> RunRecord:
+                kill_after, retry, in_commit = draws[table]
+                return dag_run(
                     lab,
                     table,
                     f"chaos__{it}__{table}",
@@ -468,9 +508,13 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_row(lab: Lab) -> 
                     retry=retry,
                     kill_in_commit=in_commit,
                 )
+
+            for table, r in both(chaos_run).items():
+                kill_after, retry, in_commit = draws[table]
                 if r.planned_high and not (r.kill_step == "plan" and not r.retried):
                     last_high[table] = r.planned_high
                 if r.kill_ms is not None:
+                    kills += 1
                     aim = f"aimed {in_commit * 1000:.0f} ms after the commit started, " if in_commit is not None else ""
                     where = f"{aim}kill at {r.kill_ms:5.0f} ms in {r.kill_step}: {r.kill_phase} [{r.kill_relative}]"
                     where += ", task retried" if r.retried else ", run failed"
@@ -488,17 +532,15 @@ def test_sigkill_at_random_moments_never_loses_or_duplicates_a_row(lab: Lab) -> 
                     f"iter {it:2d} {table:6s} [{what}] {where}" + (f" (load {r.load_status})" if r.load_status else "")
                 )
             check_safe(lab, f"iteration {it}")
-            if it % RECOVER_EVERY == 0 or it == ITERATIONS:
-                for table in ("merge", "append"):
-                    clean(table, f"{it}a")
-                    clean(table, f"{it}b")
-                check(lab, last_high, f"two clean runs after iteration {it}")
-                log.append(f"iter {it:2d} two clean runs: the lake equals the source")
+        both(lambda table: clean(table, f"{it}a"))
+        both(lambda table: clean(table, f"{it}b"))
+        check(lab, last_high, f"two clean runs after iteration {it}")
+        log.append(f"iter {it:2d} two clean runs: the lake equals the source")
+        assert kills >= MIN_KILLS, f"only {kills} runs were killed in {it} iterations (the loop ends runs early?)"
     finally:
         log.append(
-            f"chaos phase took {time.monotonic() - started:.1f} s; final span "
-            + ", ".join(f"{t} {span[t] * 1000:.0f} ms" for t in span)
-            + "; kills landed:"
+            f"chaos phase on {backend.value} took {time.monotonic() - started:.1f} s, {it} iterations, "
+            f"{kills} kills; final span " + ", ".join(f"{t} {span[t] * 1000:.0f} ms" for t in span) + "; kills landed:"
         )
         log += [f"  {n:3d} × {k}" for k, n in sorted(relative.items())]
         log.append("by step and phase:")
