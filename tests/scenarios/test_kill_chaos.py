@@ -27,8 +27,8 @@ runs, then:
 * the Variable mirrors the table's state (same watermark, same snapshot).
 
 Seeded: ``SNOWBERG_CHAOS_SEED`` (default 20261201). ``SNOWBERG_CHAOS_ITERATIONS``
-(default 20 on ``file_sqlite``) and ``SNOWBERG_CHAOS_LAKE_ITERATIONS`` (default 6 on each
-object-storage lake, what CI can afford) set the least number of iterations;
+(default 8 on ``file_sqlite``) and ``SNOWBERG_CHAOS_LAKE_ITERATIONS`` (default 6 on each
+object-storage lake: what CI can afford beside the maintenance loop) set the least number of iterations;
 a run goes on past them until at least ``SNOWBERG_CHAOS_KILLS`` runs were
 really killed (default 10 per lake: a run that ends before its kill time is
 not a kill). The kill points are printed (``pytest -s`` shows them; a failure
@@ -60,7 +60,7 @@ pytestmark = pytest.mark.slow
 lake, lake_services = lake_fixtures()
 
 SEED = int(os.environ.get("SNOWBERG_CHAOS_SEED", "20261201"))
-ITERATIONS = int(os.environ.get("SNOWBERG_CHAOS_ITERATIONS", "20"))
+ITERATIONS = int(os.environ.get("SNOWBERG_CHAOS_ITERATIONS", "8"))
 LAKE_ITERATIONS = int(os.environ.get("SNOWBERG_CHAOS_LAKE_ITERATIONS", "6"))
 MIN_KILLS = int(os.environ.get("SNOWBERG_CHAOS_KILLS", "10"))
 MAX_ITERATIONS = 4 * max(ITERATIONS, LAKE_ITERATIONS)  # a cap on the search for kills (a run ending early is no kill)
