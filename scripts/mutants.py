@@ -245,8 +245,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="gate-empty-window-commits",
         file="iceberg/gate.py",
-        old="if w.rows_in_window == 0 and w.mode == INCREMENTAL:",
-        new="if False:",
+        old="return w.rows_in_window == 0 and w.mode == INCREMENTAL and not w.dry_run",
+        new="return False",
         tests=(f"{T_EXTRACT}::test_an_empty_window_sends_no_extract_query",),
         breaks="an empty window still sends its extract query (the README promises the plan query alone)",
     ),
