@@ -51,10 +51,10 @@ from snowberg.sync.snapshots import (
     RowChanges,
     SourceRewriteError,
     SyncMode,
-    identifier_columns,
     plan_changes,
     read_batches,
     read_changes,
+    resolve_key_columns,
 )
 
 if TYPE_CHECKING:
@@ -312,6 +312,7 @@ def sync_iceberg(
     from snowberg.iceberg.write import write_data_files
 
     started = time.monotonic()
+    keyed = resolve_key_columns(source, key_columns)  # before anything is opened or written
     last_error: Exception | None = None
     for attempt in range(1, max_attempts + 1):
         table = _load_target(catalog, target, source, create_if_missing, create_in_snowflake)
@@ -326,7 +327,7 @@ def sync_iceberg(
             st.source_snapshot_id if st else None,
             synced_uuid=st.source_uuid if st else None,
             on_rewrite=on_rewrite,
-            key_columns=identifier_columns(source) if key_columns is None else key_columns,
+            key_columns=keyed,
         )
         if plan.mode == SyncMode.INITIAL and (live_rows(table) or 0) > 0:
             plan.mode, plan.reason = SyncMode.FULL_RELOAD, "first sync into a target that already holds rows"

@@ -54,10 +54,10 @@ from snowberg.sync.snapshots import (
     RowChanges,
     SourceRewriteError,
     SyncMode,
-    identifier_columns,
     plan_changes,
     read_batches,
     read_changes,
+    resolve_key_columns,
 )
 
 if TYPE_CHECKING:
@@ -337,6 +337,7 @@ def load_native(
     overwrite/delete snapshots be applied by key instead of refused/reloaded.
     """
     started = time.monotonic()
+    keyed = resolve_key_columns(source, key_columns)  # before anything is written
     state = state_table or default_state_table(target)
     if not 1 <= insert_batch_rows <= MAX_VALUES_ROWS:
         raise ValueError(f"insert_batch_rows must be 1..{MAX_VALUES_ROWS}")
@@ -349,7 +350,7 @@ def load_native(
             st.source_snapshot_id if st else None,
             synced_uuid=st.source_uuid if st and st.source_snapshot_id is not None else None,
             on_rewrite=on_rewrite,
-            key_columns=identifier_columns(source) if key_columns is None else key_columns,
+            key_columns=keyed,
         )
         log.info("%s → %s: %s", source_label, target, plan.describe())
 
