@@ -380,13 +380,16 @@ def ensure_table(
     For writers whose data files are written by other tasks or by Snowflake
     (mapped slices, push-down unload): they must write against the final
     schema, so its changes are committed first (``begin_write`` stages them
-    in the data commit instead).
+    in the data commit instead). ``identifier_fields`` False (the push-down
+    unload, which registers files Snowflake wrote with optional columns) leaves
+    the key undeclared; see ``create_table``.
     """
     if table is None:
-        table = create_table(catalog, cfg, columns)
+        table = create_table(catalog, cfg, columns, identifier_fields=identifier_fields)
+    ident = identifier_update(table, cfg, columns) if identifier_fields else []
     add, widen = plan_schema_changes(table.schema(), columns, cfg=cfg)
-    if add or widen:
+    if add or widen or ident:
         tx = table.transaction()
-        apply_schema_changes(tx, add, widen)
+        apply_schema_changes(tx, add, widen, identifier=ident)
         table = tx.commit_transaction()
     return table

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from snowberg.core import faults
 from snowberg.core.identifiers import IcebergName
 from snowberg.core.results import Status
 from snowberg.iceberg.deletes import live_rows
@@ -340,9 +341,11 @@ def sync_iceberg(
         schema = _target_arrow_schema(tx.table_metadata.schema())
         counts: dict[str, int] = {}
         changes = read_changes(source, plan) if plan.mode == SyncMode.CHANGES else None
+        faults.crash_point("sync_after_read")
         pairs = changes.upserts if changes is not None else read_batches(source, plan)
         batches = _counted_batches(pairs, mapping, schema, counts)
         data_files = list(write_data_files(table, tx, schema, batches, batch_rows))
+        faults.crash_point("sync_after_write")
         rows = sum(counts.values())
         if plan.mode == SyncMode.INCREMENTAL and plan.expected_rows is not None and rows != plan.expected_rows:
             raise SourceRewriteError(
@@ -382,7 +385,7 @@ def sync_iceberg(
                 replaced=replaced,
                 data_files=data_files,
                 state_in_properties=False,
-                crash_points=None,
+                crash_points=("sync_before_commit", "sync_after_commit"),
                 dag_id=dag_id,
             )
         except (CommitFailedException, CommitStateUnknownException) as exc:

@@ -400,6 +400,7 @@ def load_native(
         rows_by_snapshot: dict[str, int] = {}
         total = 0
         changes = read_changes(source, plan) if plan.mode == SyncMode.CHANGES else None
+        faults.crash_point("sync_after_read")
         cur.execute("BEGIN")
         try:
             if plan.mode == SyncMode.FULL_RELOAD:
@@ -408,6 +409,7 @@ def load_native(
             if changes is not None:
                 keys = key_columns_of(columns, plan.key_columns, source_label)
                 n = apply_deletes(cur, target, keys, changes, insert_batch_rows)
+                faults.crash_point("sync_after_deletes")
                 log.info(
                     "changes: deleted %s rows of %s by key (%s keys removed at the source, %s rows rewritten)",
                     f"{n:,}",
