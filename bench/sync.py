@@ -4,7 +4,13 @@
     .venv/bin/python -m bench.sync --sizes 1000000 --reload-rows 100000
 
 The lake table is written directly with pyiceberg (files of 250k rows, keys
-ascending); the native target is created by the sync's own DDL and filled
+ascending), shaped like a snowberg merge table: ``id`` is a required column
+and the table's Iceberg identifier field. Each timed run goes through
+configuration: a ``syncs.yaml`` entry (no ``key_columns``: the identifier
+field is the key; the full-reload contrast says ``key_columns: []`` and
+``on_rewrite: full_reload``), the DAG ``build_sync_dags`` makes of it, and
+that DAG's ``sync`` operator, with the catalog and Snowflake connection
+given as Airflow connections in the environment. The native target is created by the sync's own DDL and filled
 with ``--target-rows`` rows by the emulator's GENERATOR, and the sync state
 is set to the lake's snapshot — as if the initial sync had run (the emulator
 cannot hold and insert 10M rows through VALUES in reasonable time). Then a
@@ -34,6 +40,12 @@ from bench.run import REPO, child_env, med_range, warm_bytecode_cache
 TARGET = ("SYNCBENCH", "SHOP", "EVENTS")
 
 
+def SCHEMA() -> Any:  # noqa: N802 - reads as the constant it is
+    import pyarrow as pa
+
+    return pa.schema([pa.field("id", pa.int64(), nullable=False), ("note", pa.string()), ("amount", pa.float64())])
+
+
 def build_lake(root: Path, n: int, file_rows: int = 250_000) -> Any:
     import itertools
     import uuid
@@ -46,8 +58,10 @@ def build_lake(root: Path, n: int, file_rows: int = 250_000) -> Any:
     (root / "warehouse").mkdir(parents=True)
     cat = SqlCatalog("s", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=f"file://{root / 'warehouse'}")
     cat.create_namespace("shop")
-    schema = pa.schema([("id", pa.int64()), ("note", pa.string()), ("amount", pa.float64())])
+    schema = SCHEMA()
     t = cat.create_table("shop.events", schema=schema)
+    with t.update_schema() as upd:
+        upd.set_identifier_fields("id")  # what snowberg's merge tables declare
     tx = t.transaction()
     counter, write_uuid = itertools.count(0), uuid.uuid4()
     with tx.update_snapshot().fast_append() as fa:
@@ -68,8 +82,8 @@ def merge_change(cat: Any, n: int, k: int, rng: random.Random) -> None:
     t = cat.load_table("shop.events")
     keys = pa.array(sorted(rng.sample(range(n), k)), pa.int64())
     tx = t.transaction()
-    write_position_deletes(tx, pa.table({"id": keys}), {})
-    tx.append(pa.table({"id": keys, "note": pa.array(["changed"] * k), "amount": pa.array([1.0] * k)}))
+    write_position_deletes(tx, pa.table({"id": keys}), {}, io=t.io)
+    tx.append(pa.table({"id": keys, "note": pa.array(["changed"] * k), "amount": pa.array([1.0] * k)}, schema=SCHEMA()))
     tx.commit_transaction()
 
 
@@ -80,7 +94,7 @@ def prepare_target(conn: Any, cat: Any, rows: int) -> None:
     from snowberg.sync.native import DEFAULT_LINEAGE_COLUMN, default_state_table, state_table_ddl
 
     t = cat.load_table("shop.events")
-    target = TableName(*TARGET)
+    target = TableName(database=TARGET[0], schema=TARGET[1], table=TARGET[2])
     state = default_state_table(target)
     cur = conn.cursor()
     cur.execute(f"CREATE DATABASE IF NOT EXISTS {TARGET[0]}")
@@ -104,37 +118,47 @@ def prepare_target(conn: Any, cat: Any, rows: int) -> None:
 
 def phase(spec: dict[str, Any]) -> dict[str, Any]:
     """One sync run in this process (called with --phase)."""
+    import os
     import resource
 
     t0 = time.monotonic()
-    from pyiceberg.catalog.sql import SqlCatalog
 
-    from bench.worker import connect
-    from snowberg.core.identifiers import TableName
-    from snowberg.sync.native import load_native
+    from snowberg.airflow.sync_dags import build_sync_dags
+    from snowberg.local.stack import snowflake_connection_uri
 
     root = Path(spec["lake"])
-    cat = SqlCatalog("s", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=f"file://{root / 'warehouse'}")
-    conn = connect(spec)
-    r = load_native(
-        cat.load_table("shop.events"),
-        conn,
-        target=TableName(*TARGET),
-        source_label="lake:shop.events",
-        run_id=spec["run_id"],
-        on_rewrite="full_reload",
-        key_columns=spec["keys"],
-        insert_batch_rows=5000,
+    os.environ["AIRFLOW_CONN_BENCH_LAKE"] = json.dumps(
+        {
+            "conn_type": "sqlite",
+            "host": str(root / "catalog.db"),
+            "extra": {"warehouse": f"file://{root / 'warehouse'}", "catalog_name": "s"},
+        }
     )
-    conn.close()
+    os.environ["AIRFLOW_CONN_BENCH_SNOWFLAKE"] = snowflake_connection_uri(spec["port"], TARGET[0])
+    entry: dict[str, Any] = {
+        "name": "bench_events",
+        "schedule": None,
+        "source": {"catalog": "bench_lake", "table": "shop.events"},
+        "target": {
+            "kind": "native",
+            "snowflake_conn_id": "bench_snowflake",
+            "table": ".".join(TARGET),
+            "insert_batch_rows": 5000,
+        },
+        **spec["config"],
+    }
+    config = root / "syncs.yaml"
+    config.write_text(json.dumps({"syncs": [entry]}))  # JSON is YAML
+    op = build_sync_dags(config)["snowberg_sync_bench_events"].task_dict["sync"]
+    r = op.execute({"run_id": spec["run_id"]})
     hwm = next(
         (int(ln.split()[1]) / 1024 for ln in Path("/proc/self/status").read_text().splitlines() if "VmHWM" in ln),
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     )
     return {
-        "mode": r.mode,
-        "rows": r.rows,
-        "seconds": r.seconds,
+        "mode": r["mode"],
+        "rows": r["rows"],
+        "seconds": r["seconds"],
         "process_seconds": time.monotonic() - t0,
         "rss_mb": hwm,
     }
@@ -191,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                     prepare_target(conn, cat, min(args.target_rows, n))
                     merge_change(cat, n, args.changed, rng)
                     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-                    x = run({"port": fs.port, "lake": str(lake), "run_id": f"s{r}", "keys": ["id"]})
+                    x = run({"port": fs.port, "lake": str(lake), "run_id": f"s{r}", "config": {}})
                     x["load"] = load
                     runs.append(x)
                     print(f"# {n:,} changes: {x}", flush=True)
@@ -205,7 +229,14 @@ def main(argv: list[str] | None = None) -> int:
                     prepare_target(conn, cat, args.reload_rows)
                     merge_change(cat, args.reload_rows, args.changed, rng)
                     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-                    x = run({"port": fs.port, "lake": str(lake), "run_id": f"f{r}", "keys": []})
+                    x = run(
+                        {
+                            "port": fs.port,
+                            "lake": str(lake),
+                            "run_id": f"f{r}",
+                            "config": {"key_columns": [], "on_rewrite": "full_reload"},
+                        }
+                    )
                     x["load"] = load
                     runs.append(x)
                     print(f"# {args.reload_rows:,} full reload: {x}", flush=True)

@@ -76,8 +76,10 @@ def _doc(cfg: SyncConfig) -> str:
         f"* **Source**: Iceberg `{cfg.source.table}` in catalog `{cfg.source.catalog}`",
         f"* **Target**: {into}",
         f"* **Progress**: the last synced source snapshot id, recorded in {state}",
-        "* **Overwrite/delete snapshots in the source**: "
-        f"{'full reload of the target' if cfg.on_rewrite == 'full_reload' else 'the run fails (on_rewrite: fail)'}",
+        "* **Overwrite/delete snapshots in the source**: applied by key ("
+        + (f"`key_columns` {cfg.key_columns}" if cfg.key_columns else "the source's Iceberg identifier fields")
+        + "); without a key: "
+        + ("full reload of the target" if cfg.on_rewrite == "full_reload" else "the run fails (on_rewrite: fail)"),
         "* **Check**: "
         + (f"Snowflake is queried for the rows (`{cfg.check_table}`)" if cfg.check_enabled else "disabled"),
         "",
@@ -117,6 +119,7 @@ def build_sync_dag(cfg: SyncConfig) -> DAG:
                 target_catalog=t.catalog,
                 target_table=t.table,
                 on_rewrite=cfg.on_rewrite,
+                key_columns=cfg.key_columns,
                 create_if_missing=t.create_if_missing,
                 create_in_snowflake=cfg.snowflake_create,
                 batch_rows=t.batch_rows,
@@ -131,6 +134,7 @@ def build_sync_dag(cfg: SyncConfig) -> DAG:
                 target_table=t.table,
                 state_table=t.state_table,
                 on_rewrite=cfg.on_rewrite,
+                key_columns=cfg.key_columns,
                 lineage_column=t.lineage_column,
                 insert_batch_rows=t.insert_batch_rows,
                 outlets=outlets,

@@ -21,6 +21,9 @@ POINTS += (
     "stream_after_commit",
     "stream_before_cleanup",
 )
+# Lake → Snowflake syncs (snowberg.sync): the change read, the target's rows deleted by key inside the
+# native transaction, the Iceberg target's data files written, before and after the target commit.
+POINTS += ("sync_after_read", "sync_after_deletes", "sync_after_write", "sync_before_commit", "sync_after_commit")
 # Table maintenance (snowberg.iceberg.maintenance): compaction files written, before its commit, after it.
 POINTS += ("compact_after_write", "compact_before_commit", "compact_after_commit")
 

@@ -361,6 +361,42 @@ def read_columns_by_id(io: FileIO, path: str, field_ids: list[int], names: list[
         return pf.read(columns=cols, use_threads=True).rename_columns(names)
 
 
+def read_columns_at(
+    io: FileIO, path: str, field_ids: list[int], names: list[str], positions: pa.Array
+) -> pa.Table | None:
+    """The given columns of one data file at the given row positions (sorted, unique), in that order.
+
+    Reads only the row groups that hold one of the positions, and only those
+    columns: the footer says where each row group starts, so a position
+    delete of a few rows costs those rows' row groups, never the whole file.
+    None when the file predates one of the columns (as ``read_columns_by_id``).
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with io.new_input(path).open() as f:
+        pf = pq.ParquetFile(f)
+        cols = _file_columns(pf, field_ids)
+        if cols is None:
+            return None
+        md = pf.metadata
+        starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
+        pos = np.asarray(positions.to_numpy(zero_copy_only=False), dtype=np.int64)
+        if len(pos) == 0:
+            return pa.table({n: pa.array([], pf.schema_arrow.field(c).type) for n, c in zip(names, cols, strict=True)})
+        if pos[-1] >= starts[-1] or pos[0] < 0:
+            raise ValueError(f"position delete beyond the {starts[-1]} rows of data file {path}")
+        groups = np.unique(np.searchsorted(starts, pos, side="right") - 1)
+        part = pf.read_row_groups([int(g) for g in groups], columns=cols, use_threads=True)
+        # offset of each chosen row group inside ``part``
+        sizes = starts[groups + 1] - starts[groups]
+        offsets = np.cumsum(np.concatenate([[0], sizes[:-1]]))
+        g_of = np.searchsorted(starts, pos, side="right") - 1
+        local = offsets[np.searchsorted(groups, g_of)] + (pos - starts[g_of])
+        return part.take(pa.array(local, pa.int64())).rename_columns(names)
+
+
 def deleted_positions(io: FileIO, path: str, delete_files: Any) -> pa.Array:
     """Row positions of data file ``path`` removed by the given position delete files (sorted, unique)."""
     import pyarrow as pa

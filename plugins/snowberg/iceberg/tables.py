@@ -59,12 +59,21 @@ def find_table(catalog: Catalog, name: IcebergName | str) -> Table | None:
         return None
 
 
-def build_schema(columns: Sequence[MappedColumn]) -> Schema:
-    """An Iceberg schema of the mapped columns: ids in source order (a list element takes the next), all optional."""
+def build_schema(columns: Sequence[MappedColumn], *, key: Sequence[str] = ()) -> Schema:
+    """An Iceberg schema of the mapped columns: ids in source order (a list element takes the next).
+
+    Columns are optional, except the ``key`` columns: they become the schema's
+    identifier fields, which the Iceberg spec requires to be required columns
+    (snowberg refuses a NULL key before anything is written, so no row can
+    break that). Readers such as the lake → Snowflake sync find a table's row
+    identity there.
+    """
     from pyiceberg.schema import Schema
     from pyiceberg.types import ListType, NestedField
 
+    keys = set(key)
     fields = []
+    ids = []
     next_id = 1
     for c in columns:
         t = c.iceberg_type
@@ -73,8 +82,41 @@ def build_schema(columns: Sequence[MappedColumn]) -> Schema:
         if isinstance(t, ListType):
             t = ListType(element_id=next_id, element_type=t.element_type, element_required=t.element_required)
             next_id += 1
-        fields.append(NestedField(field_id=fid, name=c.name, field_type=t, required=False))
-    return Schema(*fields)
+        fields.append(NestedField(field_id=fid, name=c.name, field_type=t, required=c.name in keys))
+        if c.name in keys:
+            ids.append(fid)
+    return Schema(*fields, identifier_field_ids=ids)
+
+
+def identifier_key(cfg: TableConfig, columns: Sequence[MappedColumn]) -> list[str]:
+    """The columns that become the table's Iceberg identifier fields: a merge table's ``primary_key``.
+
+    Empty for append tables, and when a key column's type cannot be an
+    identifier field (float/double, nested types: the spec forbids them; the
+    table then simply has no identifier fields, and syncs need ``key_columns``).
+    """
+    from snowberg.config.table_config import WriteMode
+
+    if cfg.effective_write_mode is not WriteMode.MERGE or not cfg.primary_key:
+        return []
+    by_name = {c.name: c for c in columns}
+    names = [k.lower() for k in cfg.primary_key]
+    bad = [n for n in names if n not in by_name or not _identifier_type(by_name[n].iceberg_type)]
+    if bad:
+        log.warning(
+            "table %s: primary_key column(s) %s cannot be Iceberg identifier fields (floating point or nested "
+            "type); the table gets no identifier fields, so a sync of it needs key_columns",
+            cfg.name,
+            bad,
+        )
+        return []
+    return names
+
+
+def _identifier_type(t: Any) -> bool:
+    from pyiceberg.types import DoubleType, FloatType
+
+    return bool(t.is_primitive) and not isinstance(t, (DoubleType, FloatType))
 
 
 def _transform(text: str) -> Any:
@@ -106,11 +148,20 @@ def build_partition_spec(schema: Schema, fields: Sequence[PartitionField], table
     return PartitionSpec(*out)
 
 
-def create_table(catalog: Catalog, cfg: TableConfig, columns: Sequence[MappedColumn]) -> Table:
-    """Create the lake table (and its namespace) with snowberg's table properties and identity."""
+def create_table(
+    catalog: Catalog, cfg: TableConfig, columns: Sequence[MappedColumn], *, identifier_fields: bool = True
+) -> Table:
+    """Create the lake table (and its namespace) with snowberg's table properties and identity.
+
+    A merge table's ``primary_key`` becomes its identifier fields (required
+    columns) unless ``identifier_fields`` is False: the push-down unload
+    registers Parquet files Snowflake wrote, whose columns are all optional,
+    which pyiceberg refuses for required columns; the next extract run adds
+    them (``identifier_update``).
+    """
     n = cfg.iceberg_name
     catalog.create_namespace_if_not_exists(n.namespace)
-    schema = build_schema(columns)
+    schema = build_schema(columns, key=identifier_key(cfg, columns) if identifier_fields else ())
     spec = build_partition_spec(schema, cfg.partition_by, cfg.name)
     props = dict(TABLE_PROPERTIES) | identity_properties(cfg)
     log.info("creating Iceberg table %s (%d columns, partition %s)", n, len(columns), spec)
@@ -212,19 +263,76 @@ def check_key_columns(cfg: TableConfig, columns: Sequence[MappedColumn]) -> None
         )
 
 
+def identifier_update(table: Table, cfg: TableConfig, columns: Sequence[MappedColumn]) -> list[str]:
+    """The key columns an existing merge table should now declare as identifier fields (empty: nothing to do).
+
+    Tables created before snowberg set identifier fields get them on their
+    next commit. Making a column required is only safe when no live row holds
+    NULL in it: snowberg refused NULL keys on every load, and this is checked
+    again from the data files' null counts in the manifests (metadata only; a
+    file without the count, or with a NULL, leaves the table as it is, with a
+    warning). A table that already declares identifier fields keeps them.
+    """
+    want = identifier_key(cfg, columns)
+    schema = table.schema()
+    if not want or schema.identifier_field_ids:
+        return []
+    ids: dict[int, str] = {}
+    for name in want:
+        try:
+            ids[schema.find_field(name).field_id] = name
+        except ValueError:  # a key column added by this run: older rows hold NULL there
+            log.warning("table %s: key column %s is new; identifier fields not set", cfg.name, name)
+            return []
+    snap = table.current_snapshot()
+    if snap is not None:
+        from pyiceberg.manifest import ManifestContent
+
+        for m in snap.manifests(table.io):
+            if m.content != ManifestContent.DATA:
+                continue
+            for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
+                counts = e.data_file.null_value_counts or {}
+                unsafe = [n for fid, n in ids.items() if counts.get(fid) is None or counts[fid] > 0]
+                if unsafe:
+                    log.warning(
+                        "table %s: data file %s has NULLs (or no null count) in key column(s) %s; "
+                        "identifier fields not set",
+                        cfg.name,
+                        e.data_file.file_path,
+                        unsafe,
+                    )
+                    return []
+    return want
+
+
 def apply_schema_changes(
-    tx: Transaction, add: Sequence[MappedColumn], widen: Sequence[tuple[MappedColumn, Any]]
+    tx: Transaction,
+    add: Sequence[MappedColumn],
+    widen: Sequence[tuple[MappedColumn, Any]],
+    *,
+    identifier: Sequence[str] = (),
 ) -> None:
-    """Add new columns and widen changed ones in the transaction, so they commit with the data."""
-    if not add and not widen:
+    """Add new columns, widen changed ones and declare the key (``identifier_update``) in the transaction.
+
+    They commit with the data. Declaring the key makes its columns required,
+    which pyiceberg calls an incompatible change: ``identifier_update`` has
+    checked that no live row holds NULL there, so it is allowed for that.
+    """
+    if not add and not widen and not identifier:
         return
-    with tx.update_schema() as upd:
+    with tx.update_schema(allow_incompatible_changes=bool(identifier)) as upd:
         for c in add:
             log.info("schema: adding column %s %s", c.name, c.iceberg_type)
             upd.add_column(c.name, c.iceberg_type)
         for c, old in widen:
             log.info("schema: widening column %s %s → %s", c.name, old, c.iceberg_type)
             upd.update_column(c.name, field_type=c.iceberg_type)
+        if identifier:
+            log.info("schema: key column(s) %s become required identifier fields", list(identifier))
+            for name in identifier:
+                upd.update_column(name, required=True)
+            upd.set_identifier_fields(*identifier)
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
@@ -247,6 +355,7 @@ def begin_write(
     check_key_columns(cfg, columns)
     if table is None:
         table = create_table(catalog, cfg, columns)
+    ident = identifier_update(table, cfg, columns)
     tx = table.transaction()
     schema = tx.table_metadata.schema()
     kept = [c for c in tx.table_metadata.properties.get(KEPT_NULL, "").split(",") if c]
@@ -254,23 +363,33 @@ def begin_write(
     now_kept = sorted(dropped_columns(schema, columns))
     if now_kept != sorted(kept):
         tx.set_properties({KEPT_NULL: ",".join(now_kept)})
-    apply_schema_changes(tx, add, widen)
-    return table, tx, arrow_schema(tx.table_metadata.schema()), bool(add or widen)
+    apply_schema_changes(tx, add, widen, identifier=ident)
+    return table, tx, arrow_schema(tx.table_metadata.schema()), bool(add or widen or ident)
 
 
-def ensure_table(catalog: Catalog, cfg: TableConfig, table: Table | None, columns: Sequence[MappedColumn]) -> Table:
+def ensure_table(
+    catalog: Catalog,
+    cfg: TableConfig,
+    table: Table | None,
+    columns: Sequence[MappedColumn],
+    *,
+    identifier_fields: bool = True,
+) -> Table:
     """Create the table if missing and commit the schema changes the source needs, before any data is written.
 
     For writers whose data files are written by other tasks or by Snowflake
     (mapped slices, push-down unload): they must write against the final
     schema, so its changes are committed first (``begin_write`` stages them
-    in the data commit instead).
+    in the data commit instead). ``identifier_fields`` False (the push-down
+    unload, which registers files Snowflake wrote with optional columns) leaves
+    the key undeclared; see ``create_table``.
     """
     if table is None:
-        table = create_table(catalog, cfg, columns)
+        table = create_table(catalog, cfg, columns, identifier_fields=identifier_fields)
+    ident = identifier_update(table, cfg, columns) if identifier_fields else []
     add, widen = plan_schema_changes(table.schema(), columns, cfg=cfg)
-    if add or widen:
+    if add or widen or ident:
         tx = table.transaction()
-        apply_schema_changes(tx, add, widen)
+        apply_schema_changes(tx, add, widen, identifier=ident)
         table = tx.commit_transaction()
     return table

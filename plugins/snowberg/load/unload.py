@@ -452,7 +452,7 @@ def unload_window(
     try:
         cur.execute(f"SELECT * FROM {sq.from_clause} LIMIT 0")  # noqa: S608 - quoted identifiers; compile only
         columns = map_columns(result_columns(cur), mapping_options(cfg))
-        table = ensure_table(catalog, cfg, table, columns)
+        table = ensure_table(catalog, cfg, table, columns, identifier_fields=False)
         referenced = files_referenced_under(table, folder)
         if referenced:
             raise UnloadError(

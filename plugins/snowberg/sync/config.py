@@ -22,7 +22,8 @@ PyYAML and snowberg's light modules are imported here.
           kind: native                     # a native Snowflake table, loaded with INSERTs
           snowflake_conn_id: snowflake_default
           table: ANALYTICS.SALES.ORDERS_NATIVE
-        on_rewrite: full_reload            # or fail (default)
+        key_columns: [order_id]            # default: the source's Iceberg identifier fields
+        on_rewrite: fail                   # (default) or full_reload
         alerts:                            # as for tables (docs/checks-and-alerts.md)
           email: [data-oncall@example.com]
 """
@@ -37,7 +38,14 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from snowberg.config.check_settings import AlertsConfig
-from snowberg.config.fields import ConnectionRef, ExternalVolumeName, IcebergTableRef, SnowflakeTableRef, identifier
+from snowberg.config.fields import (
+    ColumnNames,
+    ConnectionRef,
+    ExternalVolumeName,
+    IcebergTableRef,
+    SnowflakeTableRef,
+    identifier,
+)
 from snowberg.config.yaml_loader import read_yaml, validate_entries
 from snowberg.core.identifiers import validate_identifier
 from snowberg.core.models import Duration, StrictModel
@@ -143,6 +151,11 @@ class SyncConfig(StrictModel):
     """The lake table to sync."""
     target: Annotated[IcebergTarget | NativeTarget, Field(discriminator="kind")]
     """Where the rows go: ``kind: iceberg`` (Snowflake-managed Iceberg through a REST catalog) or ``kind: native``."""
+    key_columns: ColumnNames | None = None
+    """The source columns identifying a row, so overwrite, delete and merge-on-read snapshots are applied to the
+    target as deletes + inserts by key. Unset: the source table's Iceberg identifier fields (snowberg merge tables
+    declare their ``primary_key`` there). Checked against the source schema when the sync runs: a column it lacks
+    fails the run before anything is written. ``[]`` turns keyed changes off."""
     on_rewrite: OnRewrite = OnRewrite.FAIL
     """What a run does with source snapshots that rewrite rows (overwrite, delete) when it cannot apply them as
     keyed changes: ``fail``, or ``full_reload`` (replace the target's rows)."""

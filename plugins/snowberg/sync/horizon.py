@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from snowberg.core import faults
 from snowberg.core.identifiers import IcebergName
 from snowberg.core.results import Status
 from snowberg.iceberg.deletes import live_rows
@@ -51,10 +52,10 @@ from snowberg.sync.snapshots import (
     RowChanges,
     SourceRewriteError,
     SyncMode,
-    identifier_columns,
     plan_changes,
     read_batches,
     read_changes,
+    resolve_key_columns,
 )
 
 if TYPE_CHECKING:
@@ -312,6 +313,7 @@ def sync_iceberg(
     from snowberg.iceberg.write import write_data_files
 
     started = time.monotonic()
+    keyed = resolve_key_columns(source, key_columns)  # before anything is opened or written
     last_error: Exception | None = None
     for attempt in range(1, max_attempts + 1):
         table = _load_target(catalog, target, source, create_if_missing, create_in_snowflake)
@@ -326,7 +328,7 @@ def sync_iceberg(
             st.source_snapshot_id if st else None,
             synced_uuid=st.source_uuid if st else None,
             on_rewrite=on_rewrite,
-            key_columns=identifier_columns(source) if key_columns is None else key_columns,
+            key_columns=keyed,
         )
         if plan.mode == SyncMode.INITIAL and (live_rows(table) or 0) > 0:
             plan.mode, plan.reason = SyncMode.FULL_RELOAD, "first sync into a target that already holds rows"
@@ -339,9 +341,11 @@ def sync_iceberg(
         schema = _target_arrow_schema(tx.table_metadata.schema())
         counts: dict[str, int] = {}
         changes = read_changes(source, plan) if plan.mode == SyncMode.CHANGES else None
+        faults.crash_point("sync_after_read")
         pairs = changes.upserts if changes is not None else read_batches(source, plan)
         batches = _counted_batches(pairs, mapping, schema, counts)
         data_files = list(write_data_files(table, tx, schema, batches, batch_rows))
+        faults.crash_point("sync_after_write")
         rows = sum(counts.values())
         if plan.mode == SyncMode.INCREMENTAL and plan.expected_rows is not None and rows != plan.expected_rows:
             raise SourceRewriteError(
@@ -381,7 +385,7 @@ def sync_iceberg(
                 replaced=replaced,
                 data_files=data_files,
                 state_in_properties=False,
-                crash_points=None,
+                crash_points=("sync_before_commit", "sync_after_commit"),
                 dag_id=dag_id,
             )
         except (CommitFailedException, CommitStateUnknownException) as exc:

@@ -54,10 +54,10 @@ from snowberg.sync.snapshots import (
     RowChanges,
     SourceRewriteError,
     SyncMode,
-    identifier_columns,
     plan_changes,
     read_batches,
     read_changes,
+    resolve_key_columns,
 )
 
 if TYPE_CHECKING:
@@ -337,6 +337,7 @@ def load_native(
     overwrite/delete snapshots be applied by key instead of refused/reloaded.
     """
     started = time.monotonic()
+    keyed = resolve_key_columns(source, key_columns)  # before anything is written
     state = state_table or default_state_table(target)
     if not 1 <= insert_batch_rows <= MAX_VALUES_ROWS:
         raise ValueError(f"insert_batch_rows must be 1..{MAX_VALUES_ROWS}")
@@ -349,7 +350,7 @@ def load_native(
             st.source_snapshot_id if st else None,
             synced_uuid=st.source_uuid if st and st.source_snapshot_id is not None else None,
             on_rewrite=on_rewrite,
-            key_columns=identifier_columns(source) if key_columns is None else key_columns,
+            key_columns=keyed,
         )
         log.info("%s → %s: %s", source_label, target, plan.describe())
 
@@ -399,6 +400,7 @@ def load_native(
         rows_by_snapshot: dict[str, int] = {}
         total = 0
         changes = read_changes(source, plan) if plan.mode == SyncMode.CHANGES else None
+        faults.crash_point("sync_after_read")
         cur.execute("BEGIN")
         try:
             if plan.mode == SyncMode.FULL_RELOAD:
@@ -407,6 +409,7 @@ def load_native(
             if changes is not None:
                 keys = key_columns_of(columns, plan.key_columns, source_label)
                 n = apply_deletes(cur, target, keys, changes, insert_batch_rows)
+                faults.crash_point("sync_after_deletes")
                 log.info(
                     "changes: deleted %s rows of %s by key (%s keys removed at the source, %s rows rewritten)",
                     f"{n:,}",

@@ -211,6 +211,44 @@ def identifier_columns(table: Table) -> list[str]:
     return [schema.find_column_name(i) or "" for i in sorted(schema.identifier_field_ids)]
 
 
+class KeyColumnsError(ValueError):
+    """``key_columns`` names a column the source lacks, or one that cannot identify a row."""
+
+
+def resolve_key_columns(table: Table, key_columns: Sequence[str] | None) -> list[str]:
+    """The row identity a sync applies changes by, checked against the source's current schema.
+
+    ``None``: the source's Iceberg identifier fields (snowberg merge tables
+    declare their ``primary_key`` there; other writers may declare none, then
+    there is no key). Given names are matched case-insensitively (syncs.yaml
+    may say ``ORDER_ID`` for the lake's ``order_id``) and returned as the
+    source spells them; a column the source lacks, or a nested or floating
+    point one, fails before anything is read or written.
+    """
+    if key_columns is None:
+        return identifier_columns(table)
+    from pyiceberg.types import DoubleType, FloatType
+
+    schema = table.schema()
+    by_lower = {f.name.lower(): f for f in schema.fields}
+    out: list[str] = []
+    problems: list[str] = []
+    for k in key_columns:
+        f = by_lower.get(k.lower())
+        if f is None:
+            problems.append(f"{k!r} is not a column of the source")
+        elif not f.field_type.is_primitive or isinstance(f.field_type, (DoubleType, FloatType)):
+            problems.append(f"{k!r} is {f.field_type}, which cannot identify a row")
+        else:
+            out.append(f.name)
+    if problems:
+        raise KeyColumnsError(
+            f"source table {'.'.join(table.name())}: key_columns: {'; '.join(problems)} (the source has "
+            f"{', '.join(f.name for f in schema.fields)}). Nothing was written."
+        )
+    return out
+
+
 def plan_changes(
     table: Table,
     last_synced: int | None,
@@ -365,15 +403,18 @@ def _added_by(table: Table, snapshot_id: int) -> dict[str, int]:
 def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
     """The rows and keys a ``changes`` plan applies; reads only the files the change touched.
 
-    Unchanged data files are never opened. Files live at both ends are read
-    only for their key columns, at the positions newly deleted in between.
+    Unchanged data files are never opened, nor their delete files: a data file
+    live at both ends with the same delete files did not change. A file that
+    gained position deletes is read only for its key columns, only in the row
+    groups holding the newly deleted positions (``iceberg.merge.read_columns_at``);
+    each delete file is read once.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
 
-    from snowberg.iceberg.merge import deleted_positions, read_columns_by_id
+    from snowberg.iceberg.merge import read_columns_at, read_columns_by_id
 
     assert plan.mode == SyncMode.CHANGES and plan.from_snapshot_id is not None and plan.to_snapshot_id is not None
     schema = table.schema()
@@ -392,20 +433,46 @@ def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
             if b.num_rows:
                 upserts.append((added_by.get(task.file.file_path, plan.to_snapshot_id), b))
 
+    # Each position delete file is read once (columns file_path, pos), however many data files it names.
+    delete_cache: dict[str, pa.Table] = {}
+
+    def positions(path: str, delete_files: Any) -> pa.Array:
+        import pyarrow.parquet as pq
+
+        chunks: list[Any] = []
+        for d in delete_files:
+            t = delete_cache.get(d.file_path)
+            if t is None:
+                with table.io.new_input(d.file_path).open() as f:
+                    t = delete_cache[d.file_path] = pq.read_table(f, columns=["file_path", "pos"])
+            chunks += t.filter(pc.equal(t.column("file_path"), path)).column("pos").chunks
+        if not chunks:
+            return pa.array([], pa.int64())
+        u = pc.unique(pa.chunked_array(chunks, pa.int64()))
+        return pc.take(u, pc.sort_indices(u))
+
     removed: list[pa.Table] = []
+    unchanged = 0
     for path, task in before.items():
-        gone_before = deleted_positions(table.io, path, task.delete_files)
+        old_deletes = {d.file_path: d for d in task.delete_files}
         if path in after:
-            gone_after = deleted_positions(table.io, path, after[path].delete_files)
-            newly = gone_after.filter(pc.invert(pc.is_in(gone_after, value_set=gone_before)))
+            new_deletes = [d for d in after[path].delete_files if d.file_path not in old_deletes]
+            if not new_deletes:
+                unchanged += 1  # same delete files at both ends: no row of this file changed
+                continue
+            newly = positions(path, new_deletes)
+            if old_deletes and len(newly):
+                gone_before = positions(path, old_deletes.values())
+                newly = newly.filter(pc.invert(pc.is_in(newly, value_set=gone_before)))
             if len(newly) == 0:
                 continue
-            kt = read_columns_by_id(table.io, path, field_ids, keys)
+            kt = read_columns_at(table.io, path, field_ids, keys, newly)
             if kt is not None:
-                removed.append(kt.take(newly))
+                removed.append(kt)
         else:
             kt = read_columns_by_id(table.io, path, field_ids, keys)
             if kt is not None:
+                gone_before = positions(path, old_deletes.values())
                 live = pc.invert(pc.is_in(pa.array(range(kt.num_rows), pa.int64()), value_set=gone_before))
                 removed.append(kt.filter(live))
     deleted = pa.concat_tables([t.cast(key_schema) for t in removed]) if removed else key_schema.empty_table()
@@ -419,7 +486,7 @@ def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
         len(new_tasks),
         f"{sum(b.num_rows for _, b in upserts):,}",
         f"{deleted.num_rows:,}",
-        sum(1 for p in before if p in after),
+        unchanged,
         len(before),
     )
     return RowChanges(upserts=upserts, deleted_keys=deleted)

@@ -142,6 +142,8 @@ SYNC = {"name": "s", "source": {"catalog": "lake", "table": "n.a"}, "target": {"
         (TABLES, {"source": {"table": "D.S.T"}, "target": "n.a"}, False),
         (SYNCS, SYNC, True),
         (SYNCS, {**SYNC, "target": {"kind": "native", "table": "D.S.T", "key_columns": ["id"]}}, False),
+        (SYNCS, {**SYNC, "key_columns": ["id", "region"]}, True),
+        (SYNCS, {**SYNC, "key_columns": "id"}, False),
         (SYNCS, {**SYNC, "target": {"kind": "parquet", "table": "D.S.T"}}, False),
         (SYNCS, {**SYNC, "on_rewrite": "reload"}, False),
     ],

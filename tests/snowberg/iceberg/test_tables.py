@@ -92,3 +92,72 @@ def test_a_primary_key_missing_from_the_source_is_named_before_any_write(
     msg = str(exc.value)
     assert "table 't'" in msg and "field 'primary_key'" in msg and "'order_id'" in msg
     assert not catalog.table_exists("ns.t")
+
+
+def test_a_new_merge_table_declares_its_primary_key_as_required_identifier_fields(
+    src: Any, catalog: Any, variables: Any
+) -> None:
+    run(cfg_for(src), src, catalog, variables, "r1")
+    schema = catalog.load_table("ns.t").schema()
+    assert schema.identifier_field_names() == {"id"}
+    assert schema.find_field("id").required
+    assert not schema.find_field("note").required
+    # a merge run on top keeps working against the required key column
+    _more(src, 2)
+    run(cfg_for(src), src, catalog, variables, "r2")
+    assert sorted(r["id"] for r in catalog.load_table("ns.t").scan().to_arrow().to_pylist()) == [1, 2]
+
+
+def test_an_append_table_declares_no_identifier_fields(src: Any, catalog: Any, variables: Any) -> None:
+    run(cfg_for(src, primary_key=[]), src, catalog, variables, "r1")
+    assert catalog.load_table("ns.t").schema().identifier_field_ids == []
+
+
+def test_a_merge_table_created_without_identifier_fields_gets_them_on_its_next_load(
+    src: Any, catalog: Any, variables: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table older snowberg versions created (all columns optional, no key) is upgraded in the next commit."""
+    from snowberg.iceberg import tables
+
+    with monkeypatch.context() as m:
+        m.setattr(tables, "identifier_key", lambda cfg, columns: [])  # the old behaviour: no key declared
+        run(cfg_for(src), src, catalog, variables, "r1")
+    old = catalog.load_table("ns.t")
+    assert old.schema().identifier_field_ids == [] and not old.schema().find_field("id").required
+    old_snap = old.current_snapshot().snapshot_id
+    before = old.scan().to_arrow().to_pylist()
+
+    src.sql(f"UPDATE {src.table('SRC')} SET NOTE = 'c', UPDATED_AT = {NOW} WHERE ID = 1")
+    _more(src, 2)
+    run(cfg_for(src), src, catalog, variables, "r2")
+
+    t = catalog.load_table("ns.t")
+    assert t.schema().identifier_field_names() == {"id"} and t.schema().find_field("id").required
+    # the snapshots of the run are written under the new schema, the old one under the old schema
+    assert t.current_snapshot().schema_id == t.schema().schema_id != t.snapshot_by_id(old_snap).schema_id
+    assert sorted((r["id"], r["note"]) for r in t.scan().to_arrow().to_pylist()) == [(1, "c"), (2, "b")]
+    # the old snapshot still reads as it was
+    assert t.scan(snapshot_id=old_snap).to_arrow().to_pylist() == before
+
+
+def test_no_identifier_fields_when_a_live_file_may_hold_a_null_key(
+    src: Any, catalog: Any, variables: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Making a column required is only safe when the manifests prove no live row holds NULL in it."""
+    import pyarrow as pa
+
+    from snowberg.iceberg import tables
+
+    with monkeypatch.context() as m:
+        m.setattr(tables, "identifier_key", lambda cfg, columns: [])
+        run(cfg_for(src), src, catalog, variables, "r1")
+    t = catalog.load_table("ns.t")
+    t.append(
+        pa.table({"id": pa.array([None], pa.decimal128(38, 0)), "note": ["x"], "updated_at": [None]}).cast(
+            tables.arrow_schema(t.schema())
+        )
+    )
+    _more(src, 2)
+    run(cfg_for(src), src, catalog, variables, "r2")
+    t = catalog.load_table("ns.t")
+    assert t.schema().identifier_field_ids == [] and not t.schema().find_field("id").required

@@ -129,3 +129,20 @@ def test_load_syncs_merges_the_defaults_and_names_the_file_in_errors(tmp_path: P
 def test_the_shipped_syncs_file_is_valid() -> None:
     cfg = load_syncs(ROOT / "include" / "syncs.yaml")
     assert [s.name for s in cfg.syncs] and all(s.owner == "data-engineering" for s in cfg.syncs)
+
+
+def test_key_columns_are_accepted_and_reach_the_sync_operator() -> None:
+    from snowberg.airflow.sync_dags import build_sync_dag
+
+    cfg = parse_syncs({"syncs": [{**NATIVE, "key_columns": ["ORDER_ID"]}]}).syncs[0]
+    assert cfg.key_columns == ["ORDER_ID"]
+    assert build_sync_dag(cfg).task_dict["sync"].key_columns == ["ORDER_ID"]
+    unset = parse_syncs({"syncs": [NATIVE]}).syncs[0]
+    assert unset.key_columns is None  # the source's identifier fields, read when the sync runs
+    assert build_sync_dag(unset).task_dict["sync"].key_columns is None
+
+
+def test_key_columns_must_be_plain_column_names() -> None:
+    with pytest.raises(SyncConfigError, match="sync 's1'") as exc:
+        parse_syncs({"syncs": [{**NATIVE, "key_columns": ["id; DROP TABLE x"]}]})
+    assert "key_columns" in str(exc.value)

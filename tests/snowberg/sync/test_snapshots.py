@@ -192,3 +192,67 @@ def test_the_default_key_is_the_tables_iceberg_identifier_fields(lake) -> None:
     )
     assert identifier_columns(lake.create_table("shop.keyed", schema=schema)) == ["order_id"]
     assert identifier_columns(lake.create_table("shop.plain", schema=orders_schema())) == []
+
+
+def test_key_columns_are_checked_against_the_source_schema(lake) -> None:
+    from snowberg.sync.snapshots import KeyColumnsError, resolve_key_columns
+
+    t = lake.create_table("shop.keys", schema=orders_schema())
+    assert resolve_key_columns(t, ["ORDER_ID"]) == ["order_id"]  # syncs.yaml may write Snowflake's spelling
+    assert resolve_key_columns(t, None) == []  # no identifier fields declared: no key
+    with pytest.raises(KeyColumnsError) as exc:
+        resolve_key_columns(t, ["order_id", "region"])
+    assert "'region' is not a column of the source" in str(exc.value) and "order_id, customer" in str(exc.value)
+
+
+def test_position_deletes_become_keys_by_reading_only_the_positions_they_name(lake, monkeypatch) -> None:
+    """A merge-on-read delete of two rows reads the key column of the row groups holding them, nothing else:
+    no whole data file, no data file whose delete files did not change, each delete file once."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from snowberg.iceberg.merge import write_position_deletes
+    from snowberg.sync.snapshots import read_changes
+
+    t = lake.create_table("shop.orders", schema=orders_schema(), properties={"write.parquet.row-group-limit": "100"})
+    t.append(orders(list(range(0, 1000))))  # one file, 10 row groups of 100 rows
+    t.append(orders(list(range(1000, 1100))))  # a file the change does not touch
+    tx = t.transaction()  # an older merge-on-read delete in the first file, before the synced snapshot
+    write_position_deletes(tx, pa.table({"order_id": pa.array([7], pa.int64())}), {}, io=t.io)
+    t = tx.commit_transaction()
+    last = t.current_snapshot().snapshot_id
+    tx = t.transaction()
+    write_position_deletes(tx, pa.table({"order_id": pa.array([150, 960], pa.int64())}), {}, io=t.io)
+    t = tx.commit_transaction()
+
+    opened: list[str] = []
+    groups: list[list[int]] = []
+    real_open, real_groups = t.io.new_input, pq.ParquetFile.read_row_groups
+
+    def new_input(location: str):
+        opened.append(location.rsplit("/", 1)[-1])
+        return real_open(location)
+
+    def read_row_groups(self, row_groups, *a, **kw):
+        groups.append(list(row_groups))
+        return real_groups(self, row_groups, *a, **kw)
+
+    def no_full_read(self, *a, **kw):
+        raise AssertionError("a whole data file was read")
+
+    monkeypatch.setattr(t.io, "new_input", new_input)
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", read_row_groups)
+    monkeypatch.setattr(pq.ParquetFile, "read", no_full_read)
+    ch = read_changes(t, plan_changes(t, last, key_columns=["order_id"]))
+    assert sorted(ch.deleted_keys.column("order_id").to_pylist()) == [150, 960]
+    assert groups == [[1, 9]]  # the row groups of positions 150 and 960 only
+    data_files = {
+        task.file.file_path.rsplit("/", 1)[-1]: {d.file_path.rsplit("/", 1)[-1] for d in task.delete_files}
+        for task in t.scan().plan_files()
+    }
+    parquet = [n for n in opened if n.endswith(".parquet")]
+    first, second = sorted(data_files, key=lambda n: len(data_files[n]), reverse=True)
+    assert first in parquet and second not in parquet  # the untouched second file is never opened
+    assert parquet.count(first) == 1
+    deletes = [n for n in parquet if n != first]
+    assert set(deletes) == data_files[first] and len(deletes) == len(set(deletes))  # each delete file read once

@@ -56,8 +56,10 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
     """Sync the source's new snapshots into a Snowflake-managed Iceberg table through a REST catalog.
 
     Returns the ``IcebergSyncResult`` as a dict (XCom) for the visibility check.
-    ``on_rewrite``: ``fail`` (default) refuses overwrite/delete snapshots in the
-    source; ``full_reload`` replaces the target's rows with the source's.
+    ``key_columns`` (default None: the source's Iceberg identifier fields)
+    lets overwrite/delete snapshots be applied by key; without a key,
+    ``on_rewrite``: ``fail`` (default) refuses them, ``full_reload`` replaces
+    the target's rows with the source's.
     """
 
     template_fields: Sequence[str] = ("source_catalog", "source_table", "target_catalog", "target_table", "on_rewrite")
@@ -71,6 +73,7 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
         target_catalog: str,
         target_table: str,
         on_rewrite: OnRewrite | str = OnRewrite.FAIL,
+        key_columns: Sequence[str] | None = None,
         create_if_missing: bool = False,
         create_in_snowflake: dict[str, str] | None = None,
         batch_rows: int = 250_000,
@@ -82,6 +85,7 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
         self.target_catalog = target_catalog
         self.target_table = target_table
         self.on_rewrite = on_rewrite
+        self.key_columns = list(key_columns) if key_columns is not None else None
         self.create_if_missing = create_if_missing
         self.create_in_snowflake = create_in_snowflake
         self.batch_rows = batch_rows
@@ -102,6 +106,7 @@ class IcebergToSnowflakeIcebergOperator(IcebergSyncLineage, BaseOperator):
             run_id=context["run_id"],
             dag_id=self.dag_id,
             on_rewrite=self.on_rewrite,
+            key_columns=self.key_columns,
             create_if_missing=self.create_if_missing,  # type: ignore[arg-type]
             create_in_snowflake=self._creator(),
             batch_rows=self.batch_rows,
@@ -158,6 +163,8 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
 
     Rows and the sync state (``state_table``, default
     ``<db>.<schema>.SNOWBERG_SYNC_STATE``) commit in one Snowflake transaction.
+    ``key_columns`` (default None: the source's Iceberg identifier fields)
+    lets overwrite/delete snapshots be applied as deletes + inserts by key.
     Returns the ``NativeLoadResult`` as a dict (XCom).
     """
 
@@ -180,6 +187,7 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
         snowflake_conn_id: str = "snowflake_default",
         state_table: str | None = None,
         on_rewrite: OnRewrite | str = OnRewrite.FAIL,
+        key_columns: Sequence[str] | None = None,
         lineage_column: str | None = "_SNOWBERG_SOURCE_SNAPSHOT_ID",
         insert_batch_rows: int = 1000,
         **kwargs: Any,
@@ -191,6 +199,7 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
         self.target_table = target_table
         self.state_table = state_table
         self.on_rewrite = on_rewrite
+        self.key_columns = list(key_columns) if key_columns is not None else None
         self.lineage_column = lineage_column
         self.insert_batch_rows = insert_batch_rows
 
@@ -210,6 +219,7 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
                 run_id=context["run_id"],
                 state_table=TableName.parse(self.state_table) if self.state_table else None,
                 on_rewrite=self.on_rewrite,
+                key_columns=self.key_columns,
                 lineage_column=self.lineage_column,
                 insert_batch_rows=self.insert_batch_rows,
             )
