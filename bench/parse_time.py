@@ -75,12 +75,26 @@ if sliced:
             commit = sliced_load(cfg, plan)
         return dag
     f.build_dag = build_with_slices
+reference_cpu_s = None
+if len(sys.argv) > 3 and sys.argv[3] == "1":
+    # A yardstick in the same process: plain Airflow DAGs (scheduled, six trigger-form Params, two tasks).
+    # Load on a shared machine slows it and the parse alike, so their ratio holds where seconds do not.
+    import pendulum
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import DAG, Param
+    c0 = time.process_time()
+    for i in range(200):
+        with DAG(dag_id=f"reference_{i}", schedule="@hourly", start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+                 auto_register=False, params={f"p{j}": Param(None, type=["null", "string"]) for j in range(6)}):
+            EmptyOperator(task_id="a") >> EmptyOperator(task_id="b")
+    reference_cpu_s = time.process_time() - c0
 t2, c2 = time.perf_counter(), time.process_time()
 bag = DagBag(dag_folder=sys.argv[1], safe_mode=False)
 t3, c3 = time.perf_counter(), time.process_time()
 heavy = sorted(m for m in ("pyarrow", "pyiceberg", "snowflake.connector", "pandas", "duckdb", "fakesnow") \
 if m in sys.modules)
-print("PARSE " + json.dumps({"airflow_import_s": t1 - t0, "parse_s": t3 - t2, "cpu_s": c3 - c2, "dags": len(bag.dags),
+print("PARSE " + json.dumps({"airflow_import_s": t1 - t0, "parse_s": t3 - t2, "cpu_s": c3 - c2, "reference_cpu_s": reference_cpu_s,
+      "dags": len(bag.dags),
       "errors": {k: v[:500] for k, v in bag.import_errors.items()}, "heavy": heavy,
       "tasks": sum(len(d.tasks) for d in bag.dags.values()), "ids": sorted(bag.dags)}))
 """
@@ -106,13 +120,16 @@ def parse_once(
     workdir: Path | None = None,
     dag_id: str | None = None,
     repo: Path = REPO,
+    reference: bool = False,
+    timeout: float = 600,
 ) -> dict[str, Any]:
     """One fresh-process parse of the DAG file for n tables.
 
     ``dag_id``: parse as a task process of that DAG does (Airflow's parsing
     context set in the environment); None: as the dag-processor does.
     ``repo``: the checkout whose ``dags/`` and ``plugins/`` are parsed (an
-    older commit's, to compare).
+    older commit's, to compare). ``reference``: also time a yardstick of
+    plain Airflow DAGs in the same process first (``reference_cpu_s``).
     """
     workdir = workdir or Path(tempfile.mkdtemp(prefix="snowberg-parse-"))
     config = workdir / f"tables-{n}.yaml"
@@ -124,12 +141,19 @@ def parse_once(
     if repo != REPO:
         env["PYTHONPATH"] = os.pathsep.join([str(repo / "plugins"), env.get("PYTHONPATH", "")])
     run = subprocess.run(
-        [sys.executable, "-c", PROBE, str(repo / "dags" / "snowberg_tables.py"), "1" if sliced else "0"],
+        [
+            sys.executable,
+            "-c",
+            PROBE,
+            str(repo / "dags" / "snowberg_tables.py"),
+            "1" if sliced else "0",
+            "1" if reference else "0",
+        ],
         cwd=repo,
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
     )
     line = next((ln for ln in run.stdout.splitlines() if ln.startswith("PARSE ")), None)
     if line is None:
