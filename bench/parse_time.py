@@ -93,8 +93,8 @@ bag = DagBag(dag_folder=sys.argv[1], safe_mode=False)
 t3, c3 = time.perf_counter(), time.process_time()
 heavy = sorted(m for m in ("pyarrow", "pyiceberg", "snowflake.connector", "pandas", "duckdb", "fakesnow") \
 if m in sys.modules)
-print("PARSE " + json.dumps({"airflow_import_s": t1 - t0, "parse_s": t3 - t2, "cpu_s": c3 - c2, "reference_cpu_s": reference_cpu_s,
-      "dags": len(bag.dags),
+print("PARSE " + json.dumps({"airflow_import_s": t1 - t0, "parse_s": t3 - t2, "cpu_s": c3 - c2,
+      "reference_cpu_s": reference_cpu_s, "dags": len(bag.dags),
       "errors": {k: v[:500] for k, v in bag.import_errors.items()}, "heavy": heavy,
       "tasks": sum(len(d.tasks) for d in bag.dags.values()), "ids": sorted(bag.dags)}))
 """
