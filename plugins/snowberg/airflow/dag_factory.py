@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param
+from airflow.sdk import DAG, Asset, CronDataIntervalTimetable
 
 from snowberg.airflow.alerts import build_notifiers
 from snowberg.airflow.operators.arguments import operator_arguments
@@ -30,7 +30,7 @@ from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
 from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 from snowberg.airflow.operators.streams import build_stream_tasks
 from snowberg.airflow.operators.volume import FULL_VERIFICATION_PARAM, VolumeCheckOperator
-from snowberg.airflow.parsing import parsing_dag_id
+from snowberg.airflow.parsing import form_param, parsing_dag_id
 from snowberg.config.locations import ConfigFile
 from snowberg.config.locations import config_path as config_path_of
 from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
@@ -82,7 +82,10 @@ def _doc(cfg: TableConfig) -> str:
     if cfg.freshness_sla:
         lines.append(f"* **Freshness SLA**: {format_duration(cfg.freshness_sla)}")
     if cfg.cursor is None and cfg.stream is None:
-        lines.append("* **No cursor**: every scheduled run is a full refresh (one replace commit)")
+        lines.append(
+            "* **No cursor**: a scheduled run is a full refresh (one replace commit), skipped while Snowflake "
+            "reports the source unchanged (LAST_ALTERED, ROW_COUNT, BYTES)"
+        )
     lines += [
         "",
         "Trigger with `window_start`/`window_end` (or `number_start`/`number_end` for a NUMBER cursor) to reload",
@@ -173,7 +176,7 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
         "stops receiving data alerts even when no load runs. See docs/checks-and-alerts.md. "
         f"Trigger with `{FULL_VERIFICATION_PARAM}` for a full volume verification (docs/volume-checks.md).",
         params={
-            FULL_VERIFICATION_PARAM: Param(
+            FULL_VERIFICATION_PARAM: form_param(
                 False, type="boolean", description="verify the whole table, not only what changed since the last check"
             )
         },
@@ -196,7 +199,7 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
 
 def build_stream_dag(cfg: TableConfig) -> DAG:
     """Change capture from a Snowflake Stream: consume → load → cleanup (docs/streams.md)."""
-    params = {k: Param(STREAM_PARAM_DEFAULTS[k], **s) for k, s in STREAM_PARAM_SCHEMAS.items()}
+    params = {k: form_param(STREAM_PARAM_DEFAULTS[k], **s) for k, s in STREAM_PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=cfg.dag_id,
         schedule=cfg.schedule,
@@ -216,7 +219,7 @@ def build_stream_dag(cfg: TableConfig) -> DAG:
 def build_dag(cfg: TableConfig) -> DAG:
     if cfg.stream is not None:
         return build_stream_dag(cfg)
-    params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
+    params = {k: form_param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=cfg.dag_id,
         schedule=_timetable(cfg.schedule),
@@ -255,7 +258,7 @@ def build_dag(cfg: TableConfig) -> DAG:
 def build_unload_dag(cfg: TableConfig) -> DAG:
     """Push-down unload, triggered by hand: Snowflake writes Parquet to the lake, Iceberg registers it."""
     assert cfg.unload is not None
-    params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
+    params = {k: form_param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=f"{cfg.dag_id}__unload",
         schedule=None,
