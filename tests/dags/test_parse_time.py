@@ -1,4 +1,4 @@
-"""Parse time of the DAG file at 1,000 tables: what each task process pays.
+"""Parse time of the DAG file at 1,000 tables: what each task process pays, and the dag-processor.
 
 The benchmark is ``bench/parse_time.py`` (figures in docs/performance.md).
 Every measurement is a fresh interpreter that has imported Airflow, as both a
@@ -6,7 +6,7 @@ task process and the dag-processor have, parsing ``dags/snowberg_tables.py``
 with a generated config (table and query sources, partitions, keys,
 lookbacks, SLAs, maintenance). Seconds on a shared 2-core machine measure the
 neighbours as much as the code (this test failed under load when it asserted
-wall seconds), so the test asserts a ratio of CPU time
+wall seconds), so the tests assert ratios of CPU time
 (``time.process_time``) between two measurements taken side by side, which
 load slows alike:
 
@@ -14,8 +14,9 @@ load slows alike:
     1,000 tables against the same with 1 table, median of three back-to-back
     pairs: within 1.5x.
     The old code built every table's DAGs in every task: ~29x.
-The dag-processor's full parse is timed by the benchmark, not asserted here
-(docs/performance.md).
+(b) the dag-processor's full parse of 1,000 tables (3,000 DAGs) against a
+    yardstick of plain Airflow DAGs in the same process: within
+    ``FULL_PARSE_RATIO`` (main measured above it).
 """
 
 from __future__ import annotations
@@ -58,3 +59,24 @@ def test_a_tasks_parse_with_1000_tables_costs_what_it_costs_with_1(tmp_path: Pat
         print(f"task parse CPU s: 1 table {one['cpu_s']:.3f}, {TABLES} tables {many['cpu_s']:.3f}")
     print(f"ratios {[round(r, 2) for r in ratios]}")
     assert statistics.median(ratios) <= TASK_RATIO
+
+
+# The full parse's CPU time against a yardstick of plain Airflow DAGs in the same process (200 scheduled DAGs,
+# six trigger-form Params and two tasks each): main measured 24.5 (loaded) and 26.3 (quiet), this code 16.7, 16.9
+# and 18.2 (docs/performance.md).
+FULL_PARSE_RATIO = 21.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_the_full_parse_of_1000_tables_stays_within_its_bound_against_a_yardstick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The bound is the CPU ratio; Airflow's import timeout counts wall seconds, which a loaded machine stretches.
+    monkeypatch.setenv("AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT", "1700")
+    r = bench().parse_once(TABLES, workdir=tmp_path, reference=True, timeout=1700)
+    ratio = r["cpu_s"] / r["reference_cpu_s"]
+    print(f"full parse: {r['parse_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, yardstick {r['reference_cpu_s']:.2f} s")
+    assert r["errors"] == {} and r["heavy"] == []
+    assert r["dags"] == 3 * TABLES  # each table's load, checks and maintenance DAG
+    assert ratio <= FULL_PARSE_RATIO
