@@ -1,37 +1,82 @@
-"""Parse time of the DAG file for 200 configured tables (a test with a
-generous bound; the benchmark is bench/parse_time.py).
+"""Parse time of the DAG file at 1,000 tables: what each task process pays, and the dag-processor.
 
-What it proves: a fresh process that has Airflow loaded (as the dag-processor
-has) parses ``dags/snowberg_tables.py`` for a 200-table config into 400 DAGs
-(each table's load DAG and its checks DAG) without import errors, well within
-the bound, and without importing pyarrow, pyiceberg, the Snowflake connector
-or pandas. The target is < 2 s; the assertion allows 3× that, because the
-machine running the tests may be shared (timings are benchmarks, not tests).
+The benchmark is ``bench/parse_time.py`` (figures in docs/performance.md).
+Every measurement is a fresh interpreter that has imported Airflow, as both a
+task process and the dag-processor have, parsing ``dags/snowberg_tables.py``
+with a generated config (table and query sources, partitions, keys,
+lookbacks, SLAs, maintenance). Seconds on a shared 2-core machine measure the
+neighbours as much as the code (this test failed under load when it asserted
+wall seconds), so the tests assert ratios of CPU time
+(``time.process_time``) between two measurements taken side by side, which
+load slows alike:
+
+(a) a task's parse (Airflow's parsing context set to one table's DAG) with
+    1,000 tables against the same with 1 table, median of three back-to-back
+    pairs: within 1.5x.
+    The old code built every table's DAGs in every task: ~29x.
+(b) the dag-processor's full parse of 1,000 tables (3,000 DAGs) against a
+    yardstick of plain Airflow DAGs in the same process: within
+    ``FULL_PARSE_RATIO`` (main measured above it).
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-TARGET_S = 2.0
-BOUND_S = 3 * TARGET_S
+TABLES = 1000
+TASK_RATIO = 1.5
+
+
+def bench() -> Any:
+    sys.path.insert(0, str(REPO))
+    try:
+        import bench.parse_time as module
+    finally:
+        sys.path.remove(str(REPO))
+    return module
 
 
 @pytest.mark.slow
-def test_200_tables_parse_within_bound_without_heavy_imports(tmp_path: Path) -> None:
-    sys.path.insert(0, str(REPO))
-    try:
-        from bench.parse_time import parse_once
-    finally:
-        sys.path.remove(str(REPO))
-    parse_once(200, workdir=tmp_path)  # warm the bytecode cache; the dag-processor's is warm too
-    r = parse_once(200, workdir=tmp_path)
-    print(f"parse of 200 tables: {r['parse_s']:.2f}s, {r['dags']} DAGs, {r['tasks']} tasks")
-    assert r["errors"] == {}
-    assert {f"snowberg_t{i:04d}" for i in range(200)} <= set(r["ids"])
-    assert r["heavy"] == []
-    assert r["parse_s"] < BOUND_S
+@pytest.mark.timeout(1800)  # eight fresh interpreters that import Airflow: minutes on a loaded machine
+def test_a_tasks_parse_with_1000_tables_costs_what_it_costs_with_1(tmp_path: Path) -> None:
+    b = bench()
+    b.parse_once(TABLES, workdir=tmp_path, dag_id="snowberg_t0000")  # warm bytecode
+    ratios = []
+    for _ in range(3):
+        one = b.parse_once(1, workdir=tmp_path, dag_id="snowberg_t0000")
+        many = b.parse_once(TABLES, workdir=tmp_path, dag_id="snowberg_t0000")
+        for r in (one, many):
+            assert r["errors"] == {} and r["heavy"] == []
+            # Only the task's table: its load, checks and maintenance DAGs.
+            assert r["ids"] == ["snowberg_t0000", "snowberg_t0000__checks", "snowberg_t0000__maintenance"]
+        ratios.append(many["cpu_s"] / one["cpu_s"])
+        print(f"task parse CPU s: 1 table {one['cpu_s']:.3f}, {TABLES} tables {many['cpu_s']:.3f}")
+    print(f"ratios {[round(r, 2) for r in ratios]}")
+    assert statistics.median(ratios) <= TASK_RATIO
+
+
+# The full parse's CPU time against a yardstick of plain Airflow DAGs in the same process (200 scheduled DAGs,
+# six trigger-form Params and two tasks each): main measured 24.5 (loaded) and 26.3 (quiet), this code 16.7, 16.9
+# and 18.2 (docs/performance.md).
+FULL_PARSE_RATIO = 21.0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_the_full_parse_of_1000_tables_stays_within_its_bound_against_a_yardstick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The bound is the CPU ratio; Airflow's import timeout counts wall seconds, which a loaded machine stretches.
+    monkeypatch.setenv("AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT", "1700")
+    r = bench().parse_once(TABLES, workdir=tmp_path, reference=True, timeout=1700)
+    ratio = r["cpu_s"] / r["reference_cpu_s"]
+    print(f"full parse: {r['parse_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, yardstick {r['reference_cpu_s']:.2f} s")
+    assert r["errors"] == {} and r["heavy"] == []
+    assert r["dags"] == 3 * TABLES  # each table's load, checks and maintenance DAG
+    assert ratio <= FULL_PARSE_RATIO

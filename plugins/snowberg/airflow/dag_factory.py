@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Asset, CronDataIntervalTimetable, Param
+from airflow.sdk import DAG, Asset, CronDataIntervalTimetable
 
 from snowberg.airflow.alerts import build_notifiers
 from snowberg.airflow.operators.arguments import operator_arguments
@@ -30,10 +30,11 @@ from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
 from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 from snowberg.airflow.operators.streams import build_stream_tasks
 from snowberg.airflow.operators.volume import FULL_VERIFICATION_PARAM, VolumeCheckOperator
+from snowberg.airflow.parsing import form_param, parsing_dag_id
 from snowberg.config.locations import ConfigFile
 from snowberg.config.locations import config_path as config_path_of
 from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
-from snowberg.config.table_config import BrokenEntry, TableConfig, load_config_isolated
+from snowberg.config.table_config import BrokenEntry, TableConfig, load_config_isolated, load_config_selected
 from snowberg.core.durations import format_duration
 from snowberg.core.identifiers import clip
 from snowberg.streams.params import STREAM_PARAM_DEFAULTS, STREAM_PARAM_SCHEMAS
@@ -84,7 +85,10 @@ def _doc(cfg: TableConfig) -> str:
             "checked by the checks DAG"
         )
     if cfg.cursor is None and cfg.stream is None:
-        lines.append("* **No cursor**: every scheduled run is a full refresh (one replace commit)")
+        lines.append(
+            "* **No cursor**: a scheduled run is a full refresh (one replace commit), skipped while Snowflake "
+            "reports the source unchanged (LAST_ALTERED, ROW_COUNT, BYTES)"
+        )
     lines += [
         "",
         "Trigger with `window_start`/`window_end` (or `number_start`/`number_end` for a NUMBER cursor) to reload",
@@ -181,7 +185,7 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
         "stops receiving data alerts even when no load runs. See docs/checks-and-alerts.md. "
         f"Trigger with `{FULL_VERIFICATION_PARAM}` for a full volume verification (docs/volume-checks.md).",
         params={
-            FULL_VERIFICATION_PARAM: Param(
+            FULL_VERIFICATION_PARAM: form_param(
                 False, type="boolean", description="verify the whole table, not only what changed since the last check"
             )
         },
@@ -204,7 +208,7 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
 
 def build_stream_dag(cfg: TableConfig) -> DAG:
     """Change capture from a Snowflake Stream: consume → load → cleanup (docs/streams.md)."""
-    params = {k: Param(STREAM_PARAM_DEFAULTS[k], **s) for k, s in STREAM_PARAM_SCHEMAS.items()}
+    params = {k: form_param(STREAM_PARAM_DEFAULTS[k], **s) for k, s in STREAM_PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=cfg.dag_id,
         schedule=cfg.schedule,
@@ -224,7 +228,7 @@ def build_stream_dag(cfg: TableConfig) -> DAG:
 def build_dag(cfg: TableConfig) -> DAG:
     if cfg.stream is not None:
         return build_stream_dag(cfg)
-    params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
+    params = {k: form_param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=cfg.dag_id,
         schedule=_timetable(cfg.schedule),
@@ -263,7 +267,7 @@ def build_dag(cfg: TableConfig) -> DAG:
 def build_unload_dag(cfg: TableConfig) -> DAG:
     """Push-down unload, triggered by hand: Snowflake writes Parquet to the lake, Iceberg registers it."""
     assert cfg.unload is not None
-    params = {k: Param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
+    params = {k: form_param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=f"{cfg.dag_id}__unload",
         schedule=None,
@@ -382,12 +386,57 @@ def build_maintenance_dag(cfg: TableConfig) -> DAG:
     return dag
 
 
-def build_dags(config: str | Path | None = None, *, dag_file: str | Path | None = None) -> dict[str, Any]:
+DAG_ID_PREFIX = "snowberg_"
+# The DAG id suffixes of a table's other DAGs (build_checks_dag, build_unload_dag, build_maintenance_dag).
+DAG_SUFFIXES = ("__checks", "__unload", "__maintenance")
+
+
+def table_names_of(dag_id: str) -> set[str]:
+    """The table names one of whose DAGs could be ``dag_id`` (empty when it is no table's DAG id)."""
+    if not dag_id.startswith(DAG_ID_PREFIX):
+        return set()
+    base = dag_id[len(DAG_ID_PREFIX) :]
+    return {base} | {base[: -len(s)] for s in DAG_SUFFIXES if base.endswith(s) and len(base) > len(s)}
+
+
+def selected_dags(config_path: Path, dag_id: str) -> dict[str, Any] | None:
+    """The DAGs of the one table ``dag_id`` belongs to, validating and building no other table's; None if unsure.
+
+    None (the caller builds everything) when no valid entry can be picked out
+    alone (``load_config_selected``), when building it fails (its stand-in is
+    then a broken-entry DAG), or when the table has no DAG of that id: so the
+    DAG returned is always the one the full parse builds.
+    """
+    names = table_names_of(dag_id)
+    if not names:
+        return None
+    picked = load_config_selected(config_path, names)
+    if picked is None:
+        return None
+    dags: dict[str, Any] = {}
+    for t in picked:
+        try:
+            dags.update({d.dag_id: d for d in table_dags(t)})
+        except Exception:  # noqa: BLE001 - the full parse reports it as this table's broken entry
+            return None
+    return dags if dag_id in dags else None
+
+
+def build_dags(
+    config: str | Path | None = None, *, dag_file: str | Path | None = None, dag_id: str | None = None
+) -> dict[str, Any]:
     """All DAGs of a tables config, keyed by DAG id: a DAG file is ``globals().update(build_dags(dag_file=__file__))``.
 
     The config is ``config``, else ``$SNOWBERG_TABLES_CONFIG``, else
     ``include/tables.yaml`` beside the DAG file's folder or under the current
     directory (``snowberg.config.locations``).
+
+    In a task process (``dag_id``, else Airflow's parsing context, names the
+    DAG being run) only the DAGs of that DAG's table are validated and built:
+    Airflow parses the file again for every task, and building every table's
+    DAGs there made each task's cost grow with the number of tables
+    (docs/performance.md). When that table cannot be picked out alone, all
+    DAGs are built, as in the dag-processor.
 
     Entries are validated one by one: a broken entry is logged (and warned, so
     the DAG processor records it with the file) at parse time and gets a
@@ -395,6 +444,11 @@ def build_dags(config: str | Path | None = None, *, dag_file: str | Path | None 
     built as usual. Errors in the file as a whole still fail the import.
     """
     config_path = config_path_of(ConfigFile.TABLES, config, dag_file=dag_file)
+    wanted = dag_id if dag_id is not None else parsing_dag_id()
+    if wanted:
+        only = selected_dags(config_path, wanted)
+        if only is not None:
+            return only
     cfg = load_config_isolated(config_path)
     dags: dict[str, Any] = {}
     broken = list(cfg.broken)

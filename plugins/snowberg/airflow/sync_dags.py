@@ -21,11 +21,13 @@ from snowberg.airflow.operators.lake_to_snowflake import (
     IcebergToSnowflakeNativeOperator,
     SnowflakeVisibilityCheckOperator,
 )
+from snowberg.airflow.parsing import parsing_dag_id
 from snowberg.config.locations import ConfigFile, config_path
 from snowberg.core.identifiers import IcebergName
-from snowberg.sync.config import ON_SOURCE_CHANGE, IcebergTarget, SyncConfig, load_syncs
+from snowberg.sync.config import ON_SOURCE_CHANGE, IcebergTarget, SyncConfig, load_sync_selected, load_syncs
 
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
+SYNC_DAG_ID_PREFIX = "snowberg_sync_"  # SyncConfig.dag_id
 
 
 def source_asset(cfg: SyncConfig) -> Asset:
@@ -155,12 +157,24 @@ def build_sync_dag(cfg: SyncConfig) -> DAG:
     return dag
 
 
-def build_sync_dags(config: str | Path | None = None, *, dag_file: str | Path | None = None) -> dict[str, DAG]:
+def build_sync_dags(
+    config: str | Path | None = None, *, dag_file: str | Path | None = None, dag_id: str | None = None
+) -> dict[str, DAG]:
     """Every sync's DAG, keyed by DAG id: a DAG file is ``globals().update(build_sync_dags(dag_file=__file__))``.
 
     The config is ``config``, else ``$SNOWBERG_SYNCS_CONFIG``, else
     ``include/syncs.yaml`` beside the DAG file's folder or under the current
     directory (``snowberg.config.locations``).
+
+    In a task process (``dag_id``, else Airflow's parsing context, names the
+    DAG being run) only that sync is validated and its DAG built, so a task's
+    cost does not grow with the number of syncs; when it cannot be picked out
+    alone (``load_sync_selected``), every sync's DAG is built.
     """
     path = config_path(ConfigFile.SYNCS, config, dag_file=dag_file)
+    wanted = dag_id if dag_id is not None else parsing_dag_id()
+    if wanted and wanted.startswith(SYNC_DAG_ID_PREFIX):
+        only = load_sync_selected(path, wanted[len(SYNC_DAG_ID_PREFIX) :])
+        if only is not None:
+            return {only.dag_id: build_sync_dag(only)}
     return {s.dag_id: build_sync_dag(s) for s in load_syncs(path).syncs}

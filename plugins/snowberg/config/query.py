@@ -10,6 +10,7 @@ provider) is a well-kept one whose lexer knows all four.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from snowberg.core.identifiers import clip
@@ -24,11 +25,14 @@ def _meaningless(tok: Token) -> bool:
     return tok.is_whitespace or tok.ttype in T.Comment or (tok.ttype is T.Punctuation and tok.value == ";")
 
 
+@lru_cache(maxsize=4096)
 def single_select(text: str) -> str:
     """``text`` as one SELECT (or WITH … SELECT), without trailing ``;``, comments and whitespace.
 
     Raises ``ValueError`` for a second statement, an unterminated quote or a
-    statement that is not a SELECT.
+    statement that is not a SELECT. Cached by text: a DAG file validates each
+    table's config once per operator that takes the source, and tokenizing
+    was the larger part of parsing a thousand tables.
     """
     # Imported here: a load task validates its config on every run, and most sources are tables, not queries.
     import sqlparse

@@ -10,6 +10,7 @@ messages come from one well-kept library rather than our own walker.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -31,7 +32,13 @@ from snowberg.config.maintenance_settings import MaintenanceSettings
 from snowberg.config.query import single_select
 from snowberg.config.stream_settings import StreamSource, stream_table_problems
 from snowberg.config.volume_settings import VolumeSettings
-from snowberg.config.yaml_loader import format_validation_error, merged_entries, read_yaml, validate_entries
+from snowberg.config.yaml_loader import (
+    format_validation_error,
+    merged_entries,
+    read_yaml,
+    read_yaml_selected,
+    validate_entries,
+)
 from snowberg.core.identifiers import IcebergName, clip, validate_identifier
 from snowberg.core.models import Duration, StrictModel
 
@@ -451,3 +458,43 @@ def parse_config_isolated(data: Any, *, source: str = "<config>") -> IsolatedCon
 def load_config_isolated(path: str | Path) -> IsolatedConfig:
     """Read ``path`` entry by entry (``parse_config_isolated``), as the DAG file does."""
     return parse_config_isolated(read_yaml(path, ConfigError), source=str(path))
+
+
+def parse_config_selected(data: Any, names: Collection[str], *, source: str = "<config>") -> list[TableConfig] | None:
+    """The valid entries named in ``names``, validating no other entry; None when that cannot be decided alone.
+
+    For a task process, which runs one DAG and must not pay for validating
+    every table (``parse_config_isolated`` costs time in proportion to the
+    number of tables). The answer is what ``parse_config_isolated`` would
+    give for these names, or None: when no entry has one of the names, when
+    a named entry is invalid (its stand-in's name depends on the others),
+    or when an earlier entry could claim the same name or target (the later
+    one is then the broken duplicate). The caller falls back to the full
+    parse for None. Problems with the file itself fail as in the full parse.
+    """
+    merged = merged_entries(data, list_key="tables", source=source, error=ConfigError)
+    picked: list[TableConfig] = []
+    for i, entry in enumerate(merged):
+        if not (isinstance(entry, dict) and entry.get("name") in names):
+            continue
+        try:
+            t = SnowbergConfig.model_validate({"tables": [entry]}).tables[0]
+        except ValidationError:
+            return None
+        claims = {t.name, t.target}
+        if any(
+            isinstance(e, dict) and claims & {v for v in (e.get("name"), e.get("target")) if isinstance(v, str)}
+            for e in merged[:i]
+        ):
+            return None
+        picked.append(t)
+    return picked or None
+
+
+def load_config_selected(path: str | Path, names: Collection[str]) -> list[TableConfig] | None:
+    """Read ``path`` and validate only the entries named in ``names`` (``parse_config_selected``).
+
+    No other entry is built beyond its name and target (``read_yaml_selected``).
+    """
+    data = read_yaml_selected(path, "tables", names, ConfigError)
+    return None if data is None else parse_config_selected(data, names, source=str(path))

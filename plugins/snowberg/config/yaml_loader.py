@@ -102,9 +102,153 @@ def read_yaml(path: str | Path, error: type[Exception]) -> Any:
 
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_text(), Loader=_loader())
     except yaml.YAMLError as exc:
         raise error(f"{path}: not valid YAML: {exc}") from None
+
+
+def _loader() -> Any:
+    """libyaml's safe loader when PyYAML was built with it (several times faster on a large file), else PyYAML's."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+# What a list entry that was not selected keeps: enough to tell which name and target it claims.
+STUB_KEYS = ("name", "target")
+
+
+def read_yaml_selected(path: str | Path, list_key: str, names: Collection[str], error: type[Exception]) -> Any:
+    """``read_yaml`` of ``path``, but entries of ``data[list_key]`` not named in ``names`` become stubs.
+
+    A stub keeps only the plain scalar ``name`` and ``target`` of its entry
+    (``STUB_KEYS``); every other value of it is never built. For a task
+    process, which needs one table's entry: building the Python objects of a
+    file of a thousand entries costs time in proportion to its size, reading
+    its events does not cost much. Returns None when the file uses what an
+    entry cannot be read alone with (anchors and aliases, several
+    documents, another shape): the caller then reads it whole.
+    """
+    import yaml
+
+    path = Path(path)
+    text = path.read_text()
+    try:
+        return _selected(yaml.parse(text, Loader=_loader()), list_key, set(names))
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: not valid YAML: {exc}") from None
+
+
+class _Unselectable(Exception):
+    """The document cannot be cut into entries by its events; read it whole."""
+
+
+def _selected(events: Any, list_key: str, names: set[str]) -> Any:
+    import yaml
+    from yaml import events as ev
+
+    def build(part: list[Any]) -> Any:
+        doc = [
+            ev.StreamStartEvent(),
+            ev.DocumentStartEvent(explicit=False),
+            *part,
+            ev.DocumentEndEvent(),
+            ev.StreamEndEvent(),
+        ]
+        return yaml.load(yaml.emit(doc), Loader=_loader())
+
+    starts, ends = (ev.MappingStartEvent, ev.SequenceStartEvent), (ev.MappingEndEvent, ev.SequenceEndEvent)
+
+    def node(first: Any, it: Any) -> list[Any]:
+        """The events of one node that starts with ``first`` (an alias anywhere: read the file whole)."""
+        out = [first]
+        kind = type(first)
+        if kind is ev.AliasEvent:
+            raise _Unselectable
+        if kind not in starts:
+            return out
+        append, depth = out.append, 1
+        for e in it:
+            append(e)
+            kind = type(e)
+            if kind in starts:
+                depth += 1
+            elif kind in ends:
+                depth -= 1
+                if not depth:
+                    return out
+            elif kind is ev.AliasEvent:
+                raise _Unselectable
+        raise _Unselectable  # the stream ended inside the node
+
+    resolver = yaml.resolver.Resolver()
+
+    def text(e: Any) -> str | None:
+        """A scalar's value when the loader would build a string from it, else None."""
+        if not isinstance(e, ev.ScalarEvent) or e.tag is not None:
+            return None
+        if not e.implicit[0]:  # quoted: always a string
+            return str(e.value)
+        tag = resolver.resolve(yaml.ScalarNode, e.value, (True, False))
+        return str(e.value) if tag == "tag:yaml.org,2002:str" else None
+
+    def end(item: list[Any], i: int) -> int:
+        """The index just after the node that starts at ``item[i]``."""
+        depth = 0
+        while True:
+            e = item[i]
+            i += 1
+            if isinstance(e, ev.CollectionStartEvent):
+                depth += 1
+            elif isinstance(e, ev.CollectionEndEvent):
+                depth -= 1
+            if depth == 0:
+                return i
+
+    def stub(item: list[Any]) -> Any:
+        """A stub of the entry (``STUB_KEYS`` that are strings), or the whole entry: selected, or no mapping."""
+        if not isinstance(item[0], ev.MappingStartEvent):
+            return build(item)
+        kept: dict[str, str] = {}
+        i = 1
+        while i < len(item) - 1:
+            value_at = end(item, i)
+            key = item[i]
+            if type(key) is ev.ScalarEvent and key.value in STUB_KEYS and text(key) is not None:
+                value = text(item[value_at])
+                if value is not None:
+                    kept[key.value] = value
+            i = end(item, value_at)
+        if kept.get("name") in names:
+            return build(item)
+        return kept
+
+    it = iter(events)
+    try:
+        if not isinstance(next(it), ev.StreamStartEvent) or not isinstance(next(it), ev.DocumentStartEvent):
+            raise _Unselectable
+        if not isinstance(next(it), ev.MappingStartEvent):
+            raise _Unselectable
+        data: dict[Any, Any] = {}
+        while True:
+            e = next(it)
+            if isinstance(e, ev.MappingEndEvent):
+                break
+            if not isinstance(e, ev.ScalarEvent) or e.anchor is not None:
+                raise _Unselectable
+            first = next(it)
+            if e.value == list_key and isinstance(first, ev.SequenceStartEvent) and first.anchor is None:
+                items = []
+                while not isinstance(nxt := next(it), ev.SequenceEndEvent):
+                    items.append(stub(node(nxt, it)))
+                data[e.value] = items
+            else:
+                data[build([e])] = build(node(first, it))
+        if not isinstance(next(it), ev.DocumentEndEvent) or not isinstance(next(it), ev.StreamEndEvent):
+            raise _Unselectable
+    except (_Unselectable, StopIteration):
+        return None
+    return data
 
 
 YamlPath = tuple[str | int, ...]

@@ -218,8 +218,12 @@ def holds_rows(table: Table | None, w: Window, rows: pa.Table, *, keys: Sequence
 
 
 def window_state(w: Window) -> dict[str, str]:
-    """A watermark run's state: what the next run plans from (also copied into the table properties)."""
-    return {
+    """A watermark run's state: what the next run plans from (also copied into the table properties).
+
+    A cursor-less table's full refresh also records the source version its plan read
+    (``state.SOURCE_VERSION``), read before the rows: a change after it makes the next run reload.
+    """
+    props = {
         state.WATERMARK: w.new_watermark or "",
         state.CURSOR_KIND: w.cursor_kind or "",
         state.RUN_ID: w.run_id,
@@ -228,6 +232,10 @@ def window_state(w: Window) -> dict[str, str]:
         state.WINDOW_HIGH: w.high or "",
         state.VERSION: "1",
     }
+    version = w.extra.get(state.SOURCE_VERSION)
+    if version:
+        props[state.SOURCE_VERSION] = str(version)
+    return props
 
 
 def run_counts(name: str, w: Window, *, extracted: int | None, committed: int) -> dict[str, str]:

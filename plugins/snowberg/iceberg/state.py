@@ -53,6 +53,9 @@ ROWS_DELETED = PREFIX + "rows-deleted"
 VERSION = PREFIX + "version"
 MAINTENANCE = PREFIX + "maintenance"  # marks a maintenance commit that only carries the state (value: the operation)
 DAG_ID = PREFIX + "dag-id"  # the DAG whose run wrote the commit: run ids (scheduled__<date>) repeat across DAGs
+# A cursor-less table's full refresh: the source's INFORMATION_SCHEMA version it read (JSON); the next
+# scheduled run skips the reload while Snowflake reports the same (snowberg.snowflake.source_version).
+SOURCE_VERSION = PREFIX + "source-version"
 COMMIT_ID = PREFIX + "commit-id"  # on the last snapshot of a commit: the commit's id
 PARTIAL_OF = PREFIX + "partial-of"  # on every earlier snapshot of the commit: the id of the commit it is part of
 # What a partial snapshot records besides PARTIAL_OF: who wrote its commit (for rollback --before-run and inspect).

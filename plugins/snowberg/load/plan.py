@@ -21,6 +21,7 @@ from snowberg.core.window import Mode, Window
 from snowberg.iceberg import state
 from snowberg.iceberg.identity import check_identity
 from snowberg.mapping.columns import SnowflakeColumn, TypeMappingError
+from snowberg.snowflake import source_version
 from snowberg.snowflake.source import SourceQuery, cursor_kind, describe_cursor
 
 if TYPE_CHECKING:
@@ -37,6 +38,9 @@ CLOCK_TOLERANCE = timedelta(minutes=15)
 
 # The run modes under their old names, for modules that still import them from here.
 INCREMENTAL, BACKFILL, FULL_REFRESH = Mode.INCREMENTAL, Mode.BACKFILL, Mode.FULL_REFRESH
+
+# Window.extra key of a cursor-less run that reads nothing because the source is unchanged: why.
+SKIPPED = "skipped_because"
 
 
 class PlanError(ValueError):
@@ -71,9 +75,30 @@ def plan_run(
     if mode is Mode.BACKFILL:
         check_backfill_request(cfg, st, start, end)
     if cfg.cursor is None:
+        # Without a cursor nothing tells new rows from old: a run replaces the table, unless Snowflake
+        # reports the source unchanged since the last load (scheduled runs only; a full_refresh always reloads).
+        observed = source_version.observe(cfg, conn)
         if mode is Mode.INCREMENTAL:
-            # Without a cursor nothing tells new rows from old: every scheduled run replaces the table.
-            log.info("table %s has no cursor: this run is a full refresh (one replace commit)", cfg.name)
+            last = recorded_source_version(table)
+            why = source_version.unchanged(last, observed)
+            if why is not None:
+                log.info("table %s: nothing to load, no commit: %s", cfg.name, why)
+                return Window(
+                    mode=Mode.INCREMENTAL,
+                    base_watermark=base_wm,
+                    base_snapshot_id=base_snap,
+                    rows_in_window=0,
+                    planned_at=planned_at,
+                    run_id=run_id,
+                    dag_id=dag_id,
+                    dry_run=dry_run,
+                    extra={SKIPPED: why},
+                )
+            log.info(
+                "table %s has no cursor: this run is a full refresh (one replace commit): %s",
+                cfg.name,
+                source_version.changed_reason(last, observed),
+            )
         return Window(
             mode=Mode.FULL_REFRESH,
             base_watermark=base_wm,
@@ -82,6 +107,7 @@ def plan_run(
             run_id=run_id,
             dag_id=dag_id,
             dry_run=dry_run,
+            extra={state.SOURCE_VERSION: observed.version.to_text()} if observed.version else {},
         )
     zone = ZoneInfo(cfg.cursor.timezone)
 
@@ -202,6 +228,23 @@ def _initial_low(cfg: TableConfig, kind: CursorKind, scale: int, zone: ZoneInfo)
         raise PlanError(
             f"table {cfg.name!r}: cursor.initial_value {str(value)[:80]!r} is not a {kind.value} value: {exc}"
         ) from None
+
+
+def recorded_source_version(table: Table | None) -> source_version.SourceVersion | None:
+    """The source version the table's last load recorded, if the lake still holds exactly what that load left.
+
+    None (reload) when the state's snapshot is not the table's current one:
+    another engine wrote to the table since, so its rows may no longer be the
+    source's. Commits that carry the state forward (compaction, propagated
+    deletes) carry the version with it.
+    """
+    st = state.read_state(table)
+    if table is None or st is None:
+        return None
+    current = table.current_snapshot()
+    if current is None or current.snapshot_id != st.snapshot_id:
+        return None
+    return source_version.SourceVersion.from_text(state.current_state_props(table).get(state.SOURCE_VERSION))
 
 
 def _described_kind(cfg: TableConfig, cur: Any, sq: SourceQuery, recorded: CursorKind | None) -> tuple[CursorKind, int]:
@@ -391,6 +434,8 @@ def _count_backfill(cur: Any, sq: SourceQuery, w: Window) -> Window:
 
 
 def describe_window(w: Window) -> str:
+    if w.extra.get(SKIPPED):
+        return f"nothing ({w.extra[SKIPPED]})"
     if w.cursor_kind is None:
         return "all rows"
     lo = "-∞" if w.low is None else w.low

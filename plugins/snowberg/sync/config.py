@@ -35,7 +35,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from snowberg.config.check_settings import AlertsConfig
 from snowberg.config.fields import (
@@ -46,7 +46,7 @@ from snowberg.config.fields import (
     SnowflakeTableRef,
     identifier,
 )
-from snowberg.config.yaml_loader import read_yaml, validate_entries
+from snowberg.config.yaml_loader import merged_entries, read_yaml, read_yaml_selected, validate_entries
 from snowberg.core.identifiers import validate_identifier
 from snowberg.core.models import Duration, StrictModel
 from snowberg.sync.snapshots import OnRewrite
@@ -278,3 +278,27 @@ def parse_syncs(data: Any, *, source: str = "<syncs>") -> SyncsFile:
 def load_syncs(path: str | Path) -> SyncsFile:
     """Read and validate ``path`` (``parse_syncs``)."""
     return parse_syncs(read_yaml(path, SyncConfigError), source=str(path))
+
+
+def parse_sync_selected(data: Any, name: str, *, source: str = "<syncs>") -> SyncConfig | None:
+    """The sync named ``name``, validating no other entry; None when that cannot be decided alone.
+
+    For a task process, which runs one sync's DAG: None when no entry, or
+    more than one, has that name, or when the entry is invalid (the caller
+    then parses the whole file, which reports the error as the dag-processor
+    does). Problems with the file itself fail as in ``parse_syncs``.
+    """
+    merged = merged_entries(data, list_key="syncs", source=source, error=SyncConfigError)
+    named = [e for e in merged if isinstance(e, dict) and e.get("name") == name]
+    if len(named) != 1:
+        return None
+    try:
+        return SyncsFile.model_validate({"syncs": named}).syncs[0]
+    except ValidationError:
+        return None
+
+
+def load_sync_selected(path: str | Path, name: str) -> SyncConfig | None:
+    """Read ``path`` and validate only the sync named ``name`` (``parse_sync_selected``)."""
+    data = read_yaml_selected(path, "syncs", {name}, SyncConfigError)
+    return None if data is None else parse_sync_selected(data, name, source=str(path))

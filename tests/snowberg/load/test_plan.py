@@ -344,6 +344,157 @@ def test_table_without_a_cursor_is_fully_refreshed_by_each_scheduled_run(
         plan_run(cfg, sfdb.conn, t, run_id="b", mode="backfill", start=utc(2026, 9, 1), end=utc(2026, 9, 2))
 
 
+class DocumentedMetadata:
+    """The emulator's connection, with ``INFORMATION_SCHEMA.TABLES`` answered as Snowflake documents it.
+
+    fakesnow answers ``LAST_ALTERED`` with NULL (and ``BYTES`` with 0), so the
+    row for the source table is shaped from Snowflake's documentation of the
+    view (TABLE_TYPE, LAST_ALTERED TIMESTAMP_LTZ as an aware datetime,
+    ROW_COUNT, BYTES), not recorded from Snowflake. Every other statement,
+    and the rows themselves, go to the emulator. ``asked`` counts the
+    metadata queries, with their SQL and bind parameters.
+    """
+
+    def __init__(self, conn: Any, row: tuple[Any, ...]) -> None:
+        self.conn = conn
+        self.row = row
+        self.asked: list[tuple[str, Any]] = []
+
+    def cursor(self) -> Any:
+        cur = self.conn.cursor()
+        execute, fetchall = cur.execute, cur.fetchall
+        answer: list[Any] = []
+
+        def recording(sql: str, params: Any = None) -> Any:
+            if "INFORMATION_SCHEMA.TABLES" in sql:
+                self.asked.append((sql, params))
+                answer[:] = [[self.row]]
+                return cur
+            answer[:] = []
+            return execute(sql, params)
+
+        cur.execute = recording
+        cur.fetchall = lambda: answer[0] if answer else fetchall()
+        return cur
+
+
+def plan_load(cfg: TableConfig, conn: Any, catalog: Any, variables: Any, run_id: str, **plan: Any) -> Any:
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, conn, table, run_id=run_id, **plan)
+    r = load_window(cfg, conn, catalog, w)
+    publish(cfg, catalog, w, variables)
+    return w, r
+
+
+ALTERED = datetime(2026, 11, 30, 9, 15, 2, 123456, tzinfo=ZoneInfo("America/Los_Angeles"))
+
+
+@pytest.fixture
+def cursorless(sfdb: Any) -> TableConfig:
+    sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), NOTE VARCHAR(20))")
+    sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES (1, 'a'), (2, 'a'), (3, 'a')")
+    return config(sfdb, None)
+
+
+def test_unchanged_source_is_not_reloaded_and_a_change_is(
+    cursorless: TableConfig, sfdb: Any, catalog: Any, variables: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    conn = DocumentedMetadata(sfdb.conn, ("BASE TABLE", ALTERED, 3, 2048))
+    w1, r1 = plan_load(cursorless, conn, catalog, variables, "scheduled__1")
+    assert (w1.mode, r1.status) == ("full_refresh", "committed")
+    t = catalog.load_table("ns.t")
+    recorded = t.current_snapshot().summary.additional_properties["snowberg.source-version"]
+    assert recorded == (
+        f'{{"bytes":2048,"last_altered":"2026-11-30T17:15:02.123456+00:00","row_count":3,"table":"{sfdb.name}.S.SRC"}}'
+    )
+    assert t.properties["snowberg.state.source-version"] == recorded  # survives snapshot expiry with the state
+    commits = len(t.metadata.metadata_log)
+
+    # Nothing changed: no extract, no commit; the plan says why.
+    caplog.set_level(logging.INFO, logger="snowberg")
+    w2, r2 = plan_load(cursorless, conn, catalog, variables, "scheduled__2")
+    assert (w2.mode, w2.rows_in_window, r2.status) == ("incremental", 0, "nothing_new")
+    assert "unchanged since the last load" in w2.extra["skipped_because"]
+    assert "nothing to load, no commit: the source" in caplog.text and "unchanged since the last load" in caplog.text
+    assert len(catalog.load_table("ns.t").metadata.metadata_log) == commits
+
+    # A change anywhere in the version reloads; the rows are the source's.
+    sfdb.sql(f"DELETE FROM {sfdb.table('SRC')} WHERE ID = 1")
+    conn.row = ("BASE TABLE", ALTERED + timedelta(minutes=5), 2, 2048)
+    w3, r3 = plan_load(cursorless, conn, catalog, variables, "scheduled__3")
+    assert (w3.mode, r3.status) == ("full_refresh", "committed")
+    assert lake_ids(catalog) == [2, 3]
+    assert "the source changed: last_altered" in caplog.text
+    # Each plan asked Snowflake once, with the stored (upper-case) names bound.
+    assert [p for _, p in conn.asked] == [{"schema": "S", "table": "SRC"}] * 3
+
+
+def test_an_asked_full_refresh_reloads_an_unchanged_source(
+    cursorless: TableConfig, sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    conn = DocumentedMetadata(sfdb.conn, ("BASE TABLE", ALTERED, 3, 2048))
+    plan_load(cursorless, conn, catalog, variables, "scheduled__1")
+    w, r = plan_load(cursorless, conn, catalog, variables, "manual__1", mode="full_refresh")
+    assert (w.mode, r.status) == ("full_refresh", "committed")
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        ("VIEW", ALTERED, None, None),  # a view's LAST_ALTERED follows its DDL, not its base tables' rows
+        ("BASE TABLE", None, 3, 0),
+    ],
+)
+def test_an_unknown_source_version_reloads_every_run(
+    cursorless: TableConfig, sfdb: Any, catalog: Any, variables: Any, row: tuple[Any, ...]
+) -> None:
+    conn = DocumentedMetadata(sfdb.conn, row)
+    for run_id in ("scheduled__1", "scheduled__2"):
+        w, r = plan_load(cursorless, conn, catalog, variables, run_id)
+        assert (w.mode, r.status) == ("full_refresh", "committed")
+    assert "snowberg.source-version" not in catalog.load_table("ns.t").current_snapshot().summary.additional_properties
+
+
+def test_a_query_source_reloads_every_run_without_asking_for_metadata(sfdb: Any, catalog: Any, variables: Any) -> None:
+    sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), NOTE VARCHAR(20))")
+    sfdb.sql(f"INSERT INTO {sfdb.table('SRC')} VALUES (1, 'a')")
+    cfg = parse_config(
+        {"tables": [{"name": "t", "source": {"query": f"SELECT ID, NOTE FROM {sfdb.table('SRC')}"}, "target": "ns.t"}]}
+    ).tables[0]
+    conn = DocumentedMetadata(sfdb.conn, ("BASE TABLE", ALTERED, 1, 1024))
+    for run_id in ("scheduled__1", "scheduled__2"):
+        w, r = plan_load(cfg, conn, catalog, variables, run_id)
+        assert (w.mode, r.status) == ("full_refresh", "committed")
+    assert conn.asked == []
+
+
+def test_a_commit_by_another_writer_after_the_load_makes_the_next_run_reload(
+    cursorless: TableConfig, sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    conn = DocumentedMetadata(sfdb.conn, ("BASE TABLE", ALTERED, 3, 2048))
+    plan_load(cursorless, conn, catalog, variables, "scheduled__1")
+    t = catalog.load_table("ns.t")
+    t.delete("id = 1")  # another engine's commit: the lake no longer holds what the load left
+    w, r = plan_load(cursorless, conn, catalog, variables, "scheduled__2")
+    assert (w.mode, r.status) == ("full_refresh", "committed")
+    assert lake_ids(catalog) == [1, 2, 3]
+
+
+def test_on_the_emulator_the_version_is_unknown_so_every_run_reloads(
+    cursorless: TableConfig, sfdb: Any, catalog: Any, variables: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """End to end on fakesnow, whose INFORMATION_SCHEMA.TABLES has the row but no LAST_ALTERED: unknown → reload."""
+    caplog.set_level(logging.INFO, logger="snowberg")
+    for run_id in ("scheduled__1", "scheduled__2"):
+        table, _ = reconcile_before_plan(cursorless, catalog, variables)
+        w = plan_run(cursorless, sfdb.conn, table, run_id=run_id)
+        assert w.mode == "full_refresh" and w.extra == {}
+        assert load_window(cursorless, sfdb.conn, catalog, w).status == "committed"
+        publish(cursorless, catalog, w, variables)
+    assert "the source's version is unknown: Snowflake reports no LAST_ALTERED" in caplog.text
+    assert lake_ids(catalog) == [1, 2, 3]
+
+
 # ---------------------------------------------------------------------------
 # Round trips: a planned run after the first costs the plan query alone
 

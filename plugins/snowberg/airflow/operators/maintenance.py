@@ -45,6 +45,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from snowberg.airflow.operators.arguments import Settings, TableSettings
 from snowberg.airflow.operators.lake_access import names_lake_connection
+from snowberg.airflow.parsing import form_param
 from snowberg.config.maintenance_settings import MaintenanceSettings
 from snowberg.config.run_params import SNAPSHOT_ID_PATTERN, TAG_PATTERN, RunParamError, parse_snapshot_id
 from snowberg.config.table_config import Source, TableConfig
@@ -65,30 +66,32 @@ SNAPSHOT_PARAMS = ("rollback_to_snapshot", "tag_snapshot")
 def maintenance_params() -> dict[str, Param]:
     """The maintenance DAG's trigger form."""
     return {
-        "dry_run": Param(False, type="boolean", description="Log what would be done; change nothing."),
-        "rollback_to_snapshot": Param(
+        "dry_run": form_param(False, type="boolean", description="Log what would be done; change nothing."),
+        "rollback_to_snapshot": form_param(
             None,
             type=["null", "string"],
             pattern=SNAPSHOT_ID_PATTERN,
             description="Roll back to this snapshot id (its digits, as text).",
         ),
-        "rollback_before_run": Param(
+        "rollback_before_run": form_param(
             None, type=["null", "string"], maxLength=250, description="Roll back to just before this run's commits."
         ),
-        "rollback_dag_id": Param(
+        "rollback_dag_id": form_param(
             None,
             type=["null", "string"],
             maxLength=250,
             description="The DAG of rollback_before_run (run ids repeat across DAGs); default: the table's load DAG.",
         ),
-        "rollback_to_tag": Param(None, type=["null", "string"], maxLength=100, description="Roll back to this tag."),
-        "tag": Param(
+        "rollback_to_tag": form_param(
+            None, type=["null", "string"], maxLength=100, description="Roll back to this tag."
+        ),
+        "tag": form_param(
             None,
             type=["null", "string"],
             pattern=f"^{TAG_PATTERN}$",
             description="Tag a snapshot (tags survive expiry).",
         ),
-        "tag_snapshot": Param(
+        "tag_snapshot": form_param(
             None,
             type=["null", "string"],
             pattern=SNAPSHOT_ID_PATTERN,

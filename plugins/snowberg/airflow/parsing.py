@@ -1,0 +1,38 @@
+"""Which DAG a process parses the DAG files for: every DAG (the dag-processor) or one (a task).
+
+Airflow parses a DAG file again in every task process, with the task's DAG id
+in ``airflow.sdk.get_parsing_context()``. The DAG builders read it here and
+build only that DAG's table or sync, so a task's cost does not grow with the
+number of configured tables (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import Param
+
+
+def parsing_dag_id() -> str | None:
+    """The DAG id a task process parses the file for; None in the dag-processor and outside Airflow."""
+    from airflow.sdk import get_parsing_context
+
+    return get_parsing_context().dag_id
+
+
+# The JSON Schema draft of every trigger-form Param (see ``form_param``).
+PARAM_SCHEMA_DRAFT = "http://json-schema.org/draft-07/schema#"
+
+
+def form_param(default: Any, **schema: Any) -> Param:
+    """A trigger-form ``Param`` whose schema names its JSON Schema draft (draft 7).
+
+    Airflow validates every Param of a scheduled DAG when the DAG is built,
+    and jsonschema first checks the schema against its draft's meta-schema.
+    Without ``$schema`` that is draft 2020-12's, seven vocabulary documents
+    joined by reference: checking it was the largest single cost of parsing
+    a thousand tables (docs/performance.md). Draft 7's meta-schema is one
+    document, and the keywords the forms use (type, format, pattern,
+    maxLength, enum, title, description) mean the same in both drafts.
+    """
+    return Param(default, **{"$schema": PARAM_SCHEMA_DRAFT, **schema})
