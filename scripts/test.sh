@@ -13,4 +13,5 @@ echo "== mypy"; mypy
 echo "== imports"; python scripts/check_imports.py
 echo "== docs"; snowberg docs --check
 echo "== pytest"
-exec pytest -p no:cacheprovider "$@"
+# --durations: the slowest tests are printed at the end, so the suite's time stays visible in every CI log.
+exec pytest -p no:cacheprovider --durations=30 "$@"
