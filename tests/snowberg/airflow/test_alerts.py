@@ -581,7 +581,7 @@ def test_stale_table_alert_arrives_by_email_and_webhook(
     assert set(subjects) == {"[snowberg] orders: freshness check failed", "[snowberg] orders: load failed (load)"}
     mail = subjects["[snowberg] orders: freshness check failed"]
     assert mail["to"] == ["oncall@example.com"] and mail["from"] == "snowberg@example.com"
-    for needle in ("orders", "freshness", "observed", "expected", "a write within 1s", run_url):
+    for needle in ("orders", "freshness", "observed", "expected", "a run proving the lake current within 1s", run_url):
         assert needle in mail["body"], needle
 
 
