@@ -138,8 +138,7 @@ class VerifiedRecord:
 
 def record_key(cfg: TableConfig) -> str:
     """The Airflow Variable holding a table's verified record (beside its watermark mirror)."""
-    n = cfg.iceberg_name
-    return f"snowberg__{n.namespace}__{n.table}__volume_verified"
+    return cfg.iceberg_name.variable_key("volume_verified")
 
 
 def read_record(store: state.VariableStore | None, key: str) -> tuple[VerifiedRecord | None, str]:

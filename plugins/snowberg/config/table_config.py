@@ -371,8 +371,7 @@ class TableConfig(StrictModel):
     @property
     def variable_key(self) -> str:
         """The Airflow Variable that mirrors this table's watermark."""
-        n = self.iceberg_name
-        return f"snowberg__{n.namespace}__{n.table}__watermark"
+        return self.iceberg_name.variable_key("watermark")
 
 
 class SnowbergConfig(StrictModel):

@@ -122,5 +122,13 @@ class IcebergName:
             validate_iceberg_identifier(part, what)
         return cls(namespace=parts[0], table=parts[1])
 
+    def variable_key(self, what: str) -> str:
+        """The Airflow Variable holding ``what`` of this table (``snowberg__<namespace>__<table>__<what>``).
+
+        One naming rule for every record snowberg keeps beside a table (the watermark mirror, the stream
+        batch, the volume check's verified record, the freshness proof), so they sort together in the UI.
+        """
+        return f"snowberg__{self.namespace}__{self.table}__{what}"
+
     def __str__(self) -> str:
         return f"{self.namespace}.{self.table}"

@@ -60,8 +60,7 @@ class CurrentProof:
 
 def proof_key(target: str) -> str:
     """The Variable of Iceberg table ``target`` (``namespace.table``), named like the watermark mirror."""
-    n = IcebergName.parse(target)
-    return f"snowberg__{n.namespace}__{n.table}__current"
+    return IcebergName.parse(target).variable_key("current")
 
 
 def record_proof(target: str, proof: CurrentProof, variables: VariableStore) -> None:

@@ -24,7 +24,7 @@ reloading.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -170,10 +170,3 @@ def changed_reason(recorded: SourceVersion | None, now: Observed) -> str:
         if getattr(recorded, k) != getattr(now.version, k)
     ]
     return "the source changed: " + ", ".join(diffs)
-
-
-def as_props(key: str, observed: Observed | None) -> Mapping[str, str]:
-    """The summary property that records ``observed`` under ``key`` (nothing when the version is unknown)."""
-    if observed is None or observed.version is None:
-        return {}
-    return {key: observed.version.to_text()}

@@ -32,8 +32,7 @@ log = logging.getLogger(__name__)
 
 def variable_key(cfg: TableConfig) -> str:
     """The Airflow Variable that mirrors the table's stream batch id (the table is the truth)."""
-    n = cfg.iceberg_name
-    return f"snowberg__{n.namespace}__{n.table}__stream_batch"
+    return cfg.iceberg_name.variable_key("stream_batch")
 
 
 def consume_step(
