@@ -397,16 +397,25 @@ def read_columns_at(
         return part.take(pa.array(local, pa.int64())).rename_columns(names)
 
 
-def deleted_positions(io: FileIO, path: str, delete_files: Any) -> pa.Array:
-    """Row positions of data file ``path`` removed by the given position delete files (sorted, unique)."""
+def deleted_positions(
+    io: FileIO, path: str, delete_files: Any, *, cache: dict[str, pa.Table] | None = None
+) -> pa.Array:
+    """Row positions of data file ``path`` removed by the given position delete files (sorted, unique).
+
+    ``cache`` (delete file path → its ``file_path``/``pos`` columns) lets a caller walking many data files
+    read each delete file once, however many data files it names.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    cache = {} if cache is None else cache
     chunks: list[Any] = []
     for d in delete_files:
-        with io.new_input(d.file_path).open() as f:
-            t = pq.read_table(f, columns=["file_path", "pos"])
+        t = cache.get(d.file_path)
+        if t is None:
+            with io.new_input(d.file_path).open() as f:
+                t = cache[d.file_path] = pq.read_table(f, columns=["file_path", "pos"])
         chunks += t.filter(pc.equal(t.column("file_path"), path)).column("pos").chunks
     if not chunks:
         return pa.array([], pa.int64())

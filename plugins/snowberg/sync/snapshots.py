@@ -414,7 +414,7 @@ def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
 
-    from snowberg.iceberg.merge import read_columns_at, read_columns_by_id
+    from snowberg.iceberg.merge import deleted_positions, read_columns_at, read_columns_by_id
 
     assert plan.mode == SyncMode.CHANGES and plan.from_snapshot_id is not None and plan.to_snapshot_id is not None
     schema = table.schema()
@@ -437,19 +437,7 @@ def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
     delete_cache: dict[str, pa.Table] = {}
 
     def positions(path: str, delete_files: Any) -> pa.Array:
-        import pyarrow.parquet as pq
-
-        chunks: list[Any] = []
-        for d in delete_files:
-            t = delete_cache.get(d.file_path)
-            if t is None:
-                with table.io.new_input(d.file_path).open() as f:
-                    t = delete_cache[d.file_path] = pq.read_table(f, columns=["file_path", "pos"])
-            chunks += t.filter(pc.equal(t.column("file_path"), path)).column("pos").chunks
-        if not chunks:
-            return pa.array([], pa.int64())
-        u = pc.unique(pa.chunked_array(chunks, pa.int64()))
-        return pc.take(u, pc.sort_indices(u))
+        return deleted_positions(table.io, path, delete_files, cache=delete_cache)
 
     removed: list[pa.Table] = []
     unchanged = 0
