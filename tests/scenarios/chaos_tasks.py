@@ -325,6 +325,9 @@ class StepOutcome:
     error: str | None = None  # the exception the step failed with, if it raised
 
 
+STATUS_LOST = 255  # the exit code multiprocessing's fork-server client reports when a child's status is lost
+
+
 def start_step(spec: StepSpec) -> Any:
     p = context().Process(target=run_step, args=(spec,), name=f"snowberg-{spec.step}", daemon=True)
     p.start()
@@ -357,31 +360,44 @@ def finish_step(
 ) -> StepOutcome:
     """Wait for the step and SIGKILL it if it is still running at ``deadline`` (monotonic seconds), or
     ``trigger[1]`` seconds after it traced the event ``trigger[0]`` (to aim a kill inside the commit)."""
-    killed = False
+    killed = kill_sent = False
     if trigger is not None:
         event, delay = trigger
         trace = Trace(spec.trace_path)
         while p.is_alive():
             if any(ev == event for _, ev in trace.events()):
                 p.join(delay)
-                killed = p.is_alive() and sigkill(p)
+                kill_sent = p.is_alive()
+                killed = kill_sent and sigkill(p)
                 break
             p.join(0.001)
     elif deadline is not None:
         p.join(max(0.0, deadline - time.monotonic()))
-        killed = p.is_alive() and sigkill(p)
+        kill_sent = p.is_alive()
+        killed = kill_sent and sigkill(p)
     p.join(timeout)
     if p.is_alive():
         os.kill(p.pid, signal.SIGKILL)
         p.join()
         raise TimeoutError(f"step {spec.step} did not finish in {timeout}s")
-    result = None
-    if not killed and p.exitcode == 0:
-        result = json.loads(Path(spec.result_path).read_text())
+    exitcode = p.exitcode
     err = Path(spec.result_path + ".error")
+    if exitcode == STATUS_LOST and not err.exists():
+        # multiprocessing's fork-server client reports 255 when it could not read the child's exit status
+        # from the fork server (popen_forkserver.poll: "perhaps the forkserver process itself got killed");
+        # seen once in CI on a loaded 2-core machine. The step's own files say how it ended: a result file
+        # is written only after execute() returned; an exception writes the .error file. With neither, it
+        # died by the kill this harness sent, or it stays an unexplained failure (exit code 255).
+        if Path(spec.result_path).exists():
+            exitcode = 0
+        elif kill_sent:
+            killed, exitcode = True, -signal.SIGKILL
+    result = None
+    if not killed and exitcode == 0:
+        result = json.loads(Path(spec.result_path).read_text())
     return StepOutcome(
         step=spec.step,
-        exitcode=p.exitcode,
+        exitcode=exitcode,
         killed=killed,
         result=result,
         seconds=time.monotonic() - started,
