@@ -13,8 +13,14 @@ from typing import Any
 
 import pytest
 
-# Airflow reads its home when first imported: give the test session its own.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="snowberg-airflow-"))
+# Airflow reads its home when first imported: give the test session its own. pytest-xdist workers inherit
+# the controller's environment, this home included: each worker gets a home of its own (its own SQLite
+# metadata database, so its own Variables), or two workers' tests of same-named tables share watermarks.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _XDIST_WORKER:
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix=f"snowberg-airflow-{_XDIST_WORKER}-")
+else:
+    os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="snowberg-airflow-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(Path(__file__).resolve().parents[1] / "dags"))
 os.environ.setdefault("AIRFLOW__CORE__PLUGINS_FOLDER", str(Path(__file__).resolve().parents[1] / "plugins"))
@@ -135,3 +141,17 @@ def airflow_db() -> str:
     exe = Path(sys.executable).with_name("airflow")
     subprocess.run([str(exe), "db", "migrate"], check=True, capture_output=True, env=dict(os.environ))
     return os.environ["AIRFLOW_HOME"]
+
+
+# Test groups that must stay in one pytest-xdist worker (``-n 2 --dist loadgroup``, scripts/test.sh): their
+# session fixtures are expensive or exclusive — the end-to-end Airflow stacks (one at a time, by design), the
+# built wheel and its venvs — and a second worker would build them again or run two at once.
+SERIAL_GROUPS = {"e2e": "airflow-stacks", "install": "wheel-venvs"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        top = Path(str(item.path)).resolve().relative_to(tests).parts[0]
+        if top in SERIAL_GROUPS:
+            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUPS[top]))
