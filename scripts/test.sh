@@ -16,6 +16,5 @@ echo "== pytest"
 # --durations: the slowest tests are printed at the end, so the suite's time stays visible in every CI log.
 # Two workers (pytest-xdist; SNOWBERG_TEST_WORKERS=0 runs in one process): much of the suite waits on
 # servers, schedulers and subprocesses, so a 2-core machine runs it in about three quarters of the time.
-# --dist loadgroup keeps each group of tests/conftest.py's SERIAL_GROUPS (the Airflow stacks, the wheel
-# venvs) in one worker.
-exec pytest -p no:cacheprovider --durations=30 -n "${SNOWBERG_TEST_WORKERS:-2}" --dist loadgroup "$@"
+# tests/conftest.py's scheduler keeps each of its SERIAL_GROUPS (the Airflow stacks, the wheel venvs) in one worker.
+exec pytest -p no:cacheprovider --durations=30 -n "${SNOWBERG_TEST_WORKERS:-2}" "$@"

@@ -143,15 +143,25 @@ def airflow_db() -> str:
     return os.environ["AIRFLOW_HOME"]
 
 
-# Test groups that must stay in one pytest-xdist worker (``-n 2 --dist loadgroup``, scripts/test.sh): their
-# session fixtures are expensive or exclusive — the end-to-end Airflow stacks (one at a time, by design), the
-# built wheel and its venvs — and a second worker would build them again or run two at once.
+# Test folders that must stay in one pytest-xdist worker (scripts/test.sh runs two): their session fixtures
+# are expensive or exclusive — the end-to-end Airflow stacks (one at a time, by design), the built wheel
+# and its venvs — and a second worker would build them again or run two at once.
 SERIAL_GROUPS = {"e2e": "airflow-stacks", "install": "wheel-venvs"}
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    tests = Path(__file__).resolve().parent
-    for item in items:
-        top = Path(str(item.path)).resolve().relative_to(tests).parts[0]
-        if top in SERIAL_GROUPS:
-            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUPS[top]))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's load scheduling, with each of ``SERIAL_GROUPS`` sent to one worker as a whole.
+
+    Our own scheduler rather than ``--dist loadgroup`` with ``xdist_group`` marks: pytest-xdist 3.8 names a
+    test's group by rewriting ``item._nodeid``, which pytest 9 no longer reads, so the marks group nothing.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SerialGroups(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            parts = nodeid.split("::", 1)[0].split("/")
+            if len(parts) > 2 and parts[0] == "tests" and parts[1] in SERIAL_GROUPS:
+                return SERIAL_GROUPS[parts[1]]
+            return nodeid  # every other test is a scope of its own, as with --dist load
+
+    return SerialGroups(config, log)
