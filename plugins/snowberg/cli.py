@@ -392,20 +392,6 @@ def _emit(*parts: object) -> None:
     print(*parts, file=_OUT[-1] if _OUT else sys.stdout)
 
 
-class CliVariables:
-    """The Variable mirror from the command line: Airflow's metadata database (``airflow.models``)."""
-
-    def get(self, key: str) -> str | None:
-        from airflow.models import Variable
-
-        return Variable.get(key, default_var=None)  # type: ignore[no-any-return]
-
-    def set(self, key: str, value: str) -> None:
-        from airflow.models import Variable
-
-        Variable.set(key, value)
-
-
 def cmd_inspect(args: argparse.Namespace) -> int:
     from snowberg.iceberg import inspect as ins
 
@@ -433,10 +419,11 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 def cmd_rollback(args: argparse.Namespace) -> int:
     from snowberg.iceberg import rollback as rb
+    from snowberg.iceberg.state import MetadataDbVariables
 
     table, target, cfg = _open_table(args)
     key = cfg.variable_key if cfg is not None else None  # type: ignore[attr-defined]
-    variables = None if args.no_variable or key is None else CliVariables()
+    variables = None if args.no_variable or key is None else MetadataDbVariables()
     if args.dag_id and not args.before_run:
         raise rb.RollbackError("--dag-id goes with --before-run")
     # --before-run matches the run id AND the DAG: a configured table's runs are its load DAG's by default.
@@ -478,6 +465,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     """
     from snowberg.config.maintenance_settings import MaintenanceSettings
     from snowberg.iceberg import maintenance as m
+    from snowberg.iceberg.state import MetadataDbVariables
 
     table, target, cfg = _open_table(args)
     settings = cfg.maintenance if cfg is not None else MaintenanceSettings()  # type: ignore[attr-defined]
@@ -494,7 +482,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         ).to_dict()
     table, _, _ = _open_table(args)
     if key is not None and not args.dry_run and not args.no_variable:
-        out["variable"] = {"key": key, "action": m.follow_variable(table, key, CliVariables())}  # type: ignore[arg-type]
+        out["variable"] = {"key": key, "action": m.follow_variable(table, key, MetadataDbVariables())}  # type: ignore[arg-type]
     out["expire"] = m.expire_snapshots(
         table,  # type: ignore[arg-type]
         older_than=settings.snapshot_retention,

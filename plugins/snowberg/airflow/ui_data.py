@@ -180,6 +180,8 @@ def _lake(status: TableStatus, cfg: TableConfig) -> None:
     from snowberg.core.durations import format_duration
     from snowberg.iceberg import state
     from snowberg.iceberg.catalogs import open_catalog
+    from snowberg.iceberg.current import proof_for
+    from snowberg.iceberg.state import MetadataDbVariables
 
     n = cfg.iceberg_name
     try:
@@ -187,7 +189,17 @@ def _lake(status: TableStatus, cfg: TableConfig) -> None:
     except NoSuchTableError:
         table = None
     status.sla = format_duration(cfg.freshness_sla) if cfg.freshness_sla else None
-    f = freshness.evaluate(table, name=cfg.target, sla=cfg.freshness_sla)
+    # Judged as the table's own check judges it (its measure, the last proof of currency, the watermark
+    # lag in the cursor's zone), so a quiet table whose check passes is not STALE here.
+    f = freshness.evaluate(
+        table,
+        name=cfg.target,
+        sla=cfg.freshness_sla,
+        max_watermark_lag=cfg.max_watermark_lag,
+        cursor_timezone=cfg.cursor.timezone if cfg.cursor else "UTC",
+        measure=cfg.freshness_measure,
+        proof=proof_for(cfg.target, cfg.freshness_measure, MetadataDbVariables()),
+    )
     status.fresh, status.hours_since_last_write, status.freshness_reasons = (
         f.fresh,
         f.hours_since_last_write,

@@ -33,6 +33,7 @@ import logging
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
+from snowberg.config.check_settings import FreshnessMeasure
 from snowberg.core.identifiers import IcebergName
 from snowberg.iceberg.state import TableState, VariableStore
 
@@ -87,3 +88,24 @@ def read_proof(target: str, variables: VariableStore) -> CurrentProof | None:
         log.warning("Variable %s does not hold a proof (%s): ignored", key, exc)
         return None
     return proof
+
+
+def proof_for(target: str, measure: FreshnessMeasure | str, variables: VariableStore) -> CurrentProof | None:
+    """The proof freshness ``measure`` ages from: the recorded one for ``proven_current``, None for ``last_data``.
+
+    A Variable that cannot be read (no Airflow to ask, a triggerer without Variable access) is logged and
+    counts as no proof: freshness then ages from the last data snapshot, an alert too many, never one too few.
+    The freshness check (a task's Variables) and the UI page (the metadata database) both read it here.
+    """
+    if FreshnessMeasure(measure) is not FreshnessMeasure.PROVEN_CURRENT:
+        return None
+    try:
+        return read_proof(target, variables)
+    except Exception as exc:  # noqa: BLE001 - any failure of the Variable read falls back as documented
+        log.warning(
+            "cannot read the current-lake record of %s (%s: %s): using the last data snapshot",
+            target,
+            type(exc).__name__,
+            exc,
+        )
+        return None

@@ -399,6 +399,24 @@ class AirflowVariables:
         Variable.set(key, value)
 
 
+class MetadataDbVariables:
+    """``VariableStore`` on Airflow's metadata database (``airflow.models``): the CLI and the UI page.
+
+    Outside a task there is no task supervisor for the SDK's ``Variable`` to ask: processes with database
+    access (the command line, the API server) read and write the table directly.
+    """
+
+    def get(self, key: str) -> str | None:
+        from airflow.models import Variable
+
+        return Variable.get(key, default_var=None)  # type: ignore[no-any-return]
+
+    def set(self, key: str, value: str) -> None:
+        from airflow.models import Variable
+
+        Variable.set(key, value)
+
+
 def mirror_value(state: TableState) -> str:
     """The JSON the Variable mirror holds for ``state`` (what ``reconcile`` compares with the table)."""
     return json.dumps(

@@ -51,3 +51,50 @@ def test_a_check_outcome_comes_from_the_result_as_well_as_the_task_state() -> No
     assert check_outcome("success", {"ok": True}) == (CheckOutcome.PASSED, None)
     assert check_outcome("failed", {"ok": False}) == (CheckOutcome.FAILED, None)
     assert check_outcome("running", None) == (CheckOutcome.NOT_FINISHED, None)
+
+
+def test_the_page_judges_freshness_as_the_tables_check_does_from_the_last_proof_of_currency(
+    catalog_env: Any, airflow_db: str
+) -> None:
+    """A quiet source: the last data is older than the SLA, a later idle run proved the lake current.
+
+    The table's check (``freshness_measure: proven_current``, the default) passes; the page must not say STALE.
+    """
+    import time
+    from datetime import UTC, datetime
+
+    from snowberg.airflow.ui_data import table_status
+    from snowberg.config.table_config import TableConfig
+    from snowberg.iceberg.catalogs import open_catalog
+    from snowberg.iceberg.current import CurrentProof, record_proof
+    from snowberg.iceberg.state import MetadataDbVariables, read_state
+
+    catalog_env("uicat")
+    cfg = TableConfig(
+        name="quiet_page",
+        source={"table": "DB.S.SRC"},
+        target="ui.quiet",
+        cursor={"column": "updated_at"},
+        catalog="uicat",
+        freshness_sla="2s",
+    )
+    cat = open_catalog("uicat")
+    cat.create_namespace("ui")
+    t = cat.create_table(("ui", "quiet"), schema=pa.schema([pa.field("id", pa.int64())]))
+    _commit(t, 3, "2026-01-01 00:00:00", "r1")
+    time.sleep(2.5)  # no new data for longer than the SLA
+    st = read_state(cat.load_table(("ui", "quiet")))
+    assert st is not None
+    proof = CurrentProof(
+        proven_at=datetime.now(UTC).isoformat(),
+        run_id="idle-1",
+        dag_id=cfg.dag_id,
+        watermark=st.watermark,
+        snapshot_id=st.snapshot_id,
+    )
+    record_proof(cfg.target, proof, MetadataDbVariables())
+    status = table_status(cfg, session=None)
+    assert status.fresh is True, status.freshness_reasons
+    # With today's "time since last data" chosen, the same table is stale on the page too.
+    last_data = table_status(cfg.model_copy(update={"freshness_measure": "last_data"}), session=None)
+    assert last_data.fresh is False

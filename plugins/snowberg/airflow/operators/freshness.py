@@ -20,26 +20,11 @@ log = logging.getLogger(__name__)
 
 
 def current_proof(table: str, measure: str) -> Any:
-    """The last run's record that ``table``'s lake was current (an Airflow Variable), when ``measure`` uses it.
-
-    A Variable that cannot be read (no Airflow to ask, a triggerer without Variable access) is logged and
-    counts as no proof: freshness then ages from the last data snapshot, an alert too many, never one too few.
-    """
-    if FreshnessMeasure(measure) is not FreshnessMeasure.PROVEN_CURRENT:
-        return None
-    from snowberg.iceberg.current import read_proof
+    """The proof of currency ``measure`` uses, from the task's Airflow Variables (``proof_for``)."""
+    from snowberg.iceberg.current import proof_for
     from snowberg.iceberg.state import AirflowVariables
 
-    try:
-        return read_proof(table, AirflowVariables())
-    except Exception as exc:  # noqa: BLE001 - any failure of the Variable read falls back as documented
-        log.warning(
-            "cannot read the current-lake record of %s (%s: %s): using the last data snapshot",
-            table,
-            type(exc).__name__,
-            exc,
-        )
-        return None
+    return proof_for(table, measure, AirflowVariables())
 
 
 class FreshnessTrigger(BaseTrigger):
