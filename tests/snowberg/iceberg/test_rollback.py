@@ -293,6 +293,43 @@ def test_rollback_across_a_cursor_change_restores_the_identity_with_the_watermar
     assert lake == list(range(1, 16))
 
 
+def test_rollback_across_a_key_change_restores_the_key_with_the_watermark(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    """Key id → (id, grp), full refresh, rollback before the refresh: the table records its old key again.
+
+    The new config's next run is then refused (loud, nothing written) instead of merging by a key the
+    table's rows were not written by; the old config's next run loads on.
+    """
+    from snowberg.iceberg.identity import PRIMARY_KEY, ConfigDriftError
+
+    t_src = sfdb.table("SRC")
+    sfdb.sql(f"CREATE TABLE {t_src} (ID NUMBER(38,0), GRP NUMBER(38,0), NOTE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ)")
+    rows = ", ".join(f"({i}, 1, 'a', '2026-01-01 00:00:00')" for i in range(1, 11))
+    sfdb.sql(f"INSERT INTO {t_src} VALUES {rows}")
+    old = table_cfg(sfdb)
+    new = table_cfg(sfdb, primary_key=["id", "grp"])
+    _run(old, sfdb, catalog, variables, "r1")
+    recorded_old = catalog.load_table("ns.t").properties[PRIMARY_KEY]
+    _run(new, sfdb, catalog, variables, "refresh", mode="full_refresh")
+    assert catalog.load_table("ns.t").properties[PRIMARY_KEY] != recorded_old
+    plan = rb.rollback(
+        catalog.load_table("ns.t"), old.name, variables=variables, variable_key=old.variable_key, before_run="refresh"
+    )
+    assert plan.committed
+    t = catalog.load_table("ns.t")
+    assert state.read_state(t).run_id == "r1" and t.properties[PRIMARY_KEY] == recorded_old
+    more = ", ".join(f"({i}, 2, 'b', {NOW})" for i in range(11, 14))
+    sfdb.sql(f"INSERT INTO {t_src} VALUES {more}")
+    before = catalog.load_table("ns.t").current_snapshot().snapshot_id
+    with pytest.raises(ConfigDriftError, match="primary_key"):
+        _run(new, sfdb, catalog, variables, "next")
+    assert catalog.load_table("ns.t").current_snapshot().snapshot_id == before
+    _run(old, sfdb, catalog, variables, "next-old")
+    lake = sorted(int(r["id"]) for r in catalog.load_table("ns.t").scan().to_arrow().to_pylist())
+    assert lake == list(range(1, 14))
+
+
 def test_a_rollback_across_a_full_refresh_to_a_snapshot_without_a_recorded_identity_is_refused(catalog: Any) -> None:
     """Snapshots written before commits recorded their identity: whether a refresh changed it is unknown."""
     import pyarrow as pa
