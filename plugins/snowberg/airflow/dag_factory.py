@@ -30,7 +30,7 @@ from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
 from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 from snowberg.airflow.operators.streams import build_stream_tasks
 from snowberg.airflow.operators.volume import FULL_VERIFICATION_PARAM, VolumeCheckOperator
-from snowberg.airflow.parsing import form_param, parsing_dag_id
+from snowberg.airflow.parsing import attach_form, form_param, parsing_dag_id
 from snowberg.config.locations import ConfigFile
 from snowberg.config.locations import config_path as config_path_of
 from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
@@ -184,11 +184,6 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
         f"and table health of Iceberg `{cfg.target}` from metadata only, on their own schedule, so a table that "
         "stops receiving data alerts even when no load runs. See docs/checks-and-alerts.md. "
         f"Trigger with `{FULL_VERIFICATION_PARAM}` for a full volume verification (docs/volume-checks.md).",
-        params={
-            FULL_VERIFICATION_PARAM: form_param(
-                False, type="boolean", description="verify the whole table, not only what changed since the last check"
-            )
-        },
         default_args=_default_args(cfg, f"{cfg.dag_id}__checks"),
     ) as dag:
         checks = _checks(cfg)
@@ -203,7 +198,14 @@ def build_checks_dag(cfg: TableConfig) -> DAG:
             )
             vol >> checks
         _volume_check(cfg)
-    return dag
+    return attach_form(
+        dag,
+        {
+            FULL_VERIFICATION_PARAM: form_param(
+                False, type="boolean", description="verify the whole table, not only what changed since the last check"
+            )
+        },
+    )
 
 
 def build_stream_dag(cfg: TableConfig) -> DAG:
@@ -217,12 +219,11 @@ def build_stream_dag(cfg: TableConfig) -> DAG:
         max_active_runs=1,
         tags=["snowberg", "snowflake-stream-to-iceberg", *cfg.tags],
         doc_md=_doc(cfg),
-        params=params,
         default_args=_default_args(cfg),
     ) as dag:
         tasks = build_stream_tasks(cfg, outlets=[table_asset(cfg)])
         tasks["cleanup"] >> _checks(cfg, freshness=False)
-    return dag
+    return attach_form(dag, params)
 
 
 def build_dag(cfg: TableConfig) -> DAG:
@@ -237,7 +238,6 @@ def build_dag(cfg: TableConfig) -> DAG:
         max_active_runs=1,
         tags=["snowberg", "snowflake-to-iceberg", *cfg.tags],
         doc_md=_doc(cfg),
-        params=params,
         default_args=_default_args(cfg),
     ) as dag:
         plan = SnowbergPlanOperator(task_id="plan", **operator_arguments(SnowbergPlanOperator, cfg))
@@ -261,7 +261,7 @@ def build_dag(cfg: TableConfig) -> DAG:
             **operator_arguments(SnowbergPublishOperator, cfg),
         )
         load >> publish >> _checks(cfg, freshness=False)
-    return dag
+    return attach_form(dag, params)
 
 
 def build_unload_dag(cfg: TableConfig) -> DAG:
@@ -279,7 +279,6 @@ def build_unload_dag(cfg: TableConfig) -> DAG:
         f"stage `{cfg.unload.stage}`; the files are checked against the mapped types and registered in "
         f"`{cfg.target}` with `add_files` in one commit. "
         "For big initial loads and full refreshes; see docs/performance.md.",
-        params=params,
         default_args=_default_args(cfg, f"{cfg.dag_id}__unload"),
     ) as dag:
         plan = SnowbergPlanOperator(task_id="plan", **operator_arguments(SnowbergPlanOperator, cfg))
@@ -293,7 +292,7 @@ def build_unload_dag(cfg: TableConfig) -> DAG:
             **operator_arguments(SnowbergPublishOperator, cfg),
         )
         plan >> unload >> publish
-    return dag
+    return attach_form(dag, params)
 
 
 def build_invalid_entry_dag(entry: BrokenEntry) -> DAG:
@@ -362,7 +361,6 @@ def build_maintenance_dag(cfg: TableConfig) -> DAG:
         f"tagged one), remove unreferenced files older than {format_duration(s.orphan_age)}; then the health report. "
         "Trigger with `rollback_to_snapshot`, `rollback_before_run` or `rollback_to_tag` to roll the table and its "
         "watermark back, or `tag` to tag a snapshot; `dry_run` only reports. See docs/maintenance.md.",
-        params=maintenance_params(),
         default_args=_default_args(cfg),
     ) as dag:
         arguments = operator_arguments(SnowbergMaintenanceOperator, cfg)
@@ -383,7 +381,7 @@ def build_maintenance_dag(cfg: TableConfig) -> DAG:
         for a, b in zip(steps, steps[1:], strict=False):
             a >> b
         steps[-1] >> health
-    return dag
+    return attach_form(dag, maintenance_params())
 
 
 DAG_ID_PREFIX = "snowberg_"

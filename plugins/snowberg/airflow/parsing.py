@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import Param
+from airflow.sdk import DAG, Param
 
 
 def parsing_dag_id() -> str | None:
@@ -36,3 +36,19 @@ def form_param(default: Any, **schema: Any) -> Param:
     maxLength, enum, title, description) mean the same in both drafts.
     """
     return Param(default, **{"$schema": PARAM_SCHEMA_DRAFT, **schema})
+
+
+def attach_form(dag: DAG, params: dict[str, Param]) -> DAG:
+    """Give ``dag`` its trigger form once its tasks exist; returns ``dag``.
+
+    Airflow copies a DAG's Params into each task created inside it, a deep copy
+    at every ``__init__`` level of the operator's classes: for a thousand
+    tables that copying was the largest single cost of a parse
+    (docs/performance.md). A task never needs its own copy: at run time
+    Airflow merges the DAG's Params first and then the task's own
+    (``airflow.sdk.definitions.param.process_params``), and the trigger form
+    and the serialized DAG are the DAG's. Assigning them runs the validation
+    the DAG's constructor would have run (defaults of a scheduled DAG).
+    """
+    dag.params = params  # type: ignore[assignment]  # the attrs field converts a dict into a ParamsDict
+    return dag
