@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Transaction
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.name_mapping import NameMapping
 
 log = logging.getLogger(__name__)
 # Shared snapshot summary property (the commit gate's state module will own the name).
@@ -78,11 +79,12 @@ def write_position_deletes(tx: Transaction, key_table: pa.Table, props: dict[str
         if mask is not None:
             candidates.append((t, mask))
     write_id = uuid.uuid4()
+    name_mapping = meta.name_mapping()
 
     def one_file(i: int) -> DataFile | None:
         task, mask = candidates[i]
         path = task.file.file_path
-        positions = _replaced_positions(io, path, field_ids, key_table.filter(mask))
+        positions = _replaced_positions(io, path, field_ids, key_table.filter(mask), name_mapping)
         if positions is None or len(positions) == 0:
             return None
         positions = _not_yet_deleted(io, path, positions, task.delete_files)
@@ -178,18 +180,30 @@ def _unify_key_types(key_table: pa.Table, schema: Any, field_ids: list[int]) -> 
     return pa.table(cols, names=key_table.column_names)
 
 
-def _file_columns(pf: Any, field_ids: list[int]) -> list[str] | None:
-    """The data file's column names for the key field ids (files keep the names they were written with)."""
+def _file_columns(pf: Any, field_ids: list[int], name_mapping: NameMapping | None = None) -> list[str] | None:
+    """The data file's column names for the key field ids (files keep the names they were written with).
+
+    A file without field ids (registered with ``add_files``: Snowflake's push-down unload) is read through
+    the table's name mapping (``schema.name-mapping.default``, which ``add_files`` sets), as every Iceberg
+    reader reads it; without one, it would look as if it predated the key and its rows were never replaced.
+    """
     by_id: dict[int, str] = {}
     for f in pf.schema_arrow:
         fid = (f.metadata or {}).get(b"PARQUET:field_id")
         if fid is not None:
             by_id[int(fid)] = f.name
+    if not by_id and name_mapping is not None:
+        from pyiceberg.io.pyarrow import pyarrow_to_schema
+
+        mapped = pyarrow_to_schema(pf.schema_arrow, name_mapping=name_mapping, downcast_ns_timestamp_to_us=True)
+        by_id = {f.field_id: f.name for f in mapped.fields}
     names = [by_id.get(i) for i in field_ids]
     return None if any(n is None for n in names) else [n for n in names if n is not None]
 
 
-def _replaced_positions(io: FileIO, path: str, field_ids: list[int], key_table: pa.Table) -> pa.Array | None:
+def _replaced_positions(
+    io: FileIO, path: str, field_ids: list[int], key_table: pa.Table, name_mapping: NameMapping | None
+) -> pa.Array | None:
     """Row positions in one data file whose key is in the window (reads only the key columns)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -197,7 +211,7 @@ def _replaced_positions(io: FileIO, path: str, field_ids: list[int], key_table: 
 
     with io.new_input(path).open() as f:
         pf = pq.ParquetFile(f)
-        names = _file_columns(pf, field_ids)
+        names = _file_columns(pf, field_ids, name_mapping)
         if names is None:
             return None  # the key columns were added after this file: its keys are NULL, never replaced
         file_keys = pf.read(columns=names, use_threads=False)  # files are read in parallel already
@@ -345,24 +359,33 @@ def position_delete_producer(tx: Any, io: Any, props: dict[str, str], delete_fil
     return _PRODUCER(tx, io, props, delete_files)
 
 
-def read_columns_by_id(io: FileIO, path: str, field_ids: list[int], names: list[str]) -> pa.Table | None:
+def read_columns_by_id(
+    io: FileIO, path: str, field_ids: list[int], names: list[str], *, name_mapping: NameMapping | None = None
+) -> pa.Table | None:
     """Only the given columns of one data file, found by Iceberg field id, renamed to ``names``.
 
     None when the file predates one of the columns (its values are NULL there).
     Used by the merge and by syncs that must know which keys a change removed.
+    ``name_mapping``: the table's (``TableMetadata.name_mapping()``), for files without field ids.
     """
     import pyarrow.parquet as pq
 
     with io.new_input(path).open() as f:
         pf = pq.ParquetFile(f)
-        cols = _file_columns(pf, field_ids)
+        cols = _file_columns(pf, field_ids, name_mapping)
         if cols is None:
             return None
         return pf.read(columns=cols, use_threads=True).rename_columns(names)
 
 
 def read_columns_at(
-    io: FileIO, path: str, field_ids: list[int], names: list[str], positions: pa.Array
+    io: FileIO,
+    path: str,
+    field_ids: list[int],
+    names: list[str],
+    positions: pa.Array,
+    *,
+    name_mapping: NameMapping | None = None,
 ) -> pa.Table | None:
     """The given columns of one data file at the given row positions (sorted, unique), in that order.
 
@@ -377,7 +400,7 @@ def read_columns_at(
 
     with io.new_input(path).open() as f:
         pf = pq.ParquetFile(f)
-        cols = _file_columns(pf, field_ids)
+        cols = _file_columns(pf, field_ids, name_mapping)
         if cols is None:
             return None
         md = pf.metadata

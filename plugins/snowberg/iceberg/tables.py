@@ -387,9 +387,24 @@ def ensure_table(
     if table is None:
         table = create_table(catalog, cfg, columns, identifier_fields=identifier_fields)
     ident = identifier_update(table, cfg, columns) if identifier_fields else []
+    relax = [] if identifier_fields else required_columns(table.schema())
     add, widen = plan_schema_changes(table.schema(), columns, cfg=cfg)
-    if add or widen or ident:
+    if add or widen or ident or relax:
         tx = table.transaction()
         apply_schema_changes(tx, add, widen, identifier=ident)
+        if relax:
+            # Files Snowflake wrote declare every column optional, and Iceberg refuses to register an
+            # optional column into a required one. Making a column optional is a compatible change; the
+            # next extract run declares the key again (identifier_update, after checking no key is NULL).
+            log.info("schema: key column(s) %s become optional, no identifier fields (push-down unload)", relax)
+            with tx.update_schema() as upd:
+                upd.set_identifier_fields()
+                for name in relax:
+                    upd.make_column_optional(name)
         table = tx.commit_transaction()
     return table
+
+
+def required_columns(schema: Schema) -> list[str]:
+    """The top-level columns ``schema`` declares required (snowberg's tables: the key's identifier fields)."""
+    return [f.name for f in schema.fields if f.required]

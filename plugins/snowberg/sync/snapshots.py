@@ -439,6 +439,7 @@ def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
     def positions(path: str, delete_files: Any) -> pa.Array:
         return deleted_positions(table.io, path, delete_files, cache=delete_cache)
 
+    mapping = table.metadata.name_mapping()  # files registered without field ids (push-down unload)
     removed: list[pa.Table] = []
     unchanged = 0
     for path, task in before.items():
@@ -454,11 +455,11 @@ def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
                 newly = newly.filter(pc.invert(pc.is_in(newly, value_set=gone_before)))
             if len(newly) == 0:
                 continue
-            kt = read_columns_at(table.io, path, field_ids, keys, newly)
+            kt = read_columns_at(table.io, path, field_ids, keys, newly, name_mapping=mapping)
             if kt is not None:
                 removed.append(kt)
         else:
-            kt = read_columns_by_id(table.io, path, field_ids, keys)
+            kt = read_columns_by_id(table.io, path, field_ids, keys, name_mapping=mapping)
             if kt is not None:
                 gone_before = positions(path, old_deletes.values())
                 live = pc.invert(pc.is_in(pa.array(range(kt.num_rows), pa.int64()), value_set=gone_before))

@@ -684,3 +684,74 @@ def test_unload_operator_is_keyword_only_templated_and_runs_push_down(
     out = op.execute({})
     assert out["status"] == "committed" and out["rows"] == 700
     assert catalog.load_table("shop.orders").scan().to_arrow().num_rows == 700
+
+
+def test_a_push_down_full_refresh_of_a_table_with_identifier_fields_loads_the_whole_source(
+    sfdb: Any, catalog: Any, stage: Any, variables: Any
+) -> None:
+    """The extract path made the table (its key as required identifier fields), then a full refresh unloads.
+
+    Snowflake's Parquet declares every column optional; the table's key columns are required. The refresh
+    must still register the files (the key holds no NULL), not fail on the schema.
+    """
+    from snowberg.load.extract import load_window
+    from snowberg.load.publish import publish
+
+    root, target = stage
+    src = make_source(sfdb, 300)
+    cfg = cfg_for(src)
+    w1 = plan(cfg, sfdb.conn, catalog, "r1")
+    load_window(cfg, sfdb.conn, catalog, w1)
+    publish(cfg, catalog, w1, variables)
+    table = catalog.load_table("shop.orders")
+    assert table.schema().identifier_field_ids, "the extract path declares the key as identifier fields"
+    sf = UnloadingSnowflake(sfdb.conn, root)
+    w2 = plan(cfg, sf, catalog, "r2", mode="full_refresh")
+    assert unload_window(cfg, sf, catalog, w2, target)["rows"] == 300
+    publish(cfg, catalog, w2, variables)
+    rows = catalog.load_table("shop.orders").scan().to_arrow()
+    assert rows.num_rows == 300 and len(set(rows.column("order_id").to_pylist())) == 300
+    # The next extract run declares the key again (no key is NULL).
+    sfdb.sql(
+        f"UPDATE {src} SET AMOUNT = 0, "
+        "UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ(6)) WHERE ORDER_ID <= 5"
+    )
+    w3 = plan(cfg, sfdb.conn, catalog, "r3")
+    load_window(cfg, sfdb.conn, catalog, w3)
+    publish(cfg, catalog, w3, variables)
+    after = catalog.load_table("shop.orders")
+    assert after.schema().identifier_field_ids == table.schema().identifier_field_ids
+    rows = after.scan().to_arrow()
+    assert rows.num_rows == 300 and sum(1 for a in rows.column("amount").to_pylist() if a == 0) == 5
+
+
+@pytest.mark.parametrize("strategy", ["merge_on_read", "copy_on_write"])
+def test_updates_after_a_push_down_first_load_replace_the_unloaded_rows(
+    sfdb: Any, catalog: Any, stage: Any, variables: Any, strategy: str
+) -> None:
+    """The documented path for a big table: push-down for the first load, scheduled extract runs after it.
+
+    Snowflake's files carry no Iceberg field ids (they are read through the table's name mapping). The merge
+    found no key column in them and so replaced nothing: each updated key was in the lake twice.
+    """
+    from snowberg.load.extract import load_window
+    from snowberg.load.publish import publish
+
+    root, target = stage
+    src = make_source(sfdb, 300)
+    cfg = cfg_for(src, merge_strategy=strategy)
+    sf = UnloadingSnowflake(sfdb.conn, root)
+    w1 = plan(cfg, sf, catalog, "r1")
+    unload_window(cfg, sf, catalog, w1, target)
+    publish(cfg, catalog, w1, variables)
+    sfdb.sql(
+        f"UPDATE {src} SET AMOUNT = 0, "
+        "UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ(6)) WHERE ORDER_ID <= 5"
+    )
+    w2 = plan(cfg, sfdb.conn, catalog, "r2")
+    load_window(cfg, sfdb.conn, catalog, w2)
+    publish(cfg, catalog, w2, variables)
+    rows = catalog.load_table("shop.orders").scan().to_arrow()
+    ids = rows.column("order_id").to_pylist()
+    assert len(ids) == 300 and len(set(ids)) == 300, "an updated key is in the lake twice"
+    assert sum(1 for a in rows.column("amount").to_pylist() if a == 0) == 5
