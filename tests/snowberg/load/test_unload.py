@@ -686,6 +686,20 @@ def test_unload_operator_is_keyword_only_templated_and_runs_push_down(
     assert catalog.load_table("shop.orders").scan().to_arrow().num_rows == 700
 
 
+def zero_five_and_extract(cfg: Any, src: str, sfdb: Any, catalog: Any, variables: Any, run_id: str) -> None:
+    """Set AMOUNT of orders 1–5 to 0 in the source (a new cursor value), then one scheduled extract run."""
+    from snowberg.load.extract import load_window
+    from snowberg.load.publish import publish
+
+    sfdb.sql(
+        f"UPDATE {src} SET AMOUNT = 0, "
+        "UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ(6)) WHERE ORDER_ID <= 5"
+    )
+    w = plan(cfg, sfdb.conn, catalog, run_id)
+    load_window(cfg, sfdb.conn, catalog, w)
+    publish(cfg, catalog, w, variables)
+
+
 def test_a_push_down_full_refresh_of_a_table_with_identifier_fields_loads_the_whole_source(
     sfdb: Any, catalog: Any, stage: Any, variables: Any
 ) -> None:
@@ -712,13 +726,7 @@ def test_a_push_down_full_refresh_of_a_table_with_identifier_fields_loads_the_wh
     rows = catalog.load_table("shop.orders").scan().to_arrow()
     assert rows.num_rows == 300 and len(set(rows.column("order_id").to_pylist())) == 300
     # The next extract run declares the key again (no key is NULL).
-    sfdb.sql(
-        f"UPDATE {src} SET AMOUNT = 0, "
-        "UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ(6)) WHERE ORDER_ID <= 5"
-    )
-    w3 = plan(cfg, sfdb.conn, catalog, "r3")
-    load_window(cfg, sfdb.conn, catalog, w3)
-    publish(cfg, catalog, w3, variables)
+    zero_five_and_extract(cfg, src, sfdb, catalog, variables, "r3")
     after = catalog.load_table("shop.orders")
     assert after.schema().identifier_field_ids == table.schema().identifier_field_ids
     rows = after.scan().to_arrow()
@@ -734,7 +742,6 @@ def test_updates_after_a_push_down_first_load_replace_the_unloaded_rows(
     Snowflake's files carry no Iceberg field ids (they are read through the table's name mapping). The merge
     found no key column in them and so replaced nothing: each updated key was in the lake twice.
     """
-    from snowberg.load.extract import load_window
     from snowberg.load.publish import publish
 
     root, target = stage
@@ -744,13 +751,7 @@ def test_updates_after_a_push_down_first_load_replace_the_unloaded_rows(
     w1 = plan(cfg, sf, catalog, "r1")
     unload_window(cfg, sf, catalog, w1, target)
     publish(cfg, catalog, w1, variables)
-    sfdb.sql(
-        f"UPDATE {src} SET AMOUNT = 0, "
-        "UPDATED_AT = CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ(6)) WHERE ORDER_ID <= 5"
-    )
-    w2 = plan(cfg, sfdb.conn, catalog, "r2")
-    load_window(cfg, sfdb.conn, catalog, w2)
-    publish(cfg, catalog, w2, variables)
+    zero_five_and_extract(cfg, src, sfdb, catalog, variables, "r2")
     rows = catalog.load_table("shop.orders").scan().to_arrow()
     ids = rows.column("order_id").to_pylist()
     assert len(ids) == 300 and len(set(ids)) == 300, "an updated key is in the lake twice"
