@@ -148,6 +148,23 @@ def build_partition_spec(schema: Schema, fields: Sequence[PartitionField], table
     return PartitionSpec(*out)
 
 
+def ensure_namespace(catalog: Catalog, namespace: str) -> None:
+    """Create ``namespace`` unless it exists; another writer creating it at the same moment is no error.
+
+    pyiceberg's ``create_namespace_if_not_exists`` checks, then creates: the first loads of several tables
+    in one new namespace (every table's first run, when a deployment starts) all find it missing, and the
+    losers get the catalog's refusal, which pyiceberg's SQL catalog raises as a bare ``IntegrityError``
+    (a unique constraint) rather than ``NamespaceAlreadyExistsError``. Whatever the refusal, a namespace
+    that exists afterwards is what was asked for.
+    """
+    try:
+        catalog.create_namespace_if_not_exists(namespace)
+    except Exception:
+        if not catalog.namespace_exists(namespace):
+            raise
+        log.info("namespace %s was created by another writer at the same moment", namespace)
+
+
 def create_table(
     catalog: Catalog, cfg: TableConfig, columns: Sequence[MappedColumn], *, identifier_fields: bool = True
 ) -> Table:
@@ -160,7 +177,7 @@ def create_table(
     them (``identifier_update``).
     """
     n = cfg.iceberg_name
-    catalog.create_namespace_if_not_exists(n.namespace)
+    ensure_namespace(catalog, n.namespace)
     schema = build_schema(columns, key=identifier_key(cfg, columns) if identifier_fields else ())
     spec = build_partition_spec(schema, cfg.partition_by, cfg.name)
     props = dict(TABLE_PROPERTIES) | identity_properties(cfg)

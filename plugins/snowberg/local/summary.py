@@ -153,6 +153,8 @@ def build_summary(catalog: Catalog, cfg: SummaryConfig) -> SummaryResult:
     """Read orders and menu from the lake, aggregate, check, and replace the summary table in one commit."""
     import pyarrow.compute as pc
 
+    from snowberg.iceberg.tables import ensure_namespace
+
     orders_t = catalog.load_table(cfg.orders)
     snap = orders_t.current_snapshot()
     if snap is None:
@@ -164,7 +166,7 @@ def build_summary(catalog: Catalog, cfg: SummaryConfig) -> SummaryResult:
     summary = aggregate(orders, menu)
     check(summary, orders)
     n = IcebergName.parse(cfg.target)
-    catalog.create_namespace_if_not_exists(n.namespace)
+    ensure_namespace(catalog, n.namespace)
     target = catalog.create_table_if_not_exists((n.namespace, n.table), schema=summary.schema)
     target.overwrite(summary, snapshot_properties={SOURCE_SNAPSHOT: str(snap.snapshot_id)})
     written = catalog.load_table((n.namespace, n.table))

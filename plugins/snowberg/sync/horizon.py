@@ -46,6 +46,7 @@ from snowberg.core.identifiers import IcebergName
 from snowberg.core.results import Status
 from snowberg.iceberg.deletes import live_rows
 from snowberg.iceberg.state import commits
+from snowberg.iceberg.tables import ensure_namespace
 from snowberg.sync.snapshots import (
     ChangePlan,
     OnRewrite,
@@ -275,7 +276,7 @@ def _load_target(
                 "docs/lake-to-snowflake.md), or set create_if_missing for catalogs that allow it."
             ) from None
     log.info("creating target table %s with the source schema", target)
-    catalog.create_namespace_if_not_exists(target.namespace)
+    ensure_namespace(catalog, target.namespace)
     return catalog.create_table(
         (target.namespace, target.table),
         schema=source.schema(),

@@ -161,3 +161,29 @@ def test_no_identifier_fields_when_a_live_file_may_hold_a_null_key(
     run(cfg_for(src), src, catalog, variables, "r2")
     t = catalog.load_table("ns.t")
     assert t.schema().identifier_field_ids == [] and not t.schema().find_field("id").required
+
+
+def test_a_namespace_another_first_load_created_at_the_same_moment_is_no_error(catalog: Any) -> None:
+    """Two tables' first loads in one new namespace: both find it missing, one creates it first.
+
+    The SQL catalog refuses the second creation with a bare IntegrityError (seen in an end-to-end run of
+    two first loads); the table must still be created.
+    """
+    from snowberg.iceberg.tables import create_table
+    from snowberg.mapping.columns import SnowflakeColumn
+    from snowberg.mapping.rules import map_columns
+
+    catalog.create_namespace("raced")  # the other first load's namespace, created a moment ago
+    real, calls = catalog.namespace_exists, []
+
+    def exists(namespace: Any) -> bool:
+        calls.append(namespace)
+        return False if len(calls) == 1 else bool(real(namespace))  # the first check ran before that create
+
+    catalog.namespace_exists = exists
+    cfg = parse_config(
+        {"tables": [{"name": "t", "source": {"table": "DB.S.T"}, "target": "raced.t", "cursor": {"column": "u"}}]}
+    ).tables[0]
+    columns = map_columns([SnowflakeColumn(name="U", type="TIMESTAMP_NTZ", scale=6)])
+    table = create_table(catalog, cfg, columns)
+    assert table.name() == ("raced", "t") and len(calls) >= 2
