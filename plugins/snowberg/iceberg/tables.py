@@ -329,16 +329,28 @@ def apply_schema_changes(
     widen: Sequence[tuple[MappedColumn, Any]],
     *,
     identifier: Sequence[str] = (),
+    optional: Sequence[str] = (),
 ) -> None:
     """Add new columns, widen changed ones and declare the key (``identifier_update``) in the transaction.
 
     They commit with the data. Declaring the key makes its columns required,
     which pyiceberg calls an incompatible change: ``identifier_update`` has
     checked that no live row holds NULL there, so it is allowed for that.
+    ``optional``: required columns to make optional, dropping the identifier
+    fields (a compatible change): files Snowflake wrote declare every column
+    optional, and Iceberg refuses to register them into required columns; the
+    next extract run declares the key again.
     """
-    if not add and not widen and not identifier:
+    if not add and not widen and not identifier and not optional:
         return
     with tx.update_schema(allow_incompatible_changes=bool(identifier)) as upd:
+        if optional:
+            log.info(
+                "schema: key column(s) %s become optional, no identifier fields (push-down unload)", list(optional)
+            )
+            upd.set_identifier_fields()
+            for name in optional:
+                upd.make_column_optional(name)
         for c in add:
             log.info("schema: adding column %s %s", c.name, c.iceberg_type)
             upd.add_column(c.name, c.iceberg_type)
@@ -408,16 +420,7 @@ def ensure_table(
     add, widen = plan_schema_changes(table.schema(), columns, cfg=cfg)
     if add or widen or ident or relax:
         tx = table.transaction()
-        apply_schema_changes(tx, add, widen, identifier=ident)
-        if relax:
-            # Files Snowflake wrote declare every column optional, and Iceberg refuses to register an
-            # optional column into a required one. Making a column optional is a compatible change; the
-            # next extract run declares the key again (identifier_update, after checking no key is NULL).
-            log.info("schema: key column(s) %s become optional, no identifier fields (push-down unload)", relax)
-            with tx.update_schema() as upd:
-                upd.set_identifier_fields()
-                for name in relax:
-                    upd.make_column_optional(name)
+        apply_schema_changes(tx, add, widen, identifier=ident, optional=relax)
         table = tx.commit_transaction()
     return table
 
