@@ -9,7 +9,11 @@ head and finds the state that snapshot carried. What rollback must add:
 * table properties ``snowberg.state.*``, where a table mirrors its state there,
   are set to the rolled-back values in the same commit;
 * the commit asserts main's head as planned, so a load landing in between
-  fails the rollback instead of being silently undone.
+  fails the rollback instead of being silently undone;
+* the commit records the head it undid (``state.UNDONE_HEAD``): a run that
+  read the table just before the rollback may write the undone state back
+  into the Variable, and the next reconcile adopts the table instead of
+  refusing a Variable "ahead of the table".
 
 The next scheduled run then plans from the rolled-back watermark and reloads
 that window once, like any other window.
@@ -377,6 +381,10 @@ def rollback(
     # Stages main → target with an assertion on main's current head (one commit with the properties below).
     ManageSnapshots(tx).set_current_snapshot(snapshot_id=plan.target_snapshot_id)
     updates: dict[str, str] = {k: v for k, v in plan.identity_after.items() if v is not None}
+    if plan.current_snapshot_id is not None:
+        # A run that read the table before this commit may write the undone state back into the Variable;
+        # recording the undone head lets the next reconcile recognise that state as rolled back, not lost.
+        updates[state.UNDONE_HEAD] = str(plan.current_snapshot_id)
     removed = [k for k, v in plan.identity_after.items() if v is None]
     mirrored = {k for k in table.properties if k.startswith(STATE_PROPERTY_PREFIX)}
     if mirrored:

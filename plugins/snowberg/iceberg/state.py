@@ -56,6 +56,9 @@ DAG_ID = PREFIX + "dag-id"  # the DAG whose run wrote the commit: run ids (sched
 # A cursor-less table's full refresh: the source's INFORMATION_SCHEMA version it read (JSON); the next
 # scheduled run skips the reload while Snowflake reports the same (snowberg.snowflake.source_version).
 SOURCE_VERSION = PREFIX + "source-version"
+# Table property set by ``rollback.rollback`` in its commit: the head it moved main away from. A Variable naming
+# that head (or an ancestor of it that main no longer holds) was undone by snowberg, not lost (``reconcile``).
+UNDONE_HEAD = PREFIX + "rollback.undone-head"
 COMMIT_ID = PREFIX + "commit-id"  # on the last snapshot of a commit: the commit's id
 PARTIAL_OF = PREFIX + "partial-of"  # on every earlier snapshot of the commit: the id of the commit it is part of
 # What a partial snapshot records besides PARTIAL_OF: who wrote its commit (for rollback --before-run and inspect).
@@ -417,6 +420,20 @@ class MetadataDbVariables:
         Variable.set(key, value)
 
 
+def undone_by_rollback(table: Table | None, snapshot_id: int) -> bool:
+    """Did a snowberg rollback move main away from ``snapshot_id`` (its head then, or an ancestor of it)?
+
+    Only a rollback snowberg committed records the head it undid (``UNDONE_HEAD``); another engine's rollback,
+    or a catalog restored to older metadata, leaves a Variable ahead of the table that someone must look at.
+    """
+    if table is None:
+        return False
+    undone = table.properties.get(UNDONE_HEAD, "")
+    if not undone.isdigit() or any(s.snapshot_id == snapshot_id for s in ancestors(table)):
+        return False
+    return any(s.snapshot_id == snapshot_id for s in ancestors(table, int(undone)))
+
+
 def mirror_value(state: TableState) -> str:
     """The JSON the Variable mirror holds for ``state`` (what ``reconcile`` compares with the table)."""
     return json.dumps(
@@ -476,6 +493,11 @@ def reconcile(key: str, state: TableState | None, variables: VariableStore, tabl
         ahead = parse_cursor_value(kind, mirror_wm) > parse_cursor_value(kind, state.watermark)
     elif mirror_wm is not None and state.watermark is None:
         ahead = True
+    if (ahead or not known) and undone_by_rollback(table, mirror_snapshot):
+        # A run that read the table before a snowberg rollback committed wrote its state back after the
+        # rollback moved the Variable: the rollback was meant, the table's state is the one to keep.
+        variables.set(key, mirror_value(state))
+        return f"adopted table state (snapshot {state.snapshot_id}; snapshot {mirror_snapshot} was rolled back)"
     if ahead or not known:
         raise StateError(
             f"Variable {key!r} is ahead of the table: it says watermark {mirror_wm!r} (snapshot {mirror_snapshot}), "

@@ -443,3 +443,46 @@ def test_a_rollback_to_a_snapshot_before_snowbergs_first_commit_is_refused(catal
     with pytest.raises(rb.RollbackError, match="carries no snowberg state.*full refresh"):
         rb.rollback(t, "t", variables=None, variable_key=None, to_snapshot=before)
     assert catalog.load_table("ns.t").current_snapshot().snapshot_id == head
+
+
+def test_a_plan_that_read_the_table_before_a_rollback_does_not_strand_the_variable(
+    src: Any, catalog: Any, variables: Any
+) -> None:
+    """A run's reconcile racing ``rollback --before-run``: seen in the maintenance kill loop on S3 + PostgreSQL.
+
+    The plan loads the table, the rollback commits and sets the Variable, then the plan's reconcile (still
+    holding the table as it was) finds the Variable behind its state and writes the undone run's state back.
+    Its load then fails on the commit gate (main moved). The next run must adopt the rolled-back table, whose
+    commit names the head it undid, instead of refusing a Variable "ahead of the table" forever.
+    """
+    cfg = table_cfg(src)
+    load(cfg, src, catalog, variables, "r1")
+    _change(src, "1, 2, 3", "second")
+    load(cfg, src, catalog, variables, "r2")
+    stale = catalog.load_table("ns.t")  # the racing plan's read
+    rb.rollback(
+        catalog.load_table("ns.t"), cfg.name, variables=variables, variable_key=cfg.variable_key, before_run="r2"
+    )
+    state.reconcile(cfg.variable_key, state.read_state(stale), variables, stale)  # the lost update
+    assert json.loads(variables[cfg.variable_key])["run_id"] == "r2"
+    r3 = load(cfg, src, catalog, variables, "r3")
+    assert r3.status == "committed" and r3.rows == 3
+    assert lake_pairs(catalog) == source_rows(src)
+    st = state.read_state(catalog.load_table("ns.t"))
+    assert st is not None and json.loads(variables[cfg.variable_key])["snapshot_id"] == st.snapshot_id
+
+
+def test_a_variable_naming_a_head_undone_outside_snowberg_is_still_refused(
+    src: Any, catalog: Any, variables: Any
+) -> None:
+    """Only a rollback snowberg recorded is adopted: another engine's rollback leaves the Variable ahead (refused)."""
+    cfg = table_cfg(src)
+    load(cfg, src, catalog, variables, "r1")
+    _change(src, "1", "second")
+    load(cfg, src, catalog, variables, "r2")
+    t = catalog.load_table("ns.t")
+    r1 = next(s for s in state.run_commits(t) if s.summary[state.RUN_ID] == "r1")
+    t.manage_snapshots().set_current_snapshot(r1.snapshot_id).commit()
+    t = catalog.load_table("ns.t")
+    with pytest.raises(state.StateError, match="ahead of the table"):
+        state.reconcile(cfg.variable_key, state.read_state(t), variables, t)
