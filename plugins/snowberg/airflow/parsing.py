@@ -8,9 +8,12 @@ number of configured tables (docs/performance.md).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from airflow.sdk import DAG, Param
+from airflow.sdk.definitions.param import ParamsDict
+from airflow.sdk.exceptions import ParamValidationError
 
 
 def parsing_dag_id() -> str | None:
@@ -47,8 +50,41 @@ def attach_form(dag: DAG, params: dict[str, Param]) -> DAG:
     (docs/performance.md). A task never needs its own copy: at run time
     Airflow merges the DAG's Params first and then the task's own
     (``airflow.sdk.definitions.param.process_params``), and the trigger form
-    and the serialized DAG are the DAG's. Assigning them runs the validation
-    the DAG's constructor would have run (defaults of a scheduled DAG).
+    and the serialized DAG are the DAG's.
+
+    A scheduled DAG's Param defaults must be valid: Airflow checks that when
+    ``params`` is assigned (``DAG._validate_params``), one JSON Schema
+    validation per Param per DAG, each first checking the schema against its
+    meta-schema. Every table's form holds the same few Params, so that check
+    was the largest cost left in a thousand-table parse. Here each distinct
+    Param (schema and default) is validated once per process, with Airflow's
+    own ``Param.resolve`` and the same error, and the ``ParamsDict`` is then
+    set as Airflow's converter sets it (``object.__setattr__``).
     """
-    dag.params = params  # type: ignore[assignment]  # the attrs field converts a dict into a ParamsDict
+    if dag.timetable.can_be_scheduled:
+        for name, param in params.items():
+            try:
+                _check_default(param)
+            except ParamValidationError as exc:
+                raise ValueError(
+                    f"Dag {dag.dag_id!r} is not allowed to define a Schedule, as there are required params without "
+                    f"default values, or the default values are not valid (param {name!r}: {exc})."
+                ) from exc
+    object.__setattr__(dag, "params", ParamsDict(params))
     return dag
+
+
+# The Params whose default this process has validated: (schema, default) as JSON.
+_VALID_DEFAULTS: set[tuple[str, str]] = set()
+
+
+def _check_default(param: Param) -> None:
+    """``param.resolve()`` (raises ``ParamValidationError``), once per distinct schema and default."""
+    try:
+        key = (json.dumps(param.schema, sort_keys=True), json.dumps(param.value, sort_keys=True))
+    except (TypeError, ValueError):  # a default JSON cannot hold (NOTSET, an object): no cache, Airflow's check
+        param.resolve()
+        return
+    if key not in _VALID_DEFAULTS:
+        param.resolve()
+        _VALID_DEFAULTS.add(key)

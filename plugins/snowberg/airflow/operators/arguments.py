@@ -30,7 +30,9 @@ tags and lineage.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -118,15 +120,32 @@ class TableSettings:
         params = config_parameters(type(self))
         templated = frozenset(p for p in params if p in self.template_fields and "{{" in str(getattr(self, p) or ""))
         try:
-            cfg = self.build_config(skip=templated)
+            try:
+                arguments = json.dumps({p: getattr(self, p) for p in params if p not in templated}, sort_keys=True)
+            except (TypeError, ValueError):  # a value JSON cannot hold (a model, a date): validated on its own
+                cfg = self.build_config(skip=templated)
+                values = cfg.model_dump(mode="json", include=set(params.values()))
+            else:
+                values = json.loads(_validated_arguments(arguments))
         except ValidationError as exc:
             raise ValueError(
                 f"{type(self).__name__} {self.task_id!r}: invalid argument(s): {describe_error(exc)}"
             ) from None
-        values = cfg.model_dump(mode="json", include=set(params.values()))
         for p, f in params.items():
             if p not in templated:
                 setattr(self, p, values[f])
+
+
+@functools.lru_cache(maxsize=4096)
+def _validated_arguments(arguments: str) -> str:
+    """The JSON values of a table's arguments (given as JSON) after validation, once per distinct set.
+
+    A table's tasks pass the same settings, and each task validating them again
+    through the whole ``TableConfig`` was a large part of parsing many tables
+    (docs/performance.md). A failure is not cached: each operator raises it.
+    """
+    given = {_field(p): v for p, v in json.loads(arguments).items()}
+    return json.dumps(TableConfig(**given).model_dump(mode="json", include=set(given)))
 
 
 __all__ = ["TABLE_NAME", "Settings", "TableSettings", "config_parameters", "describe_error", "operator_arguments"]

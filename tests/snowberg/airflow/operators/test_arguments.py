@@ -222,3 +222,31 @@ def test_the_argument_types_name_the_settings_models() -> None:
     hints = typing.get_type_hints(SnowbergLoadOperator.__init__)
     assert "Cursor" in str(hints["cursor"]) and "Source" in str(hints["source"])
     assert "StreamSource" in str(typing.get_type_hints(SnowbergStreamLoadOperator.__init__)["stream"])
+
+
+def test_a_tables_operators_validate_its_settings_once_and_a_bad_setting_fails_every_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Parsing many tables validated each table's settings once per task; now once per distinct set of arguments.
+
+    A failure is not remembered: every operator given the bad value raises, naming its own task.
+    """
+    from snowberg.airflow.operators import arguments
+
+    built: list[dict[str, Any]] = []
+
+    class CountingConfig(TableConfig):
+        def __init__(self, **data: Any) -> None:
+            built.append(data)
+            super().__init__(**data)
+
+    arguments._validated_arguments.cache_clear()
+    monkeypatch.setattr(arguments, "TableConfig", CountingConfig)
+    args = operator_arguments(SnowbergLoadOperator, TableConfig.model_validate(WATERMARK_TABLE))
+    ops = [SnowbergLoadOperator(task_id=f"t{i}", window={}, **args) for i in range(5)]
+    assert len(built) == 1
+    assert ops[0].cursor == ops[4].cursor and ops[0].cursor is not ops[4].cursor  # each task its own values
+    for i in range(2):
+        with pytest.raises(ValueError, match=rf"'bad{i}': invalid argument\(s\): cursor\.timezone"):
+            SnowbergLoadOperator(task_id=f"bad{i}", window={}, **{**args, "cursor": {"column": "u", "timezone": "X/Y"}})
+    assert len(built) == 3
