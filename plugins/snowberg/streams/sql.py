@@ -142,6 +142,20 @@ def next_batch_sql(staging: TableName) -> str:
     return f"SELECT COALESCE(MAX({q(BATCH_ID)}), 0) AS max_batch FROM {staging.quoted()}"
 
 
+def idle_probe_sql(staging: TableName) -> str:
+    """One statement: does the stream hold change data, and how many staged rows wait for the lake?
+
+    Bind ``stream`` (the stream's quoted name as a string, as ``SYSTEM$STREAM_HAS_DATA`` takes it) and
+    ``committed`` (the lake table's batch id). Snowflake documents that the function may say TRUE for a
+    stream without changes, never FALSE for one with changes, and that calling it on an empty stream keeps
+    the stream from going stale.
+    """
+    return (
+        "SELECT SYSTEM$STREAM_HAS_DATA(%(stream)s) AS has_data, "
+        f"(SELECT COUNT(*) FROM {staging.quoted()} WHERE {q(BATCH_ID)} > %(committed)s) AS pending"
+    )
+
+
 def consume_sql(
     stream: TableName, staging: TableName, columns: Sequence[SnowflakeColumn]
 ) -> tuple[str, dict[str, Any]]:

@@ -129,6 +129,40 @@ def last_generation(conn: Any, staging: TableName, iceberg_generation: str | Non
     return str(staged) if staged else iceberg_generation
 
 
+def nothing_to_consume(conn: Any, stream: StreamSource, *, committed_batch_id: int) -> bool:
+    """True when the stream has no change data and no staged row waits for the lake (one statement).
+
+    An idle scheduled run then ends before the consume transaction (docs/streams.md). Any doubt counts as
+    work: a probe that fails (a stale or missing stream, no staging table yet) answers False, and the
+    consume path reports what is wrong with its own errors.
+    """
+    params = {"stream": stream.stream_name.quoted(), "committed": committed_batch_id}
+    cur = conn.cursor()
+    try:
+        cur.execute(S.idle_probe_sql(stream.staging_name), params)
+        row = cur.fetchone()
+    except Exception as exc:  # noqa: BLE001 - see the docstring: the consume path reports it
+        log.info("idle probe of %s failed (%s: %s): consuming as usual", stream.stream_name, type(exc).__name__, exc)
+        return False
+    finally:
+        cur.close()
+    has_data, pending = (row[0], row[1]) if row is not None else (True, 0)
+    idle = not _truthy(has_data) and int(pending or 0) == 0
+    log.info(
+        "stream %s: %s, %d staged row(s) after batch %d",
+        stream.stream_name,
+        "has change data" if _truthy(has_data) else "no change data",
+        int(pending or 0),
+        committed_batch_id,
+    )
+    return idle
+
+
+def _truthy(value: Any) -> bool:
+    # The connector returns BOOLEAN as bool; a string answer ("false") must not count as data by accident.
+    return value.strip().lower() == "true" if isinstance(value, str) else bool(value)
+
+
 def consume(
     conn: Any,
     stream: StreamSource,

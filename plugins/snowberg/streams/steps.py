@@ -19,7 +19,7 @@ from snowberg.iceberg.identity import check_identity
 from snowberg.iceberg.tables import load_table_or_none
 from snowberg.streams import checkpoint as cp
 from snowberg.streams.apply import check_keys, committed_through, load_batches
-from snowberg.streams.staging import cleanup, consume
+from snowberg.streams.staging import cleanup, consume, nothing_to_consume
 from snowberg.streams.status import check_margin, read_status
 
 if TYPE_CHECKING:
@@ -57,6 +57,21 @@ def consume_step(
         recover=recover,
     )
     return res.to_dict()
+
+
+def idle_step(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog) -> cp.StreamState | None:
+    """The lake table's stream state when this run has nothing to do (``staging.nothing_to_consume``), else None.
+
+    Checks the config against the table first, as the consume does, so a changed key or source is refused on
+    a quiet stream too. Before the first commit there is always work (the table, the generation marker).
+    """
+    check_keys(cfg, stream)
+    table = load_table_or_none(catalog, cfg)
+    check_identity(cfg, table, mode=Mode.INCREMENTAL)
+    st = cp.read_stream_state(table)
+    if st is None or not nothing_to_consume(conn, stream, committed_batch_id=st.batch_id):
+        return None
+    return st
 
 
 def load_step(

@@ -20,7 +20,10 @@ What it reproduces, because the exactly-once logic depends on it:
 * ``SHOW STREAMS`` rows with ``stale``/``stale_after``/``mode``/``created_on``;
   a stale stream cannot be read;
 * ``CHANGES(INFORMATION => …) AT(TIMESTAMP => …) END(TIMESTAMP => …)`` on a
-  table with change tracking, from per-statement table versions.
+  table with change tracking, from per-statement table versions;
+* ``SYSTEM$STREAM_HAS_DATA('<stream>')``: whether the stream would return
+  rows; on an empty stream the call moves ``stale_after`` on (shaped from
+  Snowflake's documentation of the function, not recorded from Snowflake).
 
 Where it differs from Snowflake (documented, not relied on): row identity is
 the table's key given to the double (Snowflake uses a hidden row id), so a
@@ -60,6 +63,7 @@ _DML = re.compile(
     re.I,
 )
 _CHANGES = re.compile(rf"(?P<table>{_QNAME})\s+CHANGES\s*\(", re.I)
+_HAS_DATA = re.compile(r"SYSTEM\$STREAM_HAS_DATA\s*\(\s*(?:'(?P<lit>(?:[^']|'')*)'|%\((?P<bind>\w+)\)s)\s*\)", re.I)
 
 
 class StreamDoubleError(sf_errors.ProgrammingError):
@@ -349,6 +353,8 @@ class DoubleCursor:
             return self._status("Statement executed successfully.")
         if _CHANGES.search(text):
             return self._changes(text, params)
+        if _HAS_DATA.search(text):
+            return self._has_data(text, params)
         streams = self._referenced_streams(text)
         if streams:
             return self._on_stream(text, params, streams)
@@ -476,6 +482,41 @@ class DoubleCursor:
                 )
 
         d._txn(run)
+        return self
+
+    def _has_data(self, text: str, params: Any) -> DoubleCursor:
+        """``SYSTEM$STREAM_HAS_DATA('<stream>')`` replaced by whether the stream would return rows now.
+
+        As Snowflake documents it: the name is a string (quoted parts inside for case-sensitive names); a
+        stream without change data is kept from going stale by the call (its stale_after moves on, as a
+        consume moves it). A stale stream cannot be asked (an error, as reading it is).
+        """
+        d = self.d
+
+        def answer(m: re.Match[str]) -> str:
+            name = m["lit"].replace("''", "'") if m["lit"] is not None else str((params or {})[m["bind"]])
+            fq = d.fq(name)
+            s = next((x for x in d.streams() if x["NAME"] == fq), None)
+            if s is None:
+                raise StreamDoubleError(msg=f"Stream '{fq}' does not exist or not authorized.", errno=2003)
+            stale = d._raw(
+                f"SELECT STALE OR STALE_AFTER <= CURRENT_TIMESTAMP() FROM {d.meta}.STREAMS WHERE NAME = %(n)s",
+                {"n": fq},
+            ).fetchone()[0]
+            if stale:
+                raise StreamDoubleError(
+                    msg=f"Stream {fq} has become stale and cannot be read (stream double)", errno=91901
+                )
+            (n,) = d._raw(f"SELECT COUNT(*) FROM {d.stream_rows_sql(s)} AS r").fetchone()
+            if int(n) == 0:
+                d._raw(
+                    f"UPDATE {d.meta}.STREAMS SET STALE_AFTER = DATEADD(second, %(ret)s, CURRENT_TIMESTAMP()) "
+                    "WHERE NAME = %(n)s",
+                    {"ret": int(d.retention.total_seconds()), "n": fq},
+                )
+            return "TRUE" if int(n) else "FALSE"
+
+        self.cur.execute(_HAS_DATA.sub(answer, text), params)
         return self
 
     def _changes(self, text: str, params: Any) -> DoubleCursor:

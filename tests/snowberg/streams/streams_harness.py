@@ -54,6 +54,33 @@ def connect_kwargs(server: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
+class CountingConnection:
+    """A connection that records every statement its cursors execute (``statements``), then runs it."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.statements: list[str] = []
+
+    def cursor(self) -> Any:
+        return _CountingCursor(self.conn.cursor(), self.statements)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _CountingCursor:
+    def __init__(self, cur: Any, statements: list[str]) -> None:
+        self.cur, self.statements = cur, statements
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cur, name)
+
+    def execute(self, sql: str, params: Any = None, **kwargs: Any) -> Any:
+        self.statements.append(sql)
+        self.cur.execute(sql, params, **kwargs)
+        return self
+
+
 class Harness:
     """``run()`` does consume → load → cleanup in process; ``run_step_in_subprocess`` crashes for real."""
 

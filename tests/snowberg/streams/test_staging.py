@@ -8,7 +8,7 @@ stream, updates are DELETE + INSERT pairs, APPEND_ONLY streams return inserts.
 from __future__ import annotations
 
 import pytest
-from streams_harness import Harness
+from streams_harness import CountingConnection, Harness
 
 from snowberg.core.identifiers import TableName
 from snowberg.mapping.columns import SnowflakeColumn
@@ -188,3 +188,49 @@ def test_ensure_staging_adds_the_sources_new_columns(harness: Harness) -> None:
     cols = {c.name: c for c in describe(h.admin, S.describe_table_sql(staging))}
     assert [n for n, _ in S.STAGING_META] + ["ID", "NOTE"] == list(cols)
     assert cols["NOTE"].type == "TEXT"
+
+
+def test_nothing_to_consume_asks_the_stream_and_the_staging_in_one_statement(harness: Harness) -> None:
+    """Idle only with no change data AND nothing staged above the lake's batch; any failure counts as work."""
+    from snowberg.streams.staging import nothing_to_consume
+
+    h = harness
+    h.insert((1, "new", "10.00"))
+    first = h.run()
+    committed = first["cleanup"]["committed_batch_id"]
+    conn = CountingConnection(h.connect())
+    assert nothing_to_consume(conn, h.stream, committed_batch_id=committed) is True
+    assert len(conn.statements) == 1 and "SYSTEM$STREAM_HAS_DATA" in conn.statements[0]
+    h.update(1, "paid")
+    assert nothing_to_consume(conn, h.stream, committed_batch_id=committed) is False  # change data
+    consume(
+        h.connect(),
+        h.stream,
+        source_table=h.cfg.source.table,
+        committed_batch_id=committed,
+        committed_generation=None,
+        run_id="r-staged-only",
+    )
+    # The stream is empty again, but a staged batch waits for the lake (a run whose load failed).
+    assert nothing_to_consume(conn, h.stream, committed_batch_id=committed) is False
+    h.run()
+    assert nothing_to_consume(conn, h.stream, committed_batch_id=committed + 1) is True
+    h.admin.make_stale(h.stream.name)
+    assert nothing_to_consume(conn, h.stream, committed_batch_id=committed + 1) is False  # the consume reports it
+
+
+def test_asking_an_empty_stream_keeps_it_from_going_stale(harness: Harness) -> None:
+    """As Snowflake documents SYSTEM$STREAM_HAS_DATA: the call on an empty stream moves stale_after on."""
+    from datetime import UTC, datetime, timedelta
+
+    from snowberg.streams.staging import nothing_to_consume
+    from snowberg.streams.status import read_status
+
+    h = harness
+    h.insert((1, "new", "10.00"))
+    done = h.run()
+    soon = datetime.now(UTC) + timedelta(hours=1)
+    h.admin.set_stale_after(h.stream.name, soon)
+    assert nothing_to_consume(h.connect(), h.stream, committed_batch_id=done["cleanup"]["committed_batch_id"])
+    status = read_status(h.connect(), h.stream.stream_name)
+    assert status is not None and status.stale_after is not None and status.stale_after > soon + timedelta(days=1)

@@ -43,6 +43,7 @@ from airflow.sdk import BaseOperator, SkipMixin
 
 from snowberg.airflow.lineage import LoadLineage, record_load
 from snowberg.airflow.operators.arguments import Settings, TableSettings
+from snowberg.airflow.operators.idle import skip_downstream
 from snowberg.config.table_config import (
     ColumnDropPolicy,
     Cursor,
@@ -204,19 +205,12 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
             snapshot_id=window.base_snapshot_id,
         )
         record_proof(self.target, proof, AirflowVariables())
-        downstream = [t for t in self.get_flat_relatives(upstream=False) if not t.is_teardown]
-        if not downstream:
-            return
-        ti = context["ti"]
-        # DownstreamTasksSkipped (raised by skip) ends execute() before Airflow would push the return value.
-        ti.xcom_push(key="return_value", value=window.to_dict())
-        self.log.info(
-            "nothing new for %s: the lake is current as of %s; skipping %s",
-            self.table_name,
-            window.planned_at,
-            sorted(t.task_id for t in downstream),
+        skip_downstream(
+            self,
+            context,
+            result=window.to_dict(),
+            why=f"nothing new for {self.table_name}: the lake is current as of {window.planned_at}",
         )
-        self.skip(ti=ti, tasks=downstream)
 
 
 class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):

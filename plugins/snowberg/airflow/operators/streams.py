@@ -27,13 +27,14 @@ Run params (``snowberg.streams.params``): ``recover_stale_stream``,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, SkipMixin
 
 from snowberg.airflow.lineage import StreamLoadLineage, record_load
 from snowberg.airflow.operators.arguments import Settings, TableSettings, operator_arguments
+from snowberg.airflow.operators.idle import skip_downstream
 from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import ColumnDropPolicy, PartitionField, Source, TableConfig
 
@@ -61,13 +62,19 @@ class _StreamOperator(TableSettings, BaseOperator):
         return snowflake_hook(cfg.snowflake_conn_id, cfg).get_conn()
 
 
-class SnowbergStreamConsumeOperator(_StreamOperator):
+class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
     """Consume the stream into the staging table as one batch, in one Snowflake transaction.
 
     Creates the stream when configured (``stream.create``) and stops with a
     recovery hint when it is stale. With the run param
     ``recover_stale_stream=true`` it re-creates the stream with initial rows
     first; the load then replaces the target. Returns the batch (XCom).
+
+    An idle run ends here: when the stream has no change data and no staged
+    batch waits for the lake (one statement, ``SYSTEM$STREAM_HAS_DATA``, which
+    also keeps an empty stream from going stale), the task records that the
+    lake is proven current (what the freshness check measures) and skips every
+    task after it, as the watermark plan does.
 
     :param table_name: the table's name (logs, the Snowflake query tag).
     :param source: the Snowflake table (``Source`` or its dict): the stream's table unless ``stream.on_table``.
@@ -106,23 +113,49 @@ class SnowbergStreamConsumeOperator(_StreamOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import lake_errors, open_catalog
         from snowberg.streams.params import resolve_stream_params
-        from snowberg.streams.steps import consume_step
+        from snowberg.streams.steps import consume_step, idle_step
 
         cfg, stream = self.configs()
         request = resolve_stream_params(dict(context.get("params") or {}))
         conn = self.connect(cfg)
         try:
             with lake_errors(self.catalog):
-                return consume_step(
-                    cfg,
-                    stream,
-                    conn,
-                    open_catalog(self.catalog),
-                    run_id=context["run_id"],
-                    recover=request.recover,
-                )
+                catalog = open_catalog(self.catalog)
+                probed_at = datetime.now(UTC)
+                idle = None if request.recover else idle_step(cfg, stream, conn, catalog)
+                if idle is not None:
+                    return self._end_idle_run(context, cfg, idle, probed_at)
+                return consume_step(cfg, stream, conn, catalog, run_id=context["run_id"], recover=request.recover)
         finally:
             conn.close()
+
+    inherits_from_skipmixin = True  # Airflow's NotPreviouslySkippedDep: a cleared downstream task stays skipped
+
+    def _end_idle_run(self, context: Any, cfg: TableConfig, st: Any, probed_at: datetime) -> dict[str, Any]:
+        """Record the proof of currency and skip the rest of the run; returns the task's result."""
+        from snowberg.iceberg.current import CurrentProof, record_proof
+        from snowberg.iceberg.state import AirflowVariables
+
+        proven_at = probed_at.isoformat()
+        record_proof(
+            cfg.target,
+            CurrentProof(
+                proven_at=proven_at,
+                run_id=context["run_id"],
+                dag_id=self.dag_id,
+                watermark=None,
+                snapshot_id=st.snapshot_id,
+            ),
+            AirflowVariables(),
+        )
+        result = {"status": "idle", "committed_batch_id": st.batch_id, "proven_current_at": proven_at}
+        skip_downstream(
+            self,
+            context,
+            result=result,
+            why=f"stream of {cfg.name} has no change data and nothing is staged: the lake is current as of {proven_at}",
+        )
+        return result
 
 
 class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):

@@ -132,3 +132,66 @@ def test_build_stream_tasks_wires_a_dag() -> None:
         tasks = build_stream_tasks(cfg)
     assert [t.task_id for t in dag.topological_sort()] == list(tasks)
     assert tasks["stream_staleness"].trigger_rule == "all_done" and tasks["stream_staleness"].retries == 0
+
+
+def test_an_idle_run_ends_in_consume_with_one_statement_records_the_proof_and_skips_the_rest(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No change data and nothing staged: consume succeeds, every later task is skipped, the lake is proven current."""
+    from airflow.sdk import DAG
+    from airflow.sdk.exceptions import DownstreamTasksSkipped
+    from streams_harness import CountingConnection
+
+    from snowberg.airflow.operators.streams import build_stream_tasks
+    from snowberg.iceberg.current import read_proof
+
+    h = harness
+    h.insert((1, "new", "10.00"))
+    for k, v in h.catalog_props.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__LAKE__{k.upper()}", v)
+    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__TYPE", "sql")
+    conns: list[CountingConnection] = []
+
+    def connect(self: Any, cfg: Any) -> CountingConnection:
+        conns.append(CountingConnection(h.connect()))
+        return conns[-1]
+
+    monkeypatch.setattr("snowberg.airflow.operators.streams._StreamOperator.connect", connect)
+    mirrored: dict[str, str] = {}
+
+    class Variables:
+        def get(self, key: str) -> str | None:
+            return mirrored.get(key)
+
+        def set(self, key: str, value: str) -> None:
+            mirrored[key] = value
+
+    monkeypatch.setattr("snowberg.iceberg.state.AirflowVariables", Variables)
+    with DAG(dag_id="snowberg_orders", schedule="@hourly"):
+        tasks = build_stream_tasks(_cfg(h))
+    pushed: dict[str, Any] = {}
+
+    class TI:
+        map_index = -1
+
+        def xcom_push(self, key: str, value: Any) -> None:
+            pushed[key] = value
+
+    def ctx(run_id: str) -> dict[str, Any]:
+        return {"run_id": run_id, "params": {}, "ti": TI()}
+
+    consumed = tasks["consume"].execute(ctx("scheduled__1"))  # a change: consumed, loaded, cleaned up
+    assert consumed["rows"] == 1
+    tasks["load"].consumed = consumed
+    assert tasks["load"].execute(ctx("scheduled__1"))["status"] == "committed"
+    tasks["cleanup"].execute(ctx("scheduled__1"))
+    assert read_proof("shop.orders", Variables()) is None
+    with pytest.raises(DownstreamTasksSkipped) as skipped:
+        tasks["consume"].execute(ctx("scheduled__2"))  # nothing new
+    assert sorted(skipped.value.tasks) == ["cleanup", "load", "stream_staleness"]
+    assert conns[-1].statements == [conns[-1].statements[0]] and "STREAM_HAS_DATA" in conns[-1].statements[0]
+    assert pushed["return_value"]["status"] == "idle" and pushed["return_value"]["committed_batch_id"] == 1
+    proof = read_proof("shop.orders", Variables())
+    assert proof is not None and proof.run_id == "scheduled__2" and proof.watermark is None
+    h.update(1, "paid")  # a change again: the next run consumes it
+    assert tasks["consume"].execute(ctx("scheduled__3"))["rows"] == 2
