@@ -168,3 +168,29 @@ def test_a_proof_made_on_another_watermark_does_not_count(orders: Any) -> None:
         orders, name="lake.orders", sla=timedelta(hours=2), now=later, measure="proven_current", proof=proof
     )
     assert not f.fresh and f.proven_by_run == "r1"
+
+
+def test_a_stream_tables_idle_run_proves_it_fresh(catalog: Any) -> None:
+    """A stream table has no watermark: its consume's proof (watermark None) is what its freshness ages from."""
+    import pyarrow as pa
+
+    from snowberg.iceberg import state
+    from snowberg.iceberg.current import CurrentProof
+    from snowberg.streams import checkpoint as cp
+
+    catalog.create_namespace_if_not_exists("s")
+    t = catalog.create_table("s.orders", schema=pa.schema([("x", pa.int64())]))
+    t.append(pa.table({"x": [1]}), snapshot_properties={cp.BATCH_ID: "1", state.MODE: cp.MODE_STREAM})
+    t = catalog.load_table("s.orders")
+    later = datetime.now(UTC) + timedelta(hours=3)
+    proof = CurrentProof(
+        proven_at=(later - timedelta(minutes=10)).isoformat(),
+        run_id="scheduled__idle",
+        dag_id="snowberg_orders",
+        watermark=None,
+        snapshot_id=t.current_snapshot().snapshot_id,
+    )
+    f = freshness.evaluate(t, name="s.orders", sla=timedelta(hours=1), now=later, measure="proven_current", proof=proof)
+    assert f.fresh and f.proven_by_run == "scheduled__idle"
+    stale = freshness.evaluate(t, name="s.orders", sla=timedelta(hours=1), now=later, measure="proven_current")
+    assert not stale.fresh and "no run has proven the lake current" in stale.reasons[0]
