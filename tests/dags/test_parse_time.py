@@ -63,9 +63,10 @@ def test_a_tasks_parse_with_1000_tables_costs_what_it_costs_with_1(tmp_path: Pat
 
 # The full parse's CPU time against a yardstick of plain Airflow DAGs in the same process (200 scheduled DAGs,
 # six trigger-form Params and two tasks each). Measured (docs/performance.md): 24.5 and 26.3 before the parse
-# work; 16.7, 16.9 and 18.2 with the parsing context, libyaml and draft-7 Params; 12.7 since the trigger forms
-# are attached after the tasks (no Param copies in every task). The bound fails the code before that change.
-FULL_PARSE_RATIO = 15.0
+# work; 16.7, 16.9 and 18.2 with the parsing context, libyaml and draft-7 Params; 11.4 and 12.7 once the trigger
+# forms were attached after the tasks; 9.1 and 9.9 since each distinct Param default and each table's settings
+# are validated once. The bound fails the code before the trigger-form change and leaves room for a loaded CI.
+FULL_PARSE_RATIO = 12.0
 
 
 @pytest.mark.slow
@@ -75,7 +76,9 @@ def test_the_full_parse_of_1000_tables_stays_within_its_bound_against_a_yardstic
 ) -> None:
     # The bound is the CPU ratio; Airflow's import timeout counts wall seconds, which a loaded machine stretches.
     monkeypatch.setenv("AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT", "1700")
-    r = bench().parse_once(TABLES, workdir=tmp_path, reference=True, timeout=1700)
+    b = bench()
+    b.parse_once(1, workdir=tmp_path, timeout=1700)  # compile the bytecode first: a fresh clone has none
+    r = b.parse_once(TABLES, workdir=tmp_path, reference=True, timeout=1700)
     ratio = r["cpu_s"] / r["reference_cpu_s"]
     print(f"full parse: {r['parse_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, yardstick {r['reference_cpu_s']:.2f} s")
     assert r["errors"] == {} and r["heavy"] == []
