@@ -38,8 +38,8 @@ held back for the sliced table), then:
 Seeded: ``SNOWBERG_MAINT_CHAOS_SEED`` (default 20261202). At least
 ``SNOWBERG_MAINT_CHAOS_ITERATIONS`` iterations (default 4) and on until
 ``SNOWBERG_MAINT_CHAOS_KILLS`` processes were really killed (default 20).
-``SNOWBERG_MAINT_CHAOS_LAKES`` lists the lake backends (default ``file_sqlite``;
-``s3_postgres,glue_s3`` for object storage). ``pytest -s`` prints every
+``SNOWBERG_MAINT_CHAOS_LAKES`` lists the lake backends (default ``file_sqlite,s3_postgres``:
+the embedded lake and S3 with a PostgreSQL catalog; add ``glue_s3`` for Glue). ``pytest -s`` prints every
 iteration's runs, kills and errors.
 """
 
@@ -70,7 +70,9 @@ lake, lake_services = lake_fixtures()
 SEED = int(os.environ.get("SNOWBERG_MAINT_CHAOS_SEED", "20261202"))
 ITERATIONS = int(os.environ.get("SNOWBERG_MAINT_CHAOS_ITERATIONS", "4"))
 MIN_KILLS = int(os.environ.get("SNOWBERG_MAINT_CHAOS_KILLS", "20"))
-LAKES = [LakeBackend(b) for b in os.environ.get("SNOWBERG_MAINT_CHAOS_LAKES", "file_sqlite").split(",") if b]
+LAKES = [
+    LakeBackend(b) for b in os.environ.get("SNOWBERG_MAINT_CHAOS_LAKES", "file_sqlite,s3_postgres").split(",") if b
+]
 MAX_ITERATIONS = 4 * max(ITERATIONS, MIN_KILLS)
 ORPHAN_AGE_S = 8  # the floor's role scaled to this test (see the module doc)
 KILL_SHARE = 0.9  # share of processes given a kill time (uniform over their run's span)
