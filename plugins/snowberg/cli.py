@@ -443,7 +443,12 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     if plan.committed and key is not None and variables is None:
         import shlex
 
-        _emit("update the Variable yourself: airflow variables set", key, shlex.quote(plan.variable_value or ""))
+        _emit(
+            "the table's next run adopts the rolled-back state (the rollback recorded the head it undid); "
+            "to update the Variable now: airflow variables set",
+            key,
+            shlex.quote(plan.variable_value or ""),
+        )
     return 0
 
 

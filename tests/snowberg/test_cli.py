@@ -103,6 +103,21 @@ def test_rollback_dry_run_then_rollback_and_tags(lake: Any, capsys: Any) -> None
     assert code == 2 and "no tag 'nope'" in err
 
 
+def test_after_a_rollback_with_no_variable_the_next_run_adopts_the_rolled_back_table(
+    lake: Any, capsys: Any, variables: Any
+) -> None:
+    """``--no-variable`` leaves the Variable on the undone head: the rollback's record of it lets the run adopt."""
+    from snowberg.iceberg import state
+
+    t = small_table(lake, 3)
+    variables["snowberg__ns__t__watermark"] = state.mirror_value(state.read_state(t))
+    code, out, _ = run(capsys, "rollback", "things", "--before-run", "run3", "--no-variable")
+    assert code == 0 and "next run adopts the rolled-back state" in out
+    t = lake.load_table("ns.t")
+    done = state.reconcile("snowberg__ns__t__watermark", state.read_state(t), variables, t)
+    assert "was rolled back" in done and json.loads(variables["snowberg__ns__t__watermark"])["run_id"] == "run2"
+
+
 def test_maintain_uses_the_tables_settings(lake: Any, capsys: Any, airflow_db: str) -> None:
     small_table(lake, 5)
     code, out, _ = run(capsys, "maintain", "things", "--dry-run")
