@@ -22,6 +22,15 @@ def src(sfdb: Any) -> Any:
     return sfdb
 
 
+def _two_runs(src: Any, catalog: Any, variables: Any, ids: str = "1, 2, 3") -> Any:
+    """The table's config after run r1 loaded the source and run r2 merged an update of ``ids``."""
+    cfg = table_cfg(src)
+    load(cfg, src, catalog, variables, "r1")
+    _change(src, ids, "second")
+    load(cfg, src, catalog, variables, "r2")
+    return cfg
+
+
 def _change(src: Any, ids: str, note: str) -> None:
     src.sql(f"UPDATE {src.table('SRC')} SET NOTE = '{note}', UPDATED_AT = {NOW} WHERE ID IN ({ids})")
     time.sleep(0.01)
@@ -178,10 +187,7 @@ def test_rollback_into_a_merge_run_then_the_next_run_leaves_lake_equal_source(
 def test_rollback_and_tags_refuse_the_middle_of_a_commit_and_name_its_last_snapshot(
     src: Any, catalog: Any, variables: Any
 ) -> None:
-    cfg = table_cfg(src)
-    load(cfg, src, catalog, variables, "r1")
-    _change(src, "1, 2, 3", "second")
-    load(cfg, src, catalog, variables, "r2")
+    cfg = _two_runs(src, catalog, variables)
     removal, last = _merge_run_snapshots(catalog)
     t = catalog.load_table("ns.t")
     head_before = t.current_snapshot().snapshot_id
@@ -455,10 +461,7 @@ def test_a_plan_that_read_the_table_before_a_rollback_does_not_strand_the_variab
     Its load then fails on the commit gate (main moved). The next run must adopt the rolled-back table, whose
     commit names the head it undid, instead of refusing a Variable "ahead of the table" forever.
     """
-    cfg = table_cfg(src)
-    load(cfg, src, catalog, variables, "r1")
-    _change(src, "1, 2, 3", "second")
-    load(cfg, src, catalog, variables, "r2")
+    cfg = _two_runs(src, catalog, variables)
     stale = catalog.load_table("ns.t")  # the racing plan's read
     rb.rollback(
         catalog.load_table("ns.t"), cfg.name, variables=variables, variable_key=cfg.variable_key, before_run="r2"
@@ -476,10 +479,7 @@ def test_a_variable_naming_a_head_undone_outside_snowberg_is_still_refused(
     src: Any, catalog: Any, variables: Any
 ) -> None:
     """Only a rollback snowberg recorded is adopted: another engine's rollback leaves the Variable ahead (refused)."""
-    cfg = table_cfg(src)
-    load(cfg, src, catalog, variables, "r1")
-    _change(src, "1", "second")
-    load(cfg, src, catalog, variables, "r2")
+    cfg = _two_runs(src, catalog, variables, "1")
     t = catalog.load_table("ns.t")
     r1 = next(s for s in state.run_commits(t) if s.summary[state.RUN_ID] == "r1")
     t.manage_snapshots().set_current_snapshot(r1.snapshot_id).commit()

@@ -203,14 +203,7 @@ def test_nothing_to_consume_asks_the_stream_and_the_staging_in_one_statement(har
     assert len(conn.statements) == 1 and "SYSTEM$STREAM_HAS_DATA" in conn.statements[0]
     h.update(1, "paid")
     assert nothing_to_consume(conn, h.stream, committed_batch_id=committed) is False  # change data
-    consume(
-        h.connect(),
-        h.stream,
-        source_table=h.cfg.source.table,
-        committed_batch_id=committed,
-        committed_generation=None,
-        run_id="r-staged-only",
-    )
+    _consume(h, committed_batch_id=committed)
     # The stream is empty again, but a staged batch waits for the lake (a run whose load failed).
     assert nothing_to_consume(conn, h.stream, committed_batch_id=committed) is False
     h.run()

@@ -23,6 +23,30 @@ def _cfg(h: Harness) -> TableConfig:
     return h.cfg.model_copy(update={"stream": h.stream})
 
 
+class _Variables:
+    """The operators' Airflow Variables, in a dict (``_operator_env``)."""
+
+    def __init__(self, mirrored: dict[str, str]) -> None:
+        self.mirrored = mirrored
+
+    def get(self, key: str) -> str | None:
+        return self.mirrored.get(key)
+
+    def set(self, key: str, value: str) -> None:
+        self.mirrored[key] = value
+
+
+def _operator_env(h: Harness, monkeypatch: pytest.MonkeyPatch, connect: Any) -> dict[str, str]:
+    """Stream operators on the harness: its lake as catalog ``lake``, ``connect``; Variables in the dict returned."""
+    for k, v in h.catalog_props.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__LAKE__{k.upper()}", v)
+    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__TYPE", "sql")
+    monkeypatch.setattr("snowberg.airflow.operators.streams._StreamOperator.connect", connect)
+    mirrored: dict[str, str] = {}
+    monkeypatch.setattr("snowberg.iceberg.state.AirflowVariables", lambda: _Variables(mirrored))
+    return mirrored
+
+
 def test_modules_a_dag_imports_have_no_heavy_module_level_imports() -> None:
     """DAG parsing imports the operators (and through them settings/params): only light modules at top level."""
     import ast
@@ -68,20 +92,7 @@ def test_operators_are_keyword_only_and_validate_their_arguments() -> None:
 def test_operators_run_a_capture_end_to_end(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
     h = harness
     h.insert((1, "new", "10.00"), (2, "new", "20.00"))
-    for k, v in h.catalog_props.items():
-        monkeypatch.setenv(f"PYICEBERG_CATALOG__LAKE__{k.upper()}", v)
-    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__TYPE", "sql")
-    monkeypatch.setattr("snowberg.airflow.operators.streams._StreamOperator.connect", lambda self, cfg: h.connect())
-    mirrored: dict[str, str] = {}
-
-    class Variables:
-        def get(self, key: str) -> str | None:
-            return mirrored.get(key)
-
-        def set(self, key: str, value: str) -> None:
-            mirrored[key] = value
-
-    monkeypatch.setattr("snowberg.iceberg.state.AirflowVariables", Variables)
+    mirrored = _operator_env(h, monkeypatch, lambda self, cfg: h.connect())
     cfg = _cfg(h)
 
     def run(run_id: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -147,26 +158,13 @@ def test_an_idle_run_ends_in_consume_with_one_statement_records_the_proof_and_sk
 
     h = harness
     h.insert((1, "new", "10.00"))
-    for k, v in h.catalog_props.items():
-        monkeypatch.setenv(f"PYICEBERG_CATALOG__LAKE__{k.upper()}", v)
-    monkeypatch.setenv("PYICEBERG_CATALOG__LAKE__TYPE", "sql")
     conns: list[CountingConnection] = []
 
     def connect(self: Any, cfg: Any) -> CountingConnection:
         conns.append(CountingConnection(h.connect()))
         return conns[-1]
 
-    monkeypatch.setattr("snowberg.airflow.operators.streams._StreamOperator.connect", connect)
-    mirrored: dict[str, str] = {}
-
-    class Variables:
-        def get(self, key: str) -> str | None:
-            return mirrored.get(key)
-
-        def set(self, key: str, value: str) -> None:
-            mirrored[key] = value
-
-    monkeypatch.setattr("snowberg.iceberg.state.AirflowVariables", Variables)
+    mirrored = _operator_env(h, monkeypatch, connect)
     with DAG(dag_id="snowberg_orders", schedule="@hourly"):
         tasks = build_stream_tasks(_cfg(h))
     pushed: dict[str, Any] = {}
@@ -185,13 +183,13 @@ def test_an_idle_run_ends_in_consume_with_one_statement_records_the_proof_and_sk
     tasks["load"].consumed = consumed
     assert tasks["load"].execute(ctx("scheduled__1"))["status"] == "committed"
     tasks["cleanup"].execute(ctx("scheduled__1"))
-    assert read_proof("shop.orders", Variables()) is None
+    assert read_proof("shop.orders", _Variables(mirrored)) is None
     with pytest.raises(DownstreamTasksSkipped) as skipped:
         tasks["consume"].execute(ctx("scheduled__2"))  # nothing new
     assert sorted(skipped.value.tasks) == ["cleanup", "load", "stream_staleness"]
     assert conns[-1].statements == [conns[-1].statements[0]] and "STREAM_HAS_DATA" in conns[-1].statements[0]
     assert pushed["return_value"]["status"] == "idle" and pushed["return_value"]["committed_batch_id"] == 1
-    proof = read_proof("shop.orders", Variables())
+    proof = read_proof("shop.orders", _Variables(mirrored))
     assert proof is not None and proof.run_id == "scheduled__2" and proof.watermark is None
     h.update(1, "paid")  # a change again: the next run consumes it
     assert tasks["consume"].execute(ctx("scheduled__3"))["rows"] == 2
