@@ -1023,7 +1023,7 @@ def run_check(
     log.info("%s: volume check scope: %s", cfg.name, scope.describe())
     report = verify(cfg, table, conn, settings=settings, dialect=dialect, scope=scope)
     if settings.deletes is DeletePolicy.PROPAGATE and report.deleted_in_source:
-        _propagate(cfg, table, report, run_id=run_id, dag_id=dag_id)
+        _propagate(cfg, table, report, run_id=run_id, dag_id=dag_id, variables=records)
     written = False
     if records is not None and report.snapshot_id is not None:
         rec = vs.next_record(
@@ -1040,7 +1040,15 @@ def run_check(
     return CheckOutcome(report=report, scope=scope, record_written=written)
 
 
-def _propagate(cfg: TableConfig, table: Table, report: VolumeReport, *, run_id: str, dag_id: str | None) -> None:
+def _propagate(
+    cfg: TableConfig,
+    table: Table,
+    report: VolumeReport,
+    *,
+    run_id: str,
+    dag_id: str | None,
+    variables: state.VariableStore | None,
+) -> None:
     keys = report.deleted_in_source
     refusal = propagation_refusal(report)
     if refusal:
@@ -1065,6 +1073,12 @@ def _propagate(cfg: TableConfig, table: Table, report: VolumeReport, *, run_id: 
         p = Propagation(requested=len(keys), not_removed=[d.key for d in keys], reason=str(exc))
     report.propagation = p
     report.propagated = p.removed
+    if p.removed and variables is not None:
+        # The commit carries the state forward on a new snapshot: the watermark mirror follows it now, as after
+        # every other commit (an expiry must not find the Variable naming the snapshot before it).
+        table.refresh()
+        action = state.reconcile(cfg.variable_key, state.read_state(table), variables, table)
+        log.info("%s: Variable %s: %s", cfg.name, cfg.variable_key, action)
     if p.not_removed:
         # Still in the lake, gone from the source: a difference the check must not pass over.
         left = {tuple(sorted(k.items())) for k in p.not_removed}

@@ -281,3 +281,58 @@ def test_a_cursorless_table_is_checked_and_an_inconclusive_result_is_skipped(env
     env.sql(f"INSERT INTO {env.table('SRC')} VALUES (500, '2026-02-01'::TIMESTAMP_NTZ)")
     with pytest.raises(AirflowSkipException, match="changed while the refresh ran"):
         op.execute({"run_id": "r"})
+
+
+def test_a_propagate_commit_makes_the_variable_follow(env: Any, variables: Any) -> None:
+    """Every path that commits carries the state and then makes the Variable follow (the propagate commit too).
+
+    Before, the Variable kept naming the snapshot before the propagate commit until the next load or expiry;
+    an expiry that removed that snapshot first made the next load refuse the Variable.
+    """
+    import json
+
+    from snowberg.iceberg import state
+    from snowberg.iceberg.catalogs import open_catalog
+
+    _load_in_runs([50, 50])
+    t = open_catalog("opvol").load_table("lake.orders")
+    variables["snowberg__lake__orders__watermark"] = state.mirror_value(state.read_state(t))
+    env.sql(f"DELETE FROM {env.table('SRC')} WHERE ID IN (7, 8)")
+    out = _op(env, deletes="propagate", leaf_rows=10).execute({"run_id": "r"})
+    assert out["propagated"] == 2
+    t = open_catalog("opvol").load_table("lake.orders")
+    st = state.read_state(t)
+    assert st is not None and st.snapshot_id == t.current_snapshot().snapshot_id
+    assert json.loads(variables["snowberg__lake__orders__watermark"])["snapshot_id"] == st.snapshot_id
+
+
+def test_keys_the_propagate_commit_cannot_remove_stay_differences_and_fail_the_check(env: Any) -> None:
+    """A hard delete whose rows are no longer in the compared scope when the commit looks: named, not passed over.
+
+    The scope is read again at commit time; here the row moved above the watermark in between (a later load
+    wrote it with a newer cursor), so the key is not removed and the check fails naming it.
+    """
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.checks import volume
+
+    _load_in_runs([50, 50])
+    env.sql(f"DELETE FROM {env.table('SRC')} WHERE ID IN (7, 8)")
+    real = volume.commit_hard_deletes
+
+    def key_8_moved_out_of_scope(table: Any, cfg: Any, keys: Any, **kw: Any) -> Any:
+        import pyarrow as pa
+
+        with table.transaction() as tx:  # a later load rewrote id 8 above the watermark since the compare
+            tx.delete("id = 8")
+            later = dt.datetime(2026, 1, 4)
+            tx.append(pa.table({"id": [8], "updated_at": [later]}, schema=table.schema().as_arrow()))
+        return real(table.refresh(), cfg, keys, **{**kw, "expected_snapshot_id": table.current_snapshot().snapshot_id})
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(volume, "commit_hard_deletes", key_8_moved_out_of_scope)
+        with pytest.raises(SnowbergCheckFailed) as err:
+            _op(env, deletes="propagate", leaf_rows=10).execute({"run_id": "r"})
+    p = err.value.details["propagation"]
+    assert p["removed"] == 1 and p["not_removed"] == [{"id": "8"}] and "compared scope" in p["reason"]
+    assert "{'id': '8'} lake_only" in str(err.value) and "hard deletes not propagated" in str(err.value)
+    assert 7 not in _lake_ids() and 8 in _lake_ids()  # the row above the watermark is never touched
