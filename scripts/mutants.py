@@ -362,6 +362,14 @@ MUTANTS: tuple[Mutant, ...] = (
         breaks="a Variable naming a snapshot the table lost is overwritten silently instead of alarming",
     ),
     Mutant(
+        id="state-undone-head-adopts-any-variable",
+        file="iceberg/state.py",
+        old="    return any(s.snapshot_id == snapshot_id for s in ancestors(table, int(undone)))\n",
+        new="    return True\n",
+        tests=(f"{T_ROLLBACK}::test_a_variable_naming_a_head_undone_outside_snowberg_is_still_refused",),
+        breaks="after one snowberg rollback, any Variable ahead of the table is adopted: lost commits go unnoticed",
+    ),
+    Mutant(
         id="state-reconcile-ahead-ignored",
         file="iceberg/state.py",
         old="ahead = parse_cursor_value(kind, mirror_wm) > parse_cursor_value(kind, state.watermark)",
@@ -467,7 +475,15 @@ MUTANTS: tuple[Mutant, ...] = (
         old="        variables.set(variable_key, state.mirror_value(after))\n",
         new="        pass\n",
         tests=(f"{T_ROLLBACK}::test_rollback_before_a_run_reloads_its_window_exactly_once",),
-        breaks="after a rollback the Variable stays ahead: every later run fails until a person deletes it",
+        breaks="after a rollback the Variable names the undone run until the next run adopts the table",
+    ),
+    Mutant(
+        id="rollback-undone-head-not-recorded",
+        file="iceberg/rollback.py",
+        old="        updates[state.UNDONE_HEAD] = str(plan.current_snapshot_id)\n",
+        new="        pass\n",
+        tests=(f"{T_ROLLBACK}::test_a_plan_that_read_the_table_before_a_rollback_does_not_strand_the_variable",),
+        breaks="a run racing a rollback writes the undone state back: every later run refuses the Variable",
     ),
     Mutant(
         id="rollback-state-properties-not-restored",

@@ -478,11 +478,30 @@ def test_a_plan_that_read_the_table_before_a_rollback_does_not_strand_the_variab
 def test_a_variable_naming_a_head_undone_outside_snowberg_is_still_refused(
     src: Any, catalog: Any, variables: Any
 ) -> None:
-    """Only a rollback snowberg recorded is adopted: another engine's rollback leaves the Variable ahead (refused)."""
+    """Only a head snowberg's rollback undid is adopted: another engine's rollback leaves the Variable refused.
+
+    Also after an earlier snowberg rollback: its record names the head it undid, not any head after it.
+    """
     cfg = _two_runs(src, catalog, variables, "1")
     t = catalog.load_table("ns.t")
     r1 = next(s for s in state.run_commits(t) if s.summary[state.RUN_ID] == "r1")
     t.manage_snapshots().set_current_snapshot(r1.snapshot_id).commit()
+    t = catalog.load_table("ns.t")
+    with pytest.raises(state.StateError, match="ahead of the table"):
+        state.reconcile(cfg.variable_key, state.read_state(t), variables, t)
+    # A person resolves it (the Variable follows the table); then a snowberg rollback (recorded), a new run,
+    # and another engine's rollback below that run: the Variable names r4, which no snowberg rollback undid.
+    variables[cfg.variable_key] = state.mirror_value(state.read_state(t))
+    _change(src, "2", "third")
+    load(cfg, src, catalog, variables, "r3")
+    rb.rollback(
+        catalog.load_table("ns.t"), cfg.name, variables=variables, variable_key=cfg.variable_key, before_run="r3"
+    )
+    load(cfg, src, catalog, variables, "r4")
+    t = catalog.load_table("ns.t")
+    assert t.properties.get(state.UNDONE_HEAD) and state.read_state(t).run_id == "r4"
+    below = next(s for s in state.run_commits(t) if s.summary[state.RUN_ID] != "r4")
+    t.manage_snapshots().set_current_snapshot(below.snapshot_id).commit()
     t = catalog.load_table("ns.t")
     with pytest.raises(state.StateError, match="ahead of the table"):
         state.reconcile(cfg.variable_key, state.read_state(t), variables, t)
