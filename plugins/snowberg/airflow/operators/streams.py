@@ -86,6 +86,8 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
     :param catalog: the pyiceberg catalog (templated).
     """
 
+    inherits_from_skipmixin = True  # Airflow's NotPreviouslySkippedDep: a cleared downstream task stays skipped
+
     def __init__(
         self,
         *,
@@ -128,8 +130,6 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
                 return consume_step(cfg, stream, conn, catalog, run_id=context["run_id"], recover=request.recover)
         finally:
             conn.close()
-
-    inherits_from_skipmixin = True  # Airflow's NotPreviouslySkippedDep: a cleared downstream task stays skipped
 
     def _end_idle_run(self, context: Any, cfg: TableConfig, st: Any, probed_at: datetime) -> dict[str, Any]:
         """Record the proof of currency and skip the rest of the run; returns the task's result."""
