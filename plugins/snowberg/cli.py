@@ -470,6 +470,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     """
     from snowberg.config.maintenance_settings import MaintenanceSettings
     from snowberg.iceberg import maintenance as m
+    from snowberg.iceberg import state
     from snowberg.iceberg.state import MetadataDbVariables
 
     table, target, cfg = _open_table(args)
@@ -487,7 +488,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         ).to_dict()
     table, _, _ = _open_table(args)
     if key is not None and not args.dry_run and not args.no_variable:
-        out["variable"] = {"key": key, "action": m.follow_variable(table, key, MetadataDbVariables())}  # type: ignore[arg-type]
+        out["variable"] = {"key": key, "action": state.follow_variable(table, key, MetadataDbVariables())}  # type: ignore[arg-type]
     out["expire"] = m.expire_snapshots(
         table,  # type: ignore[arg-type]
         older_than=settings.snapshot_retention,

@@ -1076,8 +1076,7 @@ def _propagate(
     if p.removed and variables is not None:
         # The commit carries the state forward on a new snapshot: the watermark mirror follows it now, as after
         # every other commit (an expiry must not find the Variable naming the snapshot before it).
-        table.refresh()
-        action = state.reconcile(cfg.variable_key, state.read_state(table), variables, table)
+        action = state.follow_variable(table, cfg.variable_key, variables)  # the commit updated ``table``
         log.info("%s: Variable %s: %s", cfg.name, cfg.variable_key, action)
     if p.not_removed:
         # Still in the lake, gone from the source: a difference the check must not pass over.

@@ -710,17 +710,6 @@ def _delete_quietly_path(io: Any, path: str) -> None:
         log.warning("compact: could not remove %s after the failed rewrite: %s", path, exc)
 
 
-def follow_variable(table: Table, variable_key: str, variables: state.VariableStore) -> str:
-    """Point the Variable mirror at the state snapshot after a maintenance commit.
-
-    A compaction makes its own snapshot the newest one carrying the (same)
-    state. Mirror it before expiry can remove the snapshot the Variable still
-    names — else the next load would find the Variable pointing at a snapshot
-    the table no longer has and refuse to run.
-    """
-    return state.reconcile(variable_key, state.read_state(table), variables, table)
-
-
 # ---------------------------------------------------------------- orphan files
 
 

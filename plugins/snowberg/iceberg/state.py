@@ -434,6 +434,17 @@ def undone_by_rollback(table: Table | None, snapshot_id: int) -> bool:
     return any(s.snapshot_id == snapshot_id for s in ancestors(table, int(undone)))
 
 
+def follow_variable(table: Table, variable_key: str, variables: VariableStore) -> str:
+    """Point the Variable mirror at the table's state after a commit that carried it forward; what was done.
+
+    A commit that does not move the watermark (a compaction, a propagated delete) makes its own snapshot the
+    newest one carrying the (same) state. Mirror it before expiry can remove the snapshot the Variable still
+    names — else the next load would find the Variable pointing at a snapshot the table no longer has and
+    refuse to run.
+    """
+    return reconcile(variable_key, read_state(table), variables, table)
+
+
 def mirror_value(state: TableState) -> str:
     """The JSON the Variable mirror holds for ``state`` (what ``reconcile`` compares with the table)."""
     return json.dumps(

@@ -44,9 +44,7 @@ def consume_step(
     run_id: str,
     recover: bool = False,
 ) -> dict[str, Any]:
-    check_keys(cfg, stream)
-    check_identity(cfg, load_table_or_none(catalog, cfg), mode=Mode.FULL_REFRESH if recover else Mode.INCREMENTAL)
-    st = cp.read_stream_state(load_table_or_none(catalog, cfg))
+    st = _checked_state(cfg, stream, catalog, mode=Mode.FULL_REFRESH if recover else Mode.INCREMENTAL)
     res = consume(
         conn,
         stream,
@@ -65,13 +63,18 @@ def idle_step(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalo
     Checks the config against the table first, as the consume does, so a changed key or source is refused on
     a quiet stream too. Before the first commit there is always work (the table, the generation marker).
     """
-    check_keys(cfg, stream)
-    table = load_table_or_none(catalog, cfg)
-    check_identity(cfg, table, mode=Mode.INCREMENTAL)
-    st = cp.read_stream_state(table)
+    st = _checked_state(cfg, stream, catalog, mode=Mode.INCREMENTAL)
     if st is None or not nothing_to_consume(conn, stream, committed_batch_id=st.batch_id):
         return None
     return st
+
+
+def _checked_state(cfg: TableConfig, stream: StreamSource, catalog: Catalog, *, mode: Mode) -> cp.StreamState | None:
+    """The lake table's stream state, after checking the config against the table (keys, recorded identity)."""
+    check_keys(cfg, stream)
+    table = load_table_or_none(catalog, cfg)
+    check_identity(cfg, table, mode=mode)
+    return cp.read_stream_state(table)
 
 
 def load_step(

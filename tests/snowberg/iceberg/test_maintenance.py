@@ -260,7 +260,7 @@ def test_expiry_compaction_and_orphan_removal_never_break_the_next_load(
     t = catalog.load_table("ns.t")
     st = state.read_state(t)
     m.compact(t, target_size=1 << 26)
-    assert "adopted" in m.follow_variable(catalog.load_table("ns.t"), cfg.variable_key, variables)
+    assert "adopted" in state.follow_variable(catalog.load_table("ns.t"), cfg.variable_key, variables)
     m.expire_snapshots(catalog.load_table("ns.t"), older_than=timedelta(0), min_snapshots=1, now=FAR_FUTURE)
     m.remove_orphan_files(catalog.load_table("ns.t"), older_than=timedelta(days=1), now=FAR_FUTURE)
     t = catalog.load_table("ns.t")

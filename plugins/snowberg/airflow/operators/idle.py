@@ -2,14 +2,18 @@
 
 A scheduled run with nothing new (a watermark plan with an empty window, a
 stream without change data) ends in the task that found it: that task
-succeeds and every task after it is marked *skipped* through Airflow's own
+records that the run proved the lake current (``snowberg.iceberg.current``,
+what the freshness check measures), succeeds and every task after it is marked *skipped* through Airflow's own
 ``SkipMixin.skip``, as ``ShortCircuitOperator`` does, so no further task
 process starts and the UI shows what happened. Teardown tasks still run.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from snowberg.iceberg.current import CurrentProof
 
 
 class SkippingOperator(Protocol):
@@ -33,3 +37,14 @@ def skip_downstream(operator: SkippingOperator, context: Any, *, result: dict[st
     ti.xcom_push(key="return_value", value=result)
     operator.log.info("%s; skipping %s", why, sorted(t.task_id for t in downstream))
     operator.skip(ti=ti, tasks=downstream)
+
+
+def end_idle_run(
+    operator: SkippingOperator, context: Any, *, target: str, proof: CurrentProof, result: dict[str, Any], why: str
+) -> None:
+    """Record ``proof`` for Iceberg table ``target``, then ``skip_downstream``."""
+    from snowberg.iceberg.current import record_proof
+    from snowberg.iceberg.state import AirflowVariables
+
+    record_proof(target, proof, AirflowVariables())
+    skip_downstream(operator, context, result=result, why=why)

@@ -43,7 +43,7 @@ from airflow.sdk import BaseOperator, SkipMixin
 
 from snowberg.airflow.lineage import LoadLineage, record_load
 from snowberg.airflow.operators.arguments import Settings, TableSettings
-from snowberg.airflow.operators.idle import skip_downstream
+from snowberg.airflow.operators.idle import end_idle_run
 from snowberg.config.table_config import (
     ColumnDropPolicy,
     Cursor,
@@ -194,20 +194,19 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
 
     def _end_idle_run(self, context: Any, window: Any) -> None:
         """Record that this run proved the lake current, push the plan, and skip everything downstream."""
-        from snowberg.iceberg.current import CurrentProof, record_proof
-        from snowberg.iceberg.state import AirflowVariables
+        from snowberg.iceberg.current import CurrentProof
 
-        proof = CurrentProof(
-            proven_at=window.planned_at,
-            run_id=window.run_id,
-            dag_id=self.dag_id,
-            watermark=window.base_watermark,
-            snapshot_id=window.base_snapshot_id,
-        )
-        record_proof(self.target, proof, AirflowVariables())
-        skip_downstream(
+        end_idle_run(
             self,
             context,
+            target=self.target,
+            proof=CurrentProof(
+                proven_at=window.planned_at,
+                run_id=window.run_id,
+                dag_id=self.dag_id,
+                watermark=window.base_watermark,
+                snapshot_id=window.base_snapshot_id,
+            ),
             result=window.to_dict(),
             why=f"nothing new for {self.table_name}: the lake is current as of {window.planned_at}",
         )

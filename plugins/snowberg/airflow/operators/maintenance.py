@@ -207,6 +207,7 @@ class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
 
     def _scheduled(self, cfg: TableConfig, table: Any, dry_run: bool) -> dict[str, Any]:
         from snowberg.iceberg import maintenance as m
+        from snowberg.iceberg import state
         from snowberg.iceberg.state import AirflowVariables
 
         s = cfg.maintenance
@@ -223,14 +224,14 @@ class SnowbergMaintenanceOperator(TableSettings, BaseOperator):
             )
             if not dry_run:
                 # Also when there was nothing to do: an earlier attempt may have committed and died before this.
-                action = m.follow_variable(table.refresh(), cfg.variable_key, AirflowVariables())
+                action = state.follow_variable(table.refresh(), cfg.variable_key, AirflowVariables())
                 self.log.info("Variable %s: %s", cfg.variable_key, action)
             return r.to_dict()
         if self.step is MaintenanceStep.EXPIRE:
             if not dry_run:
                 # Before the expiry: a commit whose Variable update was lost (any writer) may have left it naming
                 # a snapshot this expiry removes, and the next load would refuse to run.
-                action = m.follow_variable(table, cfg.variable_key, AirflowVariables())
+                action = state.follow_variable(table, cfg.variable_key, AirflowVariables())
                 self.log.info("Variable %s: %s", cfg.variable_key, action)
             return m.expire_snapshots(
                 table, older_than=s.snapshot_retention, min_snapshots=s.min_snapshots, dry_run=dry_run

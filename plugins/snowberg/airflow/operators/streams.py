@@ -34,7 +34,7 @@ from airflow.sdk import BaseOperator, SkipMixin
 
 from snowberg.airflow.lineage import StreamLoadLineage, record_load
 from snowberg.airflow.operators.arguments import Settings, TableSettings, operator_arguments
-from snowberg.airflow.operators.idle import skip_downstream
+from snowberg.airflow.operators.idle import end_idle_run
 from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import ColumnDropPolicy, PartitionField, Source, TableConfig
 
@@ -133,25 +133,21 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
 
     def _end_idle_run(self, context: Any, cfg: TableConfig, st: Any, probed_at: datetime) -> dict[str, Any]:
         """Record the proof of currency and skip the rest of the run; returns the task's result."""
-        from snowberg.iceberg.current import CurrentProof, record_proof
-        from snowberg.iceberg.state import AirflowVariables
+        from snowberg.iceberg.current import CurrentProof
 
         proven_at = probed_at.isoformat()
-        record_proof(
-            cfg.target,
-            CurrentProof(
+        result = {"status": "idle", "committed_batch_id": st.batch_id, "proven_current_at": proven_at}
+        end_idle_run(
+            self,
+            context,
+            target=cfg.target,
+            proof=CurrentProof(
                 proven_at=proven_at,
                 run_id=context["run_id"],
                 dag_id=self.dag_id,
-                watermark=None,
+                watermark=None,  # a stream table has no watermark
                 snapshot_id=st.snapshot_id,
             ),
-            AirflowVariables(),
-        )
-        result = {"status": "idle", "committed_batch_id": st.batch_id, "proven_current_at": proven_at}
-        skip_downstream(
-            self,
-            context,
             result=result,
             why=f"stream of {cfg.name} has no change data and nothing is staged: the lake is current as of {proven_at}",
         )
