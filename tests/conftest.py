@@ -150,18 +150,7 @@ SERIAL_GROUPS = {"e2e": "airflow-stacks", "install": "wheel-venvs"}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist's load scheduling, with each of ``SERIAL_GROUPS`` sent to one worker as a whole.
+    """pytest-xdist's load scheduling, each of ``SERIAL_GROUPS`` on one worker, surviving a worker crash."""
+    from xdist_scheduling import serial_groups_scheduler
 
-    Our own scheduler rather than ``--dist loadgroup`` with ``xdist_group`` marks: pytest-xdist 3.8 names a
-    test's group by rewriting ``item._nodeid``, which pytest 9 no longer reads, so the marks group nothing.
-    """
-    from xdist.scheduler import LoadScopeScheduling
-
-    class SerialGroups(LoadScopeScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            parts = nodeid.split("::", 1)[0].split("/")
-            if len(parts) > 2 and parts[0] == "tests" and parts[1] in SERIAL_GROUPS:
-                return SERIAL_GROUPS[parts[1]]
-            return nodeid  # every other test is a scope of its own, as with --dist load
-
-    return SerialGroups(config, log)
+    return serial_groups_scheduler(config, log, SERIAL_GROUPS)
