@@ -15,6 +15,10 @@ snowberg maintain T    expire snapshots, compact small files, remove orphan file
 T is a table name from the tables config (its catalog from its config) or namespace.table with --catalog.
 The tables config is --config, else $SNOWBERG_TABLES_CONFIG, else ./include/tables.yaml. The demo runs
 the DAG files of the project in the current directory (./dags, ./include), as the quick start does.
+
+Connections (Snowflake, catalogs) are looked up where Airflow's own CLI looks: the secrets backend, the
+``AIRFLOW_CONN_*`` environment, the metadata database (``airflow_cli_context``). A mistake a person fixes
+(a config, a table argument, a catalog setting) is one line on stderr and exit code 2 (``cli_errors``).
 """
 
 from __future__ import annotations
@@ -26,9 +30,82 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from importlib.metadata import version
 from typing import TextIO
+
+# Commands that open Airflow connections, Variables or catalogs: they run in ``airflow_cli_context`` and, as
+# Airflow may log to stdout once imported, with stdout sent to stderr and their results written by ``_emit``.
+AIRFLOW_COMMANDS = frozenset({"inspect", "read", "rollback", "tag", "maintain", "validate"})
+LOCAL_EXTRA_HINT = "the local stack needs the Snowflake emulator of the `local` extra: pip install 'snowberg[local]'"
+
+
+@contextlib.contextmanager
+def airflow_cli_context() -> Iterator[None]:
+    """Connections are found where Airflow's own CLI finds them: secrets backend, environment, metadata database.
+
+    ``airflow.sdk.Connection.get`` (what the provider hooks and snowberg's catalogs call) asks the metadata
+    database only in a *server* process context; elsewhere outside a task it sees the secrets backend and
+    ``AIRFLOW_CONN_*`` only, so a connection stored with ``airflow connections add`` was "not defined" here.
+    Airflow's CLI declares that context for its own connection commands
+    (``airflow/cli/commands/connection_command.py``: ``_AIRFLOW_PROCESS_CONTEXT=server``); so does snowberg's,
+    for the command's duration only (a subprocess it starts, such as the demo's ``airflow dags test``, keeps
+    its own).
+    """
+    key = "_AIRFLOW_PROCESS_CONTEXT"
+    before = os.environ.get(key)
+    os.environ[key] = "server"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
+
+
+def cli_errors() -> tuple[type[BaseException], ...]:
+    """The errors a person fixes by changing an argument, a config or a setting: one line, exit code 2.
+
+    Imported when a command fails, not when the CLI starts (some of these modules import pyiceberg).
+    """
+    from snowberg.config.locations import ConfigNotFoundError
+    from snowberg.config.table_config import ConfigError
+    from snowberg.core.identifiers import IdentifierError
+    from snowberg.iceberg.catalogs import CatalogConfigError, LakeAccessError
+    from snowberg.iceberg.inspect import InspectError
+    from snowberg.iceberg.rollback import RollbackError
+    from snowberg.sync.config import SyncConfigError
+
+    return (
+        TableRefError,
+        InspectError,
+        RollbackError,
+        ConfigError,
+        SyncConfigError,
+        ConfigNotFoundError,
+        CatalogConfigError,
+        LakeAccessError,
+        IdentifierError,
+        LocalExtraMissingError,
+    )
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (a config error lists one problem per line; here they are joined)."""
+    return "; ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+
+
+class LocalExtraMissingError(RuntimeError):
+    """``stack``/``demo`` without the ``local`` extra (the emulator is not a runtime dependency)."""
+
+
+def _require_local_extra() -> None:
+    try:
+        import fakesnow  # noqa: F401 - only whether the extra is installed
+    except ImportError:
+        raise LocalExtraMissingError(LOCAL_EXTRA_HINT) from None
 
 
 def _stack_dir(args: argparse.Namespace) -> Path:
@@ -39,6 +116,8 @@ def cmd_stack(args: argparse.Namespace) -> int:
     from snowberg.local import stack
 
     d = _stack_dir(args)
+    if args.action != "down":
+        _require_local_extra()
     if args.action == "down":
         stack.down(d)
         print(f"stopped the local Snowflake emulator ({d})")
@@ -191,6 +270,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from snowberg.local import stack
     from snowberg.local.seed import touch_orders
 
+    _require_local_extra()
     project = Path(args.project_dir or Path.cwd()).resolve()
     if not (project / "dags").is_dir() or not (project / "include" / "tables.yaml").is_file():
         raise SystemExit(
@@ -363,10 +443,11 @@ def resolve_table(ref: str, catalog: str | None, config_path: Path | None) -> tu
             f"table {ref[:80]!r} is not namespace.table and no tables config was found (--config, "
             "$SNOWBERG_TABLES_CONFIG or ./include/tables.yaml)"
         )
-    if config_path.exists():
-        for t in load_config(config_path).tables:
-            if t.name == ref:
-                return catalog or t.catalog, t.target, t
+    if not config_path.is_file():
+        raise TableRefError(f"the tables config {config_path} does not exist (--config or $SNOWBERG_TABLES_CONFIG)")
+    for t in load_config(config_path).tables:
+        if t.name == ref:
+            return catalog or t.catalog, t.target, t
     raise TableRefError(
         f"table {ref[:80]!r} is not a table name in {config_path}; give a configured name or namespace.table"
     )
@@ -516,6 +597,7 @@ def _table_args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="snowberg")
+    p.add_argument("--version", action="version", version=f"snowberg {version('snowberg')}")
     p.add_argument("--stack-dir", help="where the local stack keeps its data (default ./.snowberg)")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("stack", help="start/stop the local stack")
@@ -591,19 +673,16 @@ def main(argv: list[str] | None = None) -> int:
     mt.add_argument("--no-variable", action="store_true", help="do not touch the Airflow Variable mirror")
     mt.set_defaults(func=cmd_maintain)
     args = p.parse_args(argv)
-    from snowberg.iceberg.inspect import InspectError
-    from snowberg.iceberg.rollback import RollbackError
-
-    # validate imports Airflow (which may log to stdout) and opens catalogs with --connect.
-    lake_command = args.cmd in ("inspect", "read", "rollback", "tag", "maintain", "validate")
     _OUT.append(sys.stdout)
     try:
-        if lake_command:
-            with contextlib.redirect_stdout(sys.stderr):
+        if args.cmd in AIRFLOW_COMMANDS:
+            with airflow_cli_context(), contextlib.redirect_stdout(sys.stderr):
                 return int(args.func(args))
         return int(args.func(args))
-    except (TableRefError, InspectError, RollbackError) as exc:
-        print(f"snowberg {args.cmd}: {exc}", file=sys.stderr)
+    except Exception as exc:
+        if not isinstance(exc, cli_errors()):
+            raise
+        print(f"snowberg {args.cmd}: {one_line(exc)}", file=sys.stderr)
         return 2
     finally:
         _OUT.pop()

@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from snowberg.config.table_config import TableConfig
-from snowberg.config.yaml_loader import LocatedYaml, YamlPath, entry_label, error_path, locate_yaml
+from snowberg.config.yaml_loader import LocatedYaml, YamlPath, entry_label, error_path, locate_yaml, unknown_key
 from snowberg.core.identifiers import clip
 
 
@@ -376,7 +376,11 @@ def _entries(result: FileResult, entry_check: EntryCheck | None) -> None:
         except ValidationError as exc:
             for err in exc.errors():
                 path = error_path(err["loc"], spec.hidden_locs)
-                msg = "unknown key" if err["type"] == "extra_forbidden" else clip(err["msg"], 400)[1:-1]
+                msg = (
+                    unknown_key(spec.model, err["loc"])
+                    if err["type"] == "extra_forbidden"
+                    else clip(err["msg"], 400)[1:-1]
+                )
                 if err["type"] == "value_error" and msg.startswith("Value error, "):
                     msg = msg[len("Value error, ") :]
                 result.issues.append(
