@@ -31,8 +31,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from importlib.metadata import version
+from pathlib import Path
 from typing import TextIO
 
 # Commands that open Airflow connections, Variables or catalogs: they run in ``airflow_cli_context`` and, as
