@@ -33,7 +33,10 @@ import time
 from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from snowberg.config.validate import Issue
 
 # Commands that open Airflow connections, Variables or catalogs: they run in ``airflow_cli_context`` and, as
 # Airflow may log to stdout once imported, with stdout sent to stderr and their results written by ``_emit``.
@@ -368,27 +371,52 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
+def configs_the_dags_read(dags: Path) -> tuple[list[Path], list[Issue]]:
+    """The tables and syncs configs of a project, and the problems of its DAG files (``config.dag_files``).
+
+    The configs the builder calls in ``dags`` read come first, then those found where a builder looks by
+    default (syncs.yaml is optional); a DAG file that reads a config that does not exist is an error.
+    """
+    from snowberg.config.dag_files import dag_file_configs
+    from snowberg.config.locations import ConfigFile, ConfigNotFoundError, config_path
+    from snowberg.config.validate import Issue, Severity
+
+    kinds = (ConfigFile.TABLES, ConfigFile.SYNCS)
+    uses = dag_file_configs(dags) if dags.is_dir() else []
+    paths: list[Path] = []
+    issues: list[Issue] = []
+    for u in uses:
+        if u.problem or u.note:
+            sev = Severity.ERROR if u.problem else Severity.WARNING
+            issues.append(Issue(file=str(u.dag_file), line=u.line, message=str(u.problem or u.note), severity=sev))
+        elif u.path is not None and u.kind in kinds:
+            paths.append(u.path)
+    for kind in kinds:
+        try:
+            paths.append(config_path(kind))
+        except ConfigNotFoundError as exc:
+            if kind is ConfigFile.TABLES and not any(u.kind is kind for u in uses):
+                issues.append(Issue(file=kind.value, line=None, message=str(exc)))
+    unique = {p.resolve(): p for p in reversed(paths)}  # one entry per file; the first spelling wins
+    return list(reversed(unique.values())), issues
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from snowberg.airflow.config_check import entry_problems
-    from snowberg.config.locations import ConfigFile, ConfigNotFoundError, config_path
-    from snowberg.config.validate import Issue, validate_files
+    from snowberg.config.validate import validate_files
     from snowberg.sync.specs import SPECS
 
     paths: list[str | Path] = list(args.files)
-    not_found: list[Issue] = []
-    if not paths:  # the files the DAG files would read; syncs.yaml is optional
-        for kind in (ConfigFile.TABLES, ConfigFile.SYNCS):
-            try:
-                paths.append(config_path(kind))
-            except ConfigNotFoundError as exc:
-                if kind is ConfigFile.TABLES:
-                    not_found.append(Issue(file=kind.value, line=None, message=str(exc)))
+    found: list[Issue] = []
+    if not paths:  # the files the DAG files read
+        dag_paths, found = configs_the_dags_read(Path(args.dags) if args.dags else Path.cwd() / "dags")
+        paths += dag_paths
     report = validate_files(paths, specs=SPECS, entry_check=entry_problems)
-    report.issues += not_found
+    report.issues += found
     if args.connect:
         from snowberg.checks.config_online import check_online
 
-        report.issues += check_online(report)
+        report.issues += check_online(report, write_probe=not args.read_only)
     _emit(report.to_json() if args.json else report.render(verbose=args.connect))
     return 0 if report.ok else 1
 
@@ -621,10 +649,18 @@ def main(argv: list[str] | None = None) -> int:
     va = sub.add_parser("validate", help="check tables.yaml / syncs.yaml before deploying them (exit 1 on errors)")
     va.add_argument("files", nargs="*", help="config files (default: the tables and syncs configs the DAGs read)")
     va.add_argument("--json", action="store_true", help="machine-readable output")
+    va.add_argument("--dags", help="without files: the DAG folder whose DAG files name the configs (default: ./dags)")
     va.add_argument(
         "--connect",
         action="store_true",
-        help="also open each Snowflake connection and catalog: source tables and columns, namespaces, stream grants",
+        help="also open each Snowflake connection and catalog and check what the config names: source tables and "
+        "columns, stream grants, and each namespace a table writes to, probed for writes by creating and dropping a "
+        "one-column table snowberg_validate_probe_<hex> (nothing is left; --read-only skips it)",
+    )
+    va.add_argument(
+        "--read-only",
+        action="store_true",
+        help="with --connect: create nothing, only look the namespaces up (writes are then not verified)",
     )
     va.set_defaults(func=cmd_validate)
 

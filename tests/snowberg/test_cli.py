@@ -463,3 +463,71 @@ def test_a_broken_tables_config_is_one_line_and_exit_2_with_a_suggestion(
     )
     code, _, err = run(capsys, "read", "ns.t", "--catalog", "nowhere")
     assert code == 2 and err.startswith("snowberg read: catalog 'nowhere' is not configured: ") and err.count("\n") == 1
+
+
+def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dag_file: str) -> Path:
+    for var in ("SNOWBERG_TABLES_CONFIG", "SNOWBERG_SYNCS_CONFIG", "SNOWBERG_SUMMARY_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "include").mkdir()
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "include" / "tables.yaml").write_text("tables:\n  - {name: a, source: {table: D.S.T}, target: n.a}\n")
+    (tmp_path / "dags" / "snowberg_tables.py").write_text(dag_file)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_validate_fails_when_a_dag_file_reads_a_config_that_does_not_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Before the fix: "OK: 0 errors, 0 warnings in …/include/tables.yaml", while the DAG file reads another file."""
+    project = _project(
+        tmp_path,
+        monkeypatch,
+        "from snowberg.airflow.dag_factory import build_dags\n\n"
+        "globals().update(build_dags('include/orders.yaml', dag_file=__file__))\n",
+    )
+    code, out, _ = run(capsys, "validate")
+    assert code == 1, out
+    assert out.splitlines()[0] == (
+        f"{project / 'dags' / 'snowberg_tables.py'}:3: build_dags reads {project / 'include' / 'orders.yaml'}, "
+        "which does not exist"
+    )
+
+
+def test_validate_reads_the_configs_the_dag_files_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    project = _project(
+        tmp_path,
+        monkeypatch,
+        "from snowberg.airflow import dag_factory\n\nglobals().update(dag_factory.build_dags('include/more.yaml'))\n",
+    )
+    (project / "include" / "more.yaml").write_text("tables:\n  - {name: b, source: {table: D.S.T}, target: n.b}\n")
+    code, out, _ = run(capsys, "validate")
+    assert code == 0, out
+    assert out.strip() == (
+        f"OK: 0 errors, 0 warnings in {project / 'include' / 'more.yaml'} (1 valid table), "
+        f"{project / 'include' / 'tables.yaml'} (1 valid table)"
+    )
+
+
+def test_validate_warns_when_a_sync_reads_a_lake_table_no_entry_writes(tmp_path: Path, capsys: Any) -> None:
+    """Before the fix: "OK: 0 errors, 0 warnings" for a sync whose source no table of the files loads."""
+    tables = tmp_path / "tables.yaml"
+    tables.write_text("tables:\n  - {name: a, source: {table: D.S.T}, target: n.a}\n")
+    syncs = tmp_path / "syncs.yaml"
+    syncs.write_text(
+        "syncs:\n"
+        "  - {name: s, source: {catalog: lake, table: n.a}, target: {kind: native, table: D.S.A}}\n"
+        "  - {name: t, source: {catalog: lake, table: n.typo}, target: {kind: native, table: D.S.B}}\n"
+        "  - {name: u, source: {catalog: other, table: n.a}, target: {kind: native, table: D.S.C}}\n"
+    )
+    code, out, _ = run(capsys, "validate", str(tables), str(syncs))
+    assert code == 0, out
+    assert out.splitlines() == [
+        f"{syncs}:3: sync 't': field 'source.table': warning: no table of {tables} writes n.typo in catalog 'lake': "
+        "the sync reads a table loaded by something else, or the name is mistyped",
+        f"{syncs}:4: sync 'u': field 'source.table': warning: no table of {tables} writes n.a in catalog 'other': "
+        "the sync reads a table loaded by something else, or the name is mistyped",
+        f"OK: 0 errors, 2 warnings in {tables} (1 valid table), {syncs} (3 valid syncs)",
+    ]
