@@ -33,9 +33,7 @@ def test_the_example_projects_dag_files_read_the_configs_beside_them(project: Pa
     assert not [u for u in uses if u.problem or u.note]
 
 
-def test_a_missing_config_a_computed_path_and_the_environment(
-    project: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_missing_config_a_computed_path_and_the_environment(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     dags = project / "dags"
     dags.mkdir()
     (dags / "a.py").write_text(
