@@ -105,10 +105,11 @@ class LocalExtraMissingError(RuntimeError):
 
 
 def _require_local_extra() -> None:
-    try:
-        import fakesnow  # noqa: F401 - only whether the extra is installed
-    except ImportError:
-        raise LocalExtraMissingError(LOCAL_EXTRA_HINT) from None
+    """Whether the emulator is installed, asked without importing it (it is no runtime dependency)."""
+    import importlib.util
+
+    if importlib.util.find_spec("fakesnow") is None:
+        raise LocalExtraMissingError(LOCAL_EXTRA_HINT)
 
 
 def _stack_dir(args: argparse.Namespace) -> Path:

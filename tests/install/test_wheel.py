@@ -221,20 +221,17 @@ def test_a_project_from_the_wheel_parses_loads_checks_and_shows_the_page(
     assert (res.returncode, res.stderr) == (2, f"snowberg stack: {LOCAL_EXTRA_HINT}\n"), res.stderr[-2000:]
 
     if venv.kind == "newest":
-        # The deployer's way to store a connection: `airflow connections add`, then the CLI finds it there.
+        # The deployer's way to store a connection: `airflow connections add` (an `iceberg` connection of the
+        # Iceberg provider, named like the catalog the tables use), then the CLI finds it in Airflow's metadata
+        # database, with the pyiceberg settings for that catalog gone from its environment.
         lake = stack_env(tmp_path, emulator.port)
-        extra = {"warehouse": lake["PYICEBERG_CATALOG__LAKE__WAREHOUSE"], "catalog_name": "lake"}
-        conn_host = lake["PYICEBERG_CATALOG__LAKE__URI"].removeprefix("sqlite:///")
-        run(
-            [str(venv.bin / "airflow"), "connections", "add", "lake_db", "--conn-type", "sqlite"]
-            + ["--conn-host", conn_host, "--conn-extra", json.dumps(extra)],
-            cwd=project,
-            env=env,
-        )
+        props = {"type": "sql", "uri": lake["PYICEBERG_CATALOG__LAKE__URI"]}
+        props["warehouse"] = lake["PYICEBERG_CATALOG__LAKE__WAREHOUSE"]
+        add = ["connections", "add", "lake", "--conn-type", "iceberg", "--conn-extra", json.dumps(props)]
+        run([str(venv.bin / "airflow"), *add], cwd=project, env=env)
+        without = {k: v for k, v in env.items() if not k.startswith("PYICEBERG_CATALOG__LAKE__")}
         rows = run(
-            [str(venv.bin / "snowberg"), "read", "shop.orders", "--catalog", "lake_db", "--limit", "3", "--json"],
-            cwd=elsewhere,
-            env=env,
+            [str(venv.bin / "snowberg"), "read", "demo_orders", "--limit", "3", "--json"], cwd=project, env=without
         )
         assert len(json.loads(rows.stdout)) == 3, rows.stderr[-2000:]
 
