@@ -62,7 +62,8 @@ def closest_key(root: type[BaseModel], loc: Sequence[str | int]) -> str | None:
 
     The location is followed through ``root``'s fields (list positions, the tags of tagged unions and validator
     steps are not fields: they keep the models reached so far); the keys the models there allow are compared
-    with the unknown one (``difflib``'s ratio ≥ 0.6: ``schedul`` → ``schedule``, ``cursr`` → ``cursor``).
+    with the unknown one (``difflib``'s ratio ≥ 0.8: ``schedul`` → ``schedule``, ``tabel`` → ``table``; a
+    looser match suggests unrelated keys, such as ``lineage_column`` for ``key_columns``).
     """
     if not loc:
         return None
@@ -72,5 +73,5 @@ def closest_key(root: type[BaseModel], loc: Sequence[str | int]) -> str | None:
         if fields:
             models = [inner for f in fields for inner in models_in(f.annotation)]
     allowed = sorted({k for m in models for k in m.model_fields})
-    found = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    found = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.8)
     return found[0] if found else None
