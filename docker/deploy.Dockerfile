@@ -13,11 +13,14 @@ ARG PYTHON_VERSION=3.11
 FROM apache/airflow:${AIRFLOW_VERSION}-python${PYTHON_VERSION}
 
 ARG AIRFLOW_VERSION
+# The wheel of this version only: dist/ may hold older builds, and a snowberg-* glob would install them all.
+ARG SNOWBERG_VERSION=0.1.0
 USER airflow
-COPY --chown=airflow:0 dist/ /tmp/snowberg-dist/
+COPY --chown=airflow:0 dist/snowberg-${SNOWBERG_VERSION}-py3-none-any.whl /tmp/snowberg-dist/
 # Pinning apache-airflow to the image's version keeps pip from up- or downgrading Airflow itself while it
 # resolves snowberg's dependencies (pyiceberg, duckdb, the providers snowberg uses).
-RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" /tmp/snowberg-dist/snowberg-*-py3-none-any.whl \
+RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" \
+        /tmp/snowberg-dist/snowberg-${SNOWBERG_VERSION}-py3-none-any.whl \
     && rm -rf /tmp/snowberg-dist \
     && python -c "import snowberg.airflow.dag_factory, snowberg.checks.volume, duckdb, pyiceberg.catalog.sql"
 

@@ -15,6 +15,10 @@ snowberg maintain T    expire snapshots, compact small files, remove orphan file
 T is a table name from the tables config (its catalog from its config) or namespace.table with --catalog.
 The tables config is --config, else $SNOWBERG_TABLES_CONFIG, else ./include/tables.yaml. The demo runs
 the DAG files of the project in the current directory (./dags, ./include), as the quick start does.
+
+Connections (Snowflake, catalogs) are looked up where Airflow's own CLI looks: the secrets backend, the
+``AIRFLOW_CONN_*`` environment, the metadata database (``airflow_cli_context``). A mistake a person fixes
+(a config, a table argument, a catalog setting) is one line on stderr and exit code 2 (``cli_errors``).
 """
 
 from __future__ import annotations
@@ -26,9 +30,86 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from importlib.metadata import version
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from snowberg.config.validate import Issue
+
+# Commands that open Airflow connections, Variables or catalogs: they run in ``airflow_cli_context`` and, as
+# Airflow may log to stdout once imported, with stdout sent to stderr and their results written by ``_emit``.
+AIRFLOW_COMMANDS = frozenset({"inspect", "read", "rollback", "tag", "maintain", "validate"})
+LOCAL_EXTRA_HINT = "the local stack needs the Snowflake emulator of the `local` extra: pip install 'snowberg[local]'"
+
+
+@contextlib.contextmanager
+def airflow_cli_context() -> Iterator[None]:
+    """Connections are found where Airflow's own CLI finds them: secrets backend, environment, metadata database.
+
+    ``airflow.sdk.Connection.get`` (what the provider hooks and snowberg's catalogs call) asks the metadata
+    database only in a *server* process context; elsewhere outside a task it sees the secrets backend and
+    ``AIRFLOW_CONN_*`` only, so a connection stored with ``airflow connections add`` was "not defined" here.
+    Airflow's CLI declares that context for its own connection commands
+    (``airflow/cli/commands/connection_command.py``: ``_AIRFLOW_PROCESS_CONTEXT=server``); so does snowberg's,
+    for the command's duration only (a subprocess it starts, such as the demo's ``airflow dags test``, keeps
+    its own).
+    """
+    key = "_AIRFLOW_PROCESS_CONTEXT"
+    before = os.environ.get(key)
+    os.environ[key] = "server"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
+
+
+def cli_errors() -> tuple[type[BaseException], ...]:
+    """The errors a person fixes by changing an argument, a config or a setting: one line, exit code 2.
+
+    Imported when a command fails, not when the CLI starts (some of these modules import pyiceberg).
+    """
+    from snowberg.config.locations import ConfigNotFoundError
+    from snowberg.config.table_config import ConfigError
+    from snowberg.core.identifiers import IdentifierError
+    from snowberg.iceberg.catalogs import CatalogConfigError, LakeAccessError
+    from snowberg.iceberg.inspect import InspectError
+    from snowberg.iceberg.rollback import RollbackError
+    from snowberg.sync.config import SyncConfigError
+
+    return (
+        TableRefError,
+        InspectError,
+        RollbackError,
+        ConfigError,
+        SyncConfigError,
+        ConfigNotFoundError,
+        CatalogConfigError,
+        LakeAccessError,
+        IdentifierError,
+        LocalExtraMissingError,
+    )
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (a config error lists one problem per line; here they are joined)."""
+    return "; ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+
+
+class LocalExtraMissingError(RuntimeError):
+    """``stack``/``demo`` without the ``local`` extra (the emulator is not a runtime dependency)."""
+
+
+def _require_local_extra() -> None:
+    """Whether the emulator is installed, asked without importing it (it is no runtime dependency)."""
+    import importlib.util
+
+    if importlib.util.find_spec("fakesnow") is None:
+        raise LocalExtraMissingError(LOCAL_EXTRA_HINT)
 
 
 def _stack_dir(args: argparse.Namespace) -> Path:
@@ -39,6 +120,8 @@ def cmd_stack(args: argparse.Namespace) -> int:
     from snowberg.local import stack
 
     d = _stack_dir(args)
+    if args.action != "down":
+        _require_local_extra()
     if args.action == "down":
         stack.down(d)
         print(f"stopped the local Snowflake emulator ({d})")
@@ -191,6 +274,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from snowberg.local import stack
     from snowberg.local.seed import touch_orders
 
+    _require_local_extra()
     project = Path(args.project_dir or Path.cwd()).resolve()
     if not (project / "dags").is_dir() or not (project / "include" / "tables.yaml").is_file():
         raise SystemExit(
@@ -288,27 +372,52 @@ def cmd_docs(args: argparse.Namespace) -> int:
     return 0
 
 
+def configs_the_dags_read(dags: Path) -> tuple[list[Path], list[Issue]]:
+    """The tables and syncs configs of a project, and the problems of its DAG files (``config.dag_files``).
+
+    The configs the builder calls in ``dags`` read come first, then those found where a builder looks by
+    default (syncs.yaml is optional); a DAG file that reads a config that does not exist is an error.
+    """
+    from snowberg.config.dag_files import dag_file_configs
+    from snowberg.config.locations import ConfigFile, ConfigNotFoundError, config_path
+    from snowberg.config.validate import Issue, Severity
+
+    kinds = (ConfigFile.TABLES, ConfigFile.SYNCS)
+    uses = dag_file_configs(dags) if dags.is_dir() else []
+    paths: list[Path] = []
+    issues: list[Issue] = []
+    for u in uses:
+        if u.problem or u.note:
+            sev = Severity.ERROR if u.problem else Severity.WARNING
+            issues.append(Issue(file=str(u.dag_file), line=u.line, message=str(u.problem or u.note), severity=sev))
+        elif u.path is not None and u.kind in kinds:
+            paths.append(u.path)
+    for kind in kinds:
+        try:
+            paths.append(config_path(kind))
+        except ConfigNotFoundError as exc:
+            if kind is ConfigFile.TABLES and not any(u.kind is kind for u in uses):
+                issues.append(Issue(file=kind.value, line=None, message=str(exc)))
+    unique = {p.resolve(): p for p in reversed(paths)}  # one entry per file; the first spelling wins
+    return list(reversed(unique.values())), issues
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from snowberg.airflow.config_check import entry_problems
-    from snowberg.config.locations import ConfigFile, ConfigNotFoundError, config_path
-    from snowberg.config.validate import Issue, validate_files
+    from snowberg.config.validate import validate_files
     from snowberg.sync.specs import SPECS
 
     paths: list[str | Path] = list(args.files)
-    not_found: list[Issue] = []
-    if not paths:  # the files the DAG files would read; syncs.yaml is optional
-        for kind in (ConfigFile.TABLES, ConfigFile.SYNCS):
-            try:
-                paths.append(config_path(kind))
-            except ConfigNotFoundError as exc:
-                if kind is ConfigFile.TABLES:
-                    not_found.append(Issue(file=kind.value, line=None, message=str(exc)))
+    found: list[Issue] = []
+    if not paths:  # the files the DAG files read
+        dag_paths, found = configs_the_dags_read(Path(args.dags) if args.dags else Path.cwd() / "dags")
+        paths += dag_paths
     report = validate_files(paths, specs=SPECS, entry_check=entry_problems)
-    report.issues += not_found
+    report.issues += found
     if args.connect:
         from snowberg.checks.config_online import check_online
 
-        report.issues += check_online(report)
+        report.issues += check_online(report, write_probe=not args.read_only)
     _emit(report.to_json() if args.json else report.render(verbose=args.connect))
     return 0 if report.ok else 1
 
@@ -363,10 +472,11 @@ def resolve_table(ref: str, catalog: str | None, config_path: Path | None) -> tu
             f"table {ref[:80]!r} is not namespace.table and no tables config was found (--config, "
             "$SNOWBERG_TABLES_CONFIG or ./include/tables.yaml)"
         )
-    if config_path.exists():
-        for t in load_config(config_path).tables:
-            if t.name == ref:
-                return catalog or t.catalog, t.target, t
+    if not config_path.is_file():
+        raise TableRefError(f"the tables config {config_path} does not exist (--config or $SNOWBERG_TABLES_CONFIG)")
+    for t in load_config(config_path).tables:
+        if t.name == ref:
+            return catalog or t.catalog, t.target, t
     raise TableRefError(
         f"table {ref[:80]!r} is not a table name in {config_path}; give a configured name or namespace.table"
     )
@@ -516,6 +626,7 @@ def _table_args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="snowberg")
+    p.add_argument("--version", action="version", version=f"snowberg {version('snowberg')}")
     p.add_argument("--stack-dir", help="where the local stack keeps its data (default ./.snowberg)")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("stack", help="start/stop the local stack")
@@ -539,10 +650,18 @@ def main(argv: list[str] | None = None) -> int:
     va = sub.add_parser("validate", help="check tables.yaml / syncs.yaml before deploying them (exit 1 on errors)")
     va.add_argument("files", nargs="*", help="config files (default: the tables and syncs configs the DAGs read)")
     va.add_argument("--json", action="store_true", help="machine-readable output")
+    va.add_argument("--dags", help="without files: the DAG folder whose DAG files name the configs (default: ./dags)")
     va.add_argument(
         "--connect",
         action="store_true",
-        help="also open each Snowflake connection and catalog: source tables and columns, namespaces, stream grants",
+        help="also open each Snowflake connection and catalog and check what the config names: source tables and "
+        "columns, stream grants, and each namespace a table writes to, probed for writes by creating and dropping a "
+        "one-column table snowberg_validate_probe_<hex> (nothing is left; --read-only skips it)",
+    )
+    va.add_argument(
+        "--read-only",
+        action="store_true",
+        help="with --connect: create nothing, only look the namespaces up (writes are then not verified)",
     )
     va.set_defaults(func=cmd_validate)
 
@@ -591,19 +710,16 @@ def main(argv: list[str] | None = None) -> int:
     mt.add_argument("--no-variable", action="store_true", help="do not touch the Airflow Variable mirror")
     mt.set_defaults(func=cmd_maintain)
     args = p.parse_args(argv)
-    from snowberg.iceberg.inspect import InspectError
-    from snowberg.iceberg.rollback import RollbackError
-
-    # validate imports Airflow (which may log to stdout) and opens catalogs with --connect.
-    lake_command = args.cmd in ("inspect", "read", "rollback", "tag", "maintain", "validate")
     _OUT.append(sys.stdout)
     try:
-        if lake_command:
-            with contextlib.redirect_stdout(sys.stderr):
+        if args.cmd in AIRFLOW_COMMANDS:
+            with airflow_cli_context(), contextlib.redirect_stdout(sys.stderr):
                 return int(args.func(args))
         return int(args.func(args))
-    except (TableRefError, InspectError, RollbackError) as exc:
-        print(f"snowberg {args.cmd}: {exc}", file=sys.stderr)
+    except Exception as exc:
+        if not isinstance(exc, cli_errors()):
+            raise
+        print(f"snowberg {args.cmd}: {one_line(exc)}", file=sys.stderr)
         return 2
     finally:
         _OUT.pop()

@@ -6,9 +6,17 @@
 * ``wheel_venv`` (``newest`` / ``lowest``): a new venv with the wheel and the
   requirements of docker/deploy.Dockerfile's pip line, installed by uv (its
   cache makes a warm install take seconds): the newest versions snowberg's
-  bounds allow, or ``--resolution lowest-direct`` with snowberg's own
-  requirements passed as direct ones, so each of its lower bounds is what gets
-  installed. No dev extra, no fakesnow.
+  bounds allow, on the newest Python of ``PYTHONS``, or ``--resolution
+  lowest-direct`` with snowberg's own requirements passed as direct ones, so
+  each of its lower bounds is what gets installed, on the oldest. No dev
+  extra, no fakesnow.
+* ``other_python_venv``: the newest versions on each Python of ``PYTHONS`` in
+  between (where the tests run a load only: the suite's own venv already runs
+  everything on near-newest versions, so the other Pythons get what differs
+  by interpreter: the install and a load through Airflow).
+
+``PYTHONS``: each Python the package's classifiers list that this machine has
+(on PATH as ``python3.X``, or under pyenv's versions), the test's own first.
 
 One constraint is added for the test only: ``snowflake-connector-python<5``. The
 test venvs log in to the local Snowflake emulator (fakesnow 0.12.1, run from the
@@ -19,7 +27,6 @@ field: master token"); a deployment talking to Snowflake has no such limit.
 from __future__ import annotations
 
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,10 +40,15 @@ from wheel_env import (
     WheelVenv,
     deploy_requirements,
     freeze,
+    interpreters,
     run,
     runtime_requirements,
     uv_command,
 )
+
+PYTHONS = interpreters()
+NEWEST, LOWEST = max(PYTHONS), min(PYTHONS)
+OTHERS = sorted(set(PYTHONS) - {NEWEST, LOWEST})
 
 
 @pytest.fixture(scope="session")
@@ -58,8 +70,20 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session", params=["newest", "lowest"])
 def wheel_venv(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> WheelVenv:
     kind = request.param
+    return _venv(kind, PYTHONS[NEWEST if kind == "newest" else LOWEST], wheel, tmp_path_factory)
+
+
+@pytest.fixture(scope="session", params=[f"{v[0]}.{v[1]}" for v in OTHERS])
+def other_python_venv(
+    request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory
+) -> WheelVenv:
+    version = tuple(int(x) for x in request.param.split("."))
+    return _venv("newest", PYTHONS[version], wheel, tmp_path_factory)  # type: ignore[index]
+
+
+def _venv(kind: str, python: str, wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> WheelVenv:
     root = tmp_path_factory.mktemp(f"venv-{kind}") / "venv"
-    run([*uv_command(), "venv", "--quiet", "--python", sys.executable, str(root)])
+    run([*uv_command(), "venv", "--quiet", "--python", python, str(root)])
     constraints = root.parent / "constraints.txt"
     constraints.write_text(EMULATOR_CONSTRAINT + "\n")
     cmd = [*uv_command(), "pip", "install", "--quiet", "--python", str(root / "bin" / "python"), "-c", str(constraints)]
@@ -69,7 +93,7 @@ def wheel_venv(request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: py
         cmd += ["--resolution", "lowest-direct", "-r", str(direct)]
     t = time.monotonic()
     run([*cmd, *deploy_requirements(wheel)])
-    venv = WheelVenv(kind=kind, root=root, install_seconds=round(time.monotonic() - t, 1))
+    venv = WheelVenv(kind=kind, root=root, install_seconds=round(time.monotonic() - t, 1), python_path=python)
     venv.versions = freeze(venv.python)
     return venv
 

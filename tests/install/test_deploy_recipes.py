@@ -135,3 +135,18 @@ def test_the_guide_shows_every_recipe_file_as_it_is() -> None:
         assert _meaningful(path.read_text()) in plain, f"docs/deployment.md does not show {path.relative_to(REPO)}"
     for path in (HELM, DEPLOY, *RECIPES.rglob("*.*")):
         assert str(path.relative_to(REPO)) in GUIDE.read_text() or path.name in GUIDE.read_text(), path
+
+
+def test_the_helm_recipe_adds_the_charts_repository_before_installing_from_it() -> None:
+    """``apache-airflow/airflow`` names a chart of a repository the reader's helm does not know yet.
+
+    Before the fix the guide ran ``helm install airflow apache-airflow/airflow`` alone: "Error: repo
+    apache-airflow not found" on a fresh machine.
+    """
+    commands = [
+        ln.split("#", 1)[0].strip() for block in _blocks("bash") for ln in block.splitlines() if ln.startswith("helm ")
+    ]
+    install = next(i for i, c in enumerate(commands) if c.startswith("helm install") and "apache-airflow/" in c)
+    # The official chart's repository, as the chart's own documentation adds it.
+    assert "helm repo add apache-airflow https://airflow.apache.org" in commands[:install]
+    assert "helm repo update" in commands[:install]

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from dockerfile import arg_defaults, base_images, instructions, pip_install_requirements
+from dockerfile import arg_defaults, base_images, instructions, pip_install_requirements, substitute
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from wheel_env import REPO, WHEEL_SOURCES
@@ -57,18 +57,24 @@ def test_copy_sources_exist_and_reach_the_build_context(dockerfile: Path) -> Non
         sources = [w for w in i.value.split() if not w.startswith("--")][:-1]
         for src in sources:
             assert not _ignored(src.rstrip("/")), f"{dockerfile.name}:{i.line}: {src} is excluded by .dockerignore"
-            if src.rstrip("/") == "dist":
+            if src.rstrip("/") == "dist" or src.startswith("dist/"):
                 continue  # the wheel `uv build --wheel` writes (the recipe's first step)
             assert (REPO / src).exists(), f"{dockerfile.name}:{i.line}: {src} does not exist"
 
 
 def test_the_deploy_recipe_installs_the_wheel_and_keeps_the_images_airflow() -> None:
-    assert pip_install_requirements(DEPLOY) == [
-        ["apache-airflow==3.3.2", "/tmp/snowberg-dist/snowberg-*-py3-none-any.whl"]
-    ]
+    """The one wheel of this version: ``dist/`` often holds older builds, which a ``snowberg-*`` glob would take too.
+
+    Before the fix: ``COPY dist/`` and ``/tmp/snowberg-dist/snowberg-*-py3-none-any.whl`` (every wheel in dist/).
+    """
+    wheel = f"snowberg-{PROJECT['version']}-py3-none-any.whl"
+    assert pip_install_requirements(DEPLOY) == [["apache-airflow==3.3.2", f"/tmp/snowberg-dist/{wheel}"]]
     assert arg_defaults(instructions(DEPLOY))["AIRFLOW_VERSION"] == "3.3.2"
-    copies = [i.value for i in instructions(DEPLOY) if i.keyword == "COPY"]
-    assert "--chown=airflow:0 dist/ /tmp/snowberg-dist/" in copies
+    assert arg_defaults(instructions(DEPLOY))["SNOWBERG_VERSION"] == PROJECT["version"]
+    copies = [
+        substitute(i.value, arg_defaults(instructions(DEPLOY))) for i in instructions(DEPLOY) if i.keyword == "COPY"
+    ]
+    assert f"--chown=airflow:0 dist/{wheel} /tmp/snowberg-dist/" in copies
     assert "--chown=airflow:0 dags/ /opt/airflow/dags/" in copies
     assert "--chown=airflow:0 include/ /opt/airflow/include/" in copies
 
@@ -81,3 +87,16 @@ def test_the_compose_image_builds_the_same_wheel_and_adds_the_emulator() -> None
     [reqs] = pip_install_requirements(COMPOSE)
     assert reqs[0] == "apache-airflow==3.3.2"
     assert reqs[-1] == "$(ls /tmp/snowberg-dist/snowberg-*-py3-none-any.whl)[local]"
+
+
+def test_the_celery_pin_is_where_the_guide_says_and_the_guide_warns_about_celery_5_7() -> None:
+    """Before the fix docs/airflow-deployment.md said "pinned in pyproject.toml" (only the dev extra pins it; the
+    wheel's requirements do not) and did not say that celery 5.7.0 breaks CeleryExecutor."""
+    pin = "celery[redis]>=5.5,<5.7"
+    [compose] = pip_install_requirements(COMPOSE)
+    assert pin in compose
+    assert pin in PROJECT["optional-dependencies"]["dev"]
+    assert not [r for r in PROJECT["dependencies"] if Requirement(r).name == "celery"]
+    guide = " ".join((REPO / "docs" / "airflow-deployment.md").read_text().split())
+    assert "pinned by the compose image (`docker/Dockerfile`) and the `dev` extra, not by snowberg's own" in guide
+    assert f"`{pin}`. **celery 5.7.0 breaks `CeleryExecutor`**" in guide

@@ -64,11 +64,53 @@ def deploy_requirements(wheel: Path) -> list[str]:
     return [str(wheel) if r.endswith(".whl") else r for r in reqs]
 
 
+def listed_pythons() -> list[tuple[int, int]]:
+    """The Python versions the package's classifiers list (what snowberg says it is tested on)."""
+    import tomllib
+
+    classifiers = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["classifiers"]
+    prefix = "Programming Language :: Python :: "
+    out = []
+    for c in classifiers:
+        version = c.removeprefix(prefix)
+        if c.startswith(prefix) and version.count(".") == 1:
+            major, minor = version.split(".")
+            out.append((int(major), int(minor)))
+    return sorted(out)
+
+
+def interpreters() -> dict[tuple[int, int], str]:
+    """Each listed Python this machine has → an interpreter of it; the running one for its own version.
+
+    Looked up as ``python3.X`` on PATH and under pyenv's versions (``$PYENV_ROOT``, default ``~/.pyenv``);
+    each candidate is asked its version (a pyenv shim of an inactive version fails and is skipped).
+    """
+    found: dict[tuple[int, int], str] = {(sys.version_info[0], sys.version_info[1]): sys.executable}
+    pyenv = Path(os.environ.get("PYENV_ROOT", "~/.pyenv")).expanduser()
+    for major, minor in listed_pythons():
+        if (major, minor) in found:
+            continue
+        name = f"python{major}.{minor}"
+        candidates = [shutil.which(name), *sorted(map(str, pyenv.glob(f"versions/{major}.{minor}.*/bin/{name}")))]
+        for c in filter(None, candidates):
+            try:
+                res = subprocess.run(
+                    [c, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True, timeout=30
+                )
+            except OSError:
+                continue
+            if res.returncode == 0 and res.stdout.split() == [str(major), str(minor)]:
+                found[(major, minor)] = c
+                break
+    return found
+
+
 @dataclass
 class WheelVenv:
     kind: str
     root: Path
     install_seconds: float
+    python_path: str = sys.executable  # the interpreter the venv was made from
     versions: dict[str, str] = field(default_factory=dict)
 
     @property

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -309,3 +311,223 @@ def test_maintain_a_table_that_is_not_in_the_config_uses_the_default_settings(la
     small_table(lake, 3)
     code, out, _ = run(capsys, "maintain", "ns.t", "--catalog", "lake", "--dry-run")
     assert code == 0 and json.loads(out)["compact"]["status"] == "dry_run"
+
+
+# ---------------------------------------------------------------- issue 28: connections where Airflow's CLI finds them
+
+
+def _catalog_connection(catalog: Any) -> dict[str, Any]:
+    """The SQLite lake of the ``catalog`` fixture as an Airflow connection of snowberg's ``sqlite`` preset."""
+    return {
+        "conn_type": "sqlite",
+        "host": catalog.properties["uri"].removeprefix("sqlite:///"),
+        # SQL catalogs store their name with every table: the fixture's tables are catalog "lake"'s.
+        "extra": {"warehouse": catalog.properties["warehouse"], "catalog_name": "lake"},
+    }
+
+
+@pytest.fixture
+def metadata_db_connections(airflow_db: str) -> Iterator[Callable[[str, dict[str, Any]], None]]:
+    """Store connections in Airflow's metadata database, as ``airflow connections add`` does; removed afterwards."""
+    from airflow.models import Connection
+    from airflow.utils.session import create_session
+
+    added: list[str] = []
+
+    def add(conn_id: str, fields: dict[str, Any]) -> None:
+        extra = fields.get("extra")
+        with create_session() as session:
+            session.add(
+                Connection(
+                    conn_id=conn_id,
+                    **{k: v for k, v in fields.items() if k != "extra"},
+                    extra=json.dumps(extra) if extra is not None else None,
+                )
+            )
+        added.append(conn_id)
+
+    yield add
+    with create_session() as session:
+        session.query(Connection).filter(Connection.conn_id.in_(added)).delete(synchronize_session=False)
+
+
+def test_read_finds_a_catalog_connection_in_airflows_metadata_database(
+    lake: Any, capsys: Any, metadata_db_connections: Any
+) -> None:
+    """``airflow connections add lake_db …`` then ``snowberg read``: the CLI looks where Airflow's CLI looks.
+
+    Before the fix: exit 2 (or a traceback), "catalog 'lake_db' is not configured": ``Connection.get`` reads the
+    database only in a server process context, which Airflow's own CLI sets and snowberg's did not.
+    """
+    small_table(lake, 1)
+    metadata_db_connections("lake_db", _catalog_connection(lake))
+    code, out, err = run(capsys, "read", "ns.t", "--catalog", "lake_db", "--json")
+    assert code == 0, err
+    assert sorted(r["id"] for r in json.loads(out)) == list(range(10))
+    assert os.environ.get("_AIRFLOW_PROCESS_CONTEXT") is None  # the command's context does not outlive it
+
+
+def test_read_finds_a_catalog_connection_in_the_environment(lake: Any, capsys: Any, monkeypatch: Any) -> None:
+    small_table(lake, 1)
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_ENV", json.dumps(_catalog_connection(lake)))
+    code, out, err = run(capsys, "read", "ns.t", "--catalog", "lake_env", "--json")
+    assert code == 0, err
+    assert len(json.loads(out)) == 10
+
+
+def test_read_finds_a_catalog_connection_in_a_secrets_backend(
+    lake: Any, capsys: Any, monkeypatch: Any, tmp_path: Path
+) -> None:
+    """A secrets backend configured in Airflow (here Airflow's own local-file backend, as Vault or AWS would be)."""
+    from airflow.sdk import configuration
+
+    small_table(lake, 1)
+    secrets = tmp_path / "connections.json"
+    secrets.write_text(json.dumps({"lake_vault": _catalog_connection(lake)}))
+    monkeypatch.setenv("AIRFLOW__SECRETS__BACKEND", "airflow.secrets.local_filesystem.LocalFilesystemBackend")
+    monkeypatch.setenv("AIRFLOW__SECRETS__BACKEND_KWARGS", json.dumps({"connections_file_path": str(secrets)}))
+    # Airflow keeps the backends it built for the process: this test's backend must not outlive it.
+    monkeypatch.setattr(configuration, "_secrets_backend_cache", {})
+    code, out, err = run(capsys, "read", "ns.t", "--catalog", "lake_vault", "--json")
+    assert code == 0, err
+    assert len(json.loads(out)) == 10
+
+
+def test_validate_connect_opens_connections_stored_in_airflows_metadata_database(
+    sfdb: Any, catalog: Any, tmp_path: Path, capsys: Any, metadata_db_connections: Any
+) -> None:
+    """The deployer's first command after ``airflow connections add``: the Snowflake connection and the catalog open.
+
+    Before the fix: "Snowflake connection 'sf_db' does not open: AirflowNotFoundException: The conn_id `sf_db`
+    isn't defined", and the same for the catalog.
+    """
+    sfdb.sql(f"CREATE TABLE {sfdb.table('SRC')} (ID NUMBER(38,0), UPDATED_AT TIMESTAMP_NTZ(9))")
+    metadata_db_connections("sf_db", json.loads(sfdb.airflow_connection()))
+    metadata_db_connections("lake_db", _catalog_connection(catalog))
+    cfg = tmp_path / "tables.yaml"
+    cfg.write_text(
+        f"tables:\n  - {{name: a, snowflake_conn_id: sf_db, catalog: lake_db, source: {{table: {sfdb.table('SRC')}}},"
+        " target: ns.a, cursor: {column: updated_at}}\n"
+    )
+    code, out, err = run(capsys, "validate", str(cfg), "--connect", "--json")
+    issues = json.loads(out)["issues"]
+    opened = {
+        i["field"]: (i["severity"], i["message"]) for i in issues if i["field"] in ("snowflake_conn_id", "catalog")
+    }
+    assert opened["snowflake_conn_id"][0] == "ok" and "'sf_db' opens" in opened["snowflake_conn_id"][1], opened
+    assert opened["catalog"] == ("ok", "catalog 'lake_db' opens"), opened
+    assert code == 0, out
+
+
+# ---------------------------------------------------------------- issue 28: rough edges a deployer meets first
+
+
+def test_version_prints_the_packages_version(capsys: Any) -> None:
+    import snowberg
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"snowberg {snowberg.__version__}"
+
+
+def test_stack_up_without_the_local_extra_is_a_one_line_hint(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the fix: a traceback (``FileNotFoundError`` for the emulator's executable), no word of the extra."""
+    monkeypatch.setitem(sys.modules, "fakesnow", None)  # what `import fakesnow` meets without the extra
+    for argv in (["stack", "up"], ["demo"]):
+        code, out, err = run(capsys, "--stack-dir", str(tmp_path / "stack"), *argv)
+        assert code == 2 and out == ""
+        assert err == f"snowberg {argv[0]}: {cli.LOCAL_EXTRA_HINT}\n"
+    assert not (tmp_path / "stack").exists()
+
+
+def test_a_broken_tables_config_is_one_line_and_exit_2_with_a_suggestion(
+    lake: Any, capsys: Any, tmp_path: Path
+) -> None:
+    """Before the fix: a ``ConfigError`` traceback from every table command, and no "did you mean"."""
+    cfg = tmp_path / "broken.yaml"
+    cfg.write_text('tables:\n  - {name: things, source: {table: DB.S.T}, target: ns.t, schedul: "@daily"}\n')
+    code, out, err = run(capsys, "read", "things", "--config", str(cfg))
+    assert code == 2 and out == ""
+    assert err == (
+        f"snowberg read: {cfg}: invalid snowberg tables config:; table 'things': field 'schedul': unknown key "
+        "(did you mean 'schedule'?)\n"
+    )
+    code, _, err = run(capsys, "inspect", "things", "refs", "--config", str(tmp_path / "missing.yaml"))
+    assert (
+        code == 2
+        and err
+        == f"snowberg inspect: the tables config {tmp_path / 'missing.yaml'} does not exist "
+        "(--config or $SNOWBERG_TABLES_CONFIG)\n"
+    )
+    code, _, err = run(capsys, "read", "ns.t", "--catalog", "nowhere")
+    assert code == 2 and err.startswith("snowberg read: catalog 'nowhere' is not configured: ") and err.count("\n") == 1
+
+
+def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dag_file: str) -> Path:
+    for var in ("SNOWBERG_TABLES_CONFIG", "SNOWBERG_SYNCS_CONFIG", "SNOWBERG_SUMMARY_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "include").mkdir()
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "include" / "tables.yaml").write_text("tables:\n  - {name: a, source: {table: D.S.T}, target: n.a}\n")
+    (tmp_path / "dags" / "snowberg_tables.py").write_text(dag_file)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_validate_fails_when_a_dag_file_reads_a_config_that_does_not_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Before the fix: "OK: 0 errors, 0 warnings in …/include/tables.yaml", while the DAG file reads another file."""
+    project = _project(
+        tmp_path,
+        monkeypatch,
+        "from snowberg.airflow.dag_factory import build_dags\n\n"
+        "globals().update(build_dags('include/orders.yaml', dag_file=__file__))\n",
+    )
+    code, out, _ = run(capsys, "validate")
+    assert code == 1, out
+    assert out.splitlines()[0] == (
+        f"{project / 'dags' / 'snowberg_tables.py'}:3: build_dags reads {project / 'include' / 'orders.yaml'}, "
+        "which does not exist"
+    )
+
+
+def test_validate_reads_the_configs_the_dag_files_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    project = _project(
+        tmp_path,
+        monkeypatch,
+        "from snowberg.airflow import dag_factory\n\nglobals().update(dag_factory.build_dags('include/more.yaml'))\n",
+    )
+    (project / "include" / "more.yaml").write_text("tables:\n  - {name: b, source: {table: D.S.T}, target: n.b}\n")
+    code, out, _ = run(capsys, "validate")
+    assert code == 0, out
+    assert out.strip() == (
+        f"OK: 0 errors, 0 warnings in {project / 'include' / 'more.yaml'} (1 valid table), "
+        f"{project / 'include' / 'tables.yaml'} (1 valid table)"
+    )
+
+
+def test_validate_warns_when_a_sync_reads_a_lake_table_no_entry_writes(tmp_path: Path, capsys: Any) -> None:
+    """Before the fix: "OK: 0 errors, 0 warnings" for a sync whose source no table of the files loads."""
+    tables = tmp_path / "tables.yaml"
+    tables.write_text("tables:\n  - {name: a, source: {table: D.S.T}, target: n.a}\n")
+    syncs = tmp_path / "syncs.yaml"
+    syncs.write_text(
+        "syncs:\n"
+        "  - {name: s, source: {catalog: lake, table: n.a}, target: {kind: native, table: D.S.A}}\n"
+        "  - {name: t, source: {catalog: lake, table: n.typo}, target: {kind: native, table: D.S.B}}\n"
+        "  - {name: u, source: {catalog: other, table: n.a}, target: {kind: native, table: D.S.C}}\n"
+    )
+    code, out, _ = run(capsys, "validate", str(tables), str(syncs))
+    assert code == 0, out
+    assert out.splitlines() == [
+        f"{syncs}:3: sync 't': field 'source.table': warning: no table of {tables} writes n.typo in catalog 'lake': "
+        "the sync reads a table loaded by something else, or the name is mistyped",
+        f"{syncs}:4: sync 'u': field 'source.table': warning: no table of {tables} writes n.a in catalog 'other': "
+        "the sync reads a table loaded by something else, or the name is mistyped",
+        f"OK: 0 errors, 2 warnings in {tables} (1 valid table), {syncs} (3 valid syncs)",
+    ]

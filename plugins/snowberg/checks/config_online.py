@@ -17,8 +17,14 @@ opens what the config names and asks, with the rules the runs themselves apply:
   ``<namespace>.snowberg_validate_probe_<random>`` (a namespace that does not exist yet is created
   for the probe and dropped again: the first load would create it). That is the cheapest honest
   check: listing a namespace proves reads, and no catalog API answers "may I write"; the probe
-  makes the same create call a first load makes. Horizon (Snowflake-managed Iceberg) targets of
-  syncs are not probed: a table there is created by Snowflake DDL, not by the catalog;
+  makes the same create call a first load makes. Nothing is left: a catalog that cannot purge
+  drops the table and its metadata file is deleted through the table's FileIO, and the empty
+  folders of a local warehouse are removed; a cleanup that fails is an error naming what remains,
+  and the probe tables a killed validate left in a probed namespace are removed by the next one
+  (removing another validate's probe while it runs is harmless: its own removal then finds it
+  gone). ``write_probe=False`` (``--read-only``) only checks that the namespace exists. Horizon
+  (Snowflake-managed Iceberg) targets of syncs are not probed: a table there is created by
+  Snowflake DDL, not by the catalog;
 * streams (``stream:``): the stream is found with ``SHOW STREAMS`` (``streams.status``) and its mode
   checked (``streams.staging.check_mode``); an existing stream must answer ``SELECT … LIMIT 0``
   (SELECT on the stream and its table, consuming nothing); what snowberg would create needs its
@@ -119,8 +125,12 @@ def check_online(
     *,
     connect: Connect = snowflake_connection,
     open_catalog: Callable[[str], Any] = open_lake_catalog,
+    write_probe: bool = True,
 ) -> list[Issue]:
-    """Every online finding for the valid entries of ``report`` (the Snowflake and catalog openers are seams)."""
+    """Every online finding for the valid entries of ``report`` (the Snowflake and catalog openers are seams).
+
+    ``write_probe=False``: namespaces are looked up, not probed by creating a table (``--read-only``).
+    """
     entries = [Entry(f, i, m) for f in report.files for i, m in f.entries]
     tables = [e for e in entries if isinstance(e.model, TableConfig)]
     syncs = [e for e in entries if isinstance(e.model, SyncConfig)]
@@ -134,7 +144,7 @@ def check_online(
             _whoami,
         )
         catalogs = _open_all(_catalog_uses(tables, syncs), "catalog", open_catalog, issues, lambda _: "")
-        issues += _probe_namespaces(tables, catalogs)
+        issues += _probe_namespaces(tables, catalogs, write_probe=write_probe)
         for e in tables:
             cfg: TableConfig = e.model
             conn = conns.get(cfg.snowflake_conn_id)
@@ -491,8 +501,8 @@ def _change_tracking(conn: Any, grants: Grants, table: TableName) -> list[Findin
 # -- the lake: namespaces and syncs ------------------------------------------------------------------
 
 
-def _probe_namespaces(tables: list[Entry], catalogs: dict[str, Any]) -> list[Issue]:
-    """One write probe per (catalog, namespace) that a table writes to."""
+def _probe_namespaces(tables: list[Entry], catalogs: dict[str, Any], *, write_probe: bool = True) -> list[Issue]:
+    """One write probe (or, ``write_probe=False``, one look-up) per (catalog, namespace) that a table writes to."""
     targets: dict[tuple[str, str], Use] = {}
     for e in tables:
         cfg: TableConfig = e.model
@@ -504,40 +514,140 @@ def _probe_namespaces(tables: list[Entry], catalogs: dict[str, Any]) -> list[Iss
             targets.setdefault((cfg.catalog, ns), Use(e, "stream.changelog_target"))
     issues = []
     for (ref, ns), use in targets.items():
-        sev, msg = probe_namespace(catalogs[ref], ns)
+        sev, msg = probe_namespace(catalogs[ref], ns) if write_probe else _namespace_exists(catalogs[ref], ns)
         issues.append(use.entry.issue(use.field, sev, f"catalog {ref!r}: {msg}"))
     return issues
 
 
+def _namespace_exists(catalog: Any, namespace: str) -> tuple[Severity, str]:
+    not_probed = "(not probed for writes: --read-only)"
+    try:
+        if catalog.namespace_exists(namespace):
+            return OK, f"namespace {namespace!r} exists {not_probed}"
+    except Exception as exc:  # noqa: BLE001 - the finding
+        return ERROR, f"cannot look up namespace {namespace!r}: {describe(exc)}"
+    return WARNING, f"namespace {namespace!r} does not exist yet; the first load creates it {not_probed}"
+
+
 def probe_namespace(catalog: Any, namespace: str) -> tuple[Severity, str]:
-    """Create and purge a one-column probe table in ``namespace`` (created and dropped for it when missing)."""
+    """Create and remove a one-column probe table in ``namespace`` (created and dropped for it when missing).
+
+    Probe tables an earlier, killed validate left in the namespace are removed first; what cannot be
+    removed is an error that names it.
+    """
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField
 
+    from snowberg.core.faults import crash_point
+
     probe = (namespace, f"{PROBE_PREFIX}{uuid.uuid4().hex[:12]}")
+    name = ".".join(probe)
     created_ns = False
     try:
         if not catalog.namespace_exists(namespace):
             catalog.create_namespace(namespace)
             created_ns = True
-        catalog.create_table(probe, schema=Schema(NestedField(field_id=1, name="probe", field_type=LongType())))
+        leftovers = [] if created_ns else list(iter_probe_tables(catalog, namespace))
+        table = catalog.create_table(probe, schema=Schema(NestedField(field_id=1, name="probe", field_type=LongType())))
     except Exception as exc:  # noqa: BLE001 - the finding
         if created_ns:
             _quietly(catalog.drop_namespace, namespace)
         return ERROR, f"namespace {namespace!r} is not writable (creating a probe table failed): {describe(exc)}"
-    cleanup = "purged"
-    try:
-        catalog.purge_table(probe)
-    except Exception:  # noqa: BLE001 - some catalogs cannot purge: drop, and say what is left
-        cleanup = "dropped (its metadata file is left under the namespace's location)"
-        _quietly(catalog.drop_table, probe)
-    if created_ns:
-        _quietly(catalog.drop_namespace, namespace)
-        return OK, (
-            f"namespace {namespace!r} does not exist yet; the first load creates it: creating it and a probe table "
-            f"{'.'.join(probe)} worked (both removed, the table {cleanup})"
+    crash_point("validate_probe_created")
+    how, remains = remove_probe(catalog, probe, table)
+    if created_ns and remains is None:
+        remains = _drop_created_namespace(catalog, namespace, table.location())
+    removed: list[str] = []
+    stuck: list[str] = []
+    for old in leftovers:
+        left = remove_probe(catalog, tuple(old.split(".")))[1]
+        (removed if left is None else stuck).append(old if left is None else left)
+    if remains is not None or stuck:
+        what = "; ".join([*([remains] if remains else []), *stuck])
+        return ERROR, (
+            f"namespace {namespace!r} is writable (probe table {name} created), but the probe was not removed: "
+            f"{what}; the next validate removes it, or drop it by hand"
         )
-    return OK, f"namespace {namespace!r} is writable: probe table {'.'.join(probe)} created and {cleanup}"
+    earlier = (
+        f"; removed {len(removed)} probe table{'s' * (len(removed) != 1)} an earlier validate left: " if removed else ""
+    )
+    if created_ns:
+        msg = (
+            f"namespace {namespace!r} does not exist yet; the first load creates it: creating it and a probe table "
+            f"{name} worked (both removed, the table {how})"
+        )
+    else:
+        msg = f"namespace {namespace!r} is writable: probe table {name} created and {how}"
+    return OK, msg + earlier + ", ".join(removed)
+
+
+def remove_probe(catalog: Any, ident: tuple[str, ...], table: Any = None) -> tuple[str, str | None]:
+    """Remove a probe table with everything it wrote: ``(how, what remains or None)``.
+
+    Purge deletes its files; a catalog that refuses to purge may still drop it, and its metadata file (the
+    only file a probe writes) is then deleted through the table's FileIO. A local warehouse keeps empty
+    folders that no FileIO removes: they are removed here. A table already gone counts as removed (another
+    validate may have removed it).
+    """
+    from pyiceberg.exceptions import NoSuchTableError
+
+    name = ".".join(ident)
+    try:
+        table = table if table is not None else catalog.load_table(ident)
+    except NoSuchTableError:
+        return "removed by another validate", None
+    except Exception as exc:  # noqa: BLE001 - what remains is the finding
+        return "kept", f"the table {name} remains (it cannot be loaded: {describe(exc)})"
+    try:
+        catalog.purge_table(ident)
+        how = "purged"
+    except NoSuchTableError:
+        return "removed by another validate", None
+    except Exception as purge_exc:  # noqa: BLE001 - some catalogs cannot purge: drop, then delete the file
+        try:
+            catalog.drop_table(ident)
+        except NoSuchTableError:
+            return "removed by another validate", None
+        except Exception as exc:  # noqa: BLE001
+            return "kept", (f"the table {name} remains (purge: {describe(purge_exc)}; drop: {describe(exc)})")
+        how = "dropped"
+        try:
+            table.io.delete(table.metadata_location)
+        except Exception as exc:  # noqa: BLE001
+            return how, f"the dropped table's metadata file {table.metadata_location} remains ({describe(exc)})"
+    return how, _remove_local_folders(table.location(), ("metadata", ""))
+
+
+def _drop_created_namespace(catalog: Any, namespace: str, table_location: str) -> str | None:
+    """Drop the namespace created for the probe, and its local folder; what remains, or None."""
+    try:
+        catalog.drop_namespace(namespace)
+    except Exception as exc:  # noqa: BLE001
+        return f"the namespace {namespace!r} (created for the probe) remains: {describe(exc)}"
+    return _remove_local_folders(table_location, ("..",))
+
+
+def _remove_local_folders(location: str, subfolders: tuple[str, ...]) -> str | None:
+    """Remove the empty ``subfolders`` of a ``file://`` location, in order; a folder that is not empty remains.
+
+    Object stores have no folders; pyiceberg's local FileIO deletes files and leaves their folders.
+    """
+    import os
+    from urllib.parse import urlparse
+
+    uri = urlparse(location)
+    if uri.scheme not in ("", "file"):
+        return None
+    base = uri.path
+    for sub in subfolders:
+        folder = os.path.normpath(os.path.join(base, sub))
+        try:
+            os.rmdir(folder)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            return f"the folder {folder} remains ({exc.strerror})"
+    return None
 
 
 def _quietly(fn: Callable[..., Any], *args: Any) -> None:

@@ -52,7 +52,9 @@ def config_path(kind: ConfigFile, explicit: str | Path | None = None, *, dag_fil
     candidates = []
     if dag_file is not None:
         candidates.append(Path(dag_file).resolve().parent.parent / "include" / kind.value)
-    candidates.append(Path.cwd() / "include" / kind.value)
+    here = Path.cwd() / "include" / kind.value
+    if here not in candidates:  # Airflow run from the project folder: one place, named once
+        candidates.append(here)
     for c in candidates:
         if c.is_file():
             return c

@@ -20,13 +20,12 @@ import inspect
 import json
 import re
 import textwrap
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import Enum
 from functools import cache
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, get_args, get_origin
 
 from annotated_types import Ge, Gt, Le, Lt, MaxLen, MinLen
 from pydantic import BaseModel
@@ -44,7 +43,7 @@ from snowberg.config.fields import (
 )
 from snowberg.config.validate import FileSpec
 from snowberg.core.durations import format_duration
-from snowberg.core.models import Duration
+from snowberg.core.models import Duration, models_in, union_members, unwrap
 
 # How the reference names the checked types of ``config.fields`` and ``core.models``: an Annotated
 # alias is recognised by its validator objects, which pydantic keeps as they are.
@@ -129,33 +128,6 @@ class Section:
     title: str  # e.g. "`tables[].target` with `kind: native`"
 
 
-def unwrap(annotation: Any) -> tuple[Any, list[Any]]:
-    """``Annotated[T, *meta]`` → ``(T, meta)``; anything else → ``(annotation, [])``."""
-    if get_origin(annotation) is Annotated:
-        args = get_args(annotation)
-        return args[0], list(args[1:])
-    return annotation, []
-
-
-def _members(annotation: Any) -> list[Any]:
-    if get_origin(annotation) in (Union, types.UnionType):
-        return [a for a in get_args(annotation) if a is not type(None)]
-    return [annotation]
-
-
-def models_in(annotation: Any) -> list[type[BaseModel]]:
-    """The models a field holds: itself, a list of it, an optional, a (tagged) union."""
-    t, _ = unwrap(annotation)
-    out: list[type[BaseModel]] = []
-    for m in _members(t):
-        m, _ = unwrap(m)
-        if get_origin(m) is list:
-            out += models_in(get_args(m)[0])
-        elif isinstance(m, type) and issubclass(m, BaseModel):
-            out.append(m)
-    return out
-
-
 def sections(root: type[BaseModel], path: str, seen: set[type[BaseModel]] | None = None) -> list[Section]:
     """``root`` and every model under it, depth first, each once (the first place it appears names it).
 
@@ -182,7 +154,7 @@ def sections(root: type[BaseModel], path: str, seen: set[type[BaseModel]] | None
 
 def _is_list(annotation: Any) -> bool:
     t, _ = unwrap(annotation)
-    return any(get_origin(unwrap(m)[0]) is list for m in _members(t))
+    return any(get_origin(unwrap(m)[0]) is list for m in union_members(t))
 
 
 def _tag(model: type[BaseModel]) -> str | None:
@@ -215,7 +187,7 @@ def type_text(annotation: Any, metadata: Sequence[Any], links: Callable[[type], 
     t, inner = unwrap(annotation)
     if inner:
         return type_text(t, [*inner, *metadata], links)
-    members = _members(t)
+    members = union_members(t)
     if len(members) > 1:
         return " or ".join(type_text(m, [], links) for m in members)
     t = members[0]

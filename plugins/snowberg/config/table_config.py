@@ -434,7 +434,9 @@ def parse_config_isolated(data: Any, *, source: str = "<config>") -> IsolatedCon
         try:
             t = SnowbergConfig.model_validate({"tables": [entry]}).tables[0]
         except ValidationError as exc:
-            msg = format_validation_error([entry], exc, list_key="tables", entity="table", first_index=i)
+            msg = format_validation_error(
+                [entry], exc, list_key="tables", entity="table", first_index=i, model=SnowbergConfig
+            )
             failed.append((i, entry, f"{source}: {msg}"))
             continue
         dup = next((key for key in (t.name, t.target) if key in seen), None)

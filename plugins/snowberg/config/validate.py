@@ -12,6 +12,8 @@ file or several files can tell:
 * entries that clash: two tables of one name or target, two syncs of one name or target;
 * DAG ids built twice across all the files given (a table ``sync_x`` and a sync ``x`` both
   make ``snowberg_sync_x``; a table named ``orders__checks`` and the checks DAG of ``orders``);
+* a warning where an entry reads a lake table (a sync's source) that no table of the tables files
+  given writes: a table another engine loads is fine, a mistyped name is not, and only a person can tell;
 * a warning where an entry's own section replaces a section of ``defaults`` that set keys the
   entry's section does not (``defaults`` merge per top-level key, not deeper).
 
@@ -36,7 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from snowberg.config.table_config import TableConfig
-from snowberg.config.yaml_loader import LocatedYaml, YamlPath, entry_label, error_path, locate_yaml
+from snowberg.config.yaml_loader import LocatedYaml, YamlPath, entry_label, error_path, locate_yaml, unknown_key
 from snowberg.core.identifiers import clip
 
 
@@ -74,6 +76,9 @@ class Issue:
         return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in asdict(self).items()}
 
 
+LakeUse = tuple[str, str, str]
+"""``(field, catalog, namespace.table)``: a lake table an entry writes or reads, and the field naming it."""
+
 EntryCheck = Callable[[Any], list[tuple[str | None, str]]]
 """``valid entry model -> [(field or None, message)]``: checks that need more than the config layer."""
 
@@ -94,6 +99,9 @@ class FileSpec:
     # (position, field, message) for entries that clash with an earlier one, given the valid entries.
     conflicts: Callable[[list[tuple[int, Any]]], list[tuple[int, str, str]]]
     hidden_locs: tuple[str, ...] = ()  # pydantic's names for the members of tagged unions
+    # The lake tables an entry writes and reads, as (field, catalog, namespace.table).
+    lake_writes: Callable[[Any], list[LakeUse]] = field(default=lambda _: [])
+    lake_reads: Callable[[Any], list[LakeUse]] = field(default=lambda _: [])
 
 
 @dataclass(kw_only=True)
@@ -221,6 +229,13 @@ def _table_conflicts(entries: list[tuple[int, Any]]) -> list[tuple[int, str, str
     return out
 
 
+def _table_writes(t: TableConfig) -> list[LakeUse]:
+    out = [("target", t.catalog, t.target)]
+    if t.stream is not None and t.stream.changelog_target is not None:
+        out.append(("stream.changelog_target", t.catalog, t.stream.changelog_target))
+    return out
+
+
 TABLES = FileSpec(
     file="tables.yaml",
     schema_file="schemas/tables.schema.json",
@@ -229,6 +244,7 @@ TABLES = FileSpec(
     model=TableConfig,
     dag_ids=table_dag_ids,
     conflicts=_table_conflicts,
+    lake_writes=_table_writes,
 )
 
 
@@ -315,7 +331,38 @@ def validate_files(
                     )
                 else:
                     built[dag_id] = (f, i)
+    report.issues += _unwritten_reads(report)
     return report
+
+
+def _unwritten_reads(report: Report) -> list[Issue]:
+    """A warning per lake table an entry reads that no table of the given tables files writes."""
+    tables_files = [f.path for f in report.files if f.spec is TABLES]
+    if not tables_files:
+        return []  # what is written is not known
+    written = {
+        (cat, name) for f in report.files if f.spec for _, e in f.entries for _, cat, name in f.spec.lake_writes(e)
+    }
+    out = []
+    for f in report.files:
+        if f.spec is None:
+            continue
+        for i, entry in f.entries:
+            for fld, cat, name in f.spec.lake_reads(entry):
+                if (cat, name) not in written:
+                    out.append(
+                        Issue(
+                            file=f.path,
+                            line=f.entry_line(i, tuple(fld.split("."))),
+                            entity=f.spec.entity,
+                            name=entry.name,
+                            field=fld,
+                            severity=Severity.WARNING,
+                            message=f"no table of {', '.join(tables_files)} writes {name} in catalog {cat!r}: the "
+                            f"{f.spec.entity} reads a table loaded by something else, or the name is mistyped",
+                        )
+                    )
+    return out
 
 
 def _duplicate_key_issue(result: FileResult, path: YamlPath, first_line: int, line: int) -> Issue:
@@ -376,7 +423,11 @@ def _entries(result: FileResult, entry_check: EntryCheck | None) -> None:
         except ValidationError as exc:
             for err in exc.errors():
                 path = error_path(err["loc"], spec.hidden_locs)
-                msg = "unknown key" if err["type"] == "extra_forbidden" else clip(err["msg"], 400)[1:-1]
+                msg = (
+                    unknown_key(spec.model, err["loc"])
+                    if err["type"] == "extra_forbidden"
+                    else clip(err["msg"], 400)[1:-1]
+                )
                 if err["type"] == "value_error" and msg.startswith("Value error, "):
                     msg = msg[len("Value error, ") :]
                 result.issues.append(

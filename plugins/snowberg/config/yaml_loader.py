@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from snowberg.core.identifiers import CLIP_CHARS, clip
+from snowberg.core.models import closest_key
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -35,6 +36,12 @@ def error_path(loc: Collection[str | int], hidden_locs: Collection[str] = ()) ->
     return tuple(p for p in loc if not (isinstance(p, str) and (p.startswith("function-") or p in hidden_locs)))
 
 
+def unknown_key(model: type[BaseModel] | None, loc: Collection[str | int]) -> str:
+    """The message of an unknown key at ``loc`` under ``model``: with the allowed key it resembles, if any."""
+    near = closest_key(model, list(loc)) if model is not None else None
+    return f"unknown key (did you mean {near!r}?)" if near else "unknown key"
+
+
 def format_validation_error(
     raw: list[Any],
     exc: ValidationError,
@@ -43,8 +50,9 @@ def format_validation_error(
     entity: str,
     hidden_locs: Collection[str] = (),
     first_index: int = 0,
+    model: type[BaseModel] | None = None,
 ) -> str:
-    """One line per error, naming the entry (by its ``name``) and the field."""
+    """One line per error, naming the entry (by its ``name``) and the field; ``model``: the validated model."""
     lines = []
     for err in exc.errors():
         loc = list(err["loc"])
@@ -54,7 +62,7 @@ def format_validation_error(
             name = entry_label(raw[idx] if idx < len(raw) else {}, idx + first_index)
             loc = loc[2:]
         field = ".".join(str(p) for p in error_path(loc, hidden_locs))
-        msg = "unknown key" if err["type"] == "extra_forbidden" else clip(err["msg"], 400)[1:-1]
+        msg = unknown_key(model, err["loc"]) if err["type"] == "extra_forbidden" else clip(err["msg"], 400)[1:-1]
         lines.append(f"{entity} {name!r}: field {field or '<entry>'!r}: {msg}")
     return f"invalid snowberg {list_key} config:\n  " + "\n  ".join(lines)
 
@@ -76,7 +84,9 @@ def validate_entries(
     except ValidationError as exc:
         raise error(
             f"{source}: "
-            + format_validation_error(merged, exc, list_key=list_key, entity=entity, hidden_locs=hidden_locs)
+            + format_validation_error(
+                merged, exc, list_key=list_key, entity=entity, hidden_locs=hidden_locs, model=model
+            )
         ) from None
 
 

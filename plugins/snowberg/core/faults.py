@@ -26,6 +26,8 @@ POINTS += (
 POINTS += ("sync_after_read", "sync_after_deletes", "sync_after_write", "sync_before_commit", "sync_after_commit")
 # Table maintenance (snowberg.iceberg.maintenance): compaction files written, before its commit, after it.
 POINTS += ("compact_after_write", "compact_before_commit", "compact_after_commit")
+# `snowberg validate --connect`: its write probe table created, not yet removed (checks.config_online).
+POINTS += ("validate_probe_created",)
 
 
 def crash_point(name: str) -> None:

@@ -75,6 +75,8 @@ def metadata_rows(table: Table, which: MetadataTable | str) -> list[dict[str, An
     """
     kind = MetadataTable(which)
     rows: list[dict[str, Any]] = getattr(table.inspect, kind.value)().to_pylist()
+    for r in rows:  # pyiceberg gives commit times as zone-less epoch timestamps: they are UTC instants
+        r.update({k: v.replace(tzinfo=UTC) for k, v in r.items() if isinstance(v, datetime) and v.tzinfo is None})
     if kind is MetadataTable.SNAPSHOTS:
         from snowberg.iceberg import state
 
@@ -98,17 +100,16 @@ def metadata_rows(table: Table, which: MetadataTable | str) -> list[dict[str, An
 
 
 def json_safe(value: Any) -> Any:
-    """``value`` with what ``json.dumps`` cannot write made text: UTC ISO times, Decimals as strings, base64 bytes.
+    """``value`` with what ``json.dumps`` cannot write made text: ISO times, Decimals as strings, base64 bytes.
 
-    Decimals stay strings so no precision is lost; a naive datetime is an Iceberg ``timestamp`` (UTC).
+    Decimals stay strings so no precision is lost. A naive datetime is an Iceberg ``timestamp`` (no zone): it is
+    written without an offset, as the wall-clock time it is; a ``timestamptz`` keeps its ``+00:00``.
     """
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
-    if isinstance(value, (date, time)):
+    if isinstance(value, (datetime, date, time)):
         return value.isoformat()
     if isinstance(value, Decimal):
         return str(value)
@@ -128,7 +129,7 @@ def _cell(v: Any, width: int = 60) -> str:
     if isinstance(v, dict):
         text = ", ".join(f"{k}={_cell(x)}" for k, x in v.items())
     elif isinstance(v, datetime):
-        text = v.isoformat(sep=" ", timespec="seconds")
+        text = v.isoformat(sep=" ")  # every fraction the table holds, and the zone only where it has one
     else:
         text = str(v)
     return text if len(text) <= width else "…" + text[-(width - 1) :]

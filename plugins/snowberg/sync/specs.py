@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from snowberg.config.validate import TABLES, FileSpec
-from snowberg.sync.config import SyncConfig
+from snowberg.config.validate import TABLES, FileSpec, LakeUse
+from snowberg.sync.config import IcebergTarget, SyncConfig
 
 
 def _sync_conflicts(entries: list[tuple[int, Any]]) -> list[tuple[int, str, str]]:
@@ -31,6 +31,10 @@ def _sync_conflicts(entries: list[tuple[int, Any]]) -> list[tuple[int, str, str]
     return out
 
 
+def _sync_writes(s: SyncConfig) -> list[LakeUse]:
+    return [("target.table", s.target.catalog, s.target.table)] if isinstance(s.target, IcebergTarget) else []
+
+
 SYNCS = FileSpec(
     file="syncs.yaml",
     schema_file="schemas/syncs.schema.json",
@@ -40,6 +44,8 @@ SYNCS = FileSpec(
     dag_ids=lambda s: [s.dag_id],
     conflicts=_sync_conflicts,
     hidden_locs=("iceberg", "native"),
+    lake_writes=_sync_writes,
+    lake_reads=lambda s: [("source.table", s.source.catalog, s.source.table)],
 )
 
 SPECS = (TABLES, SYNCS)

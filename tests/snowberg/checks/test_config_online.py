@@ -507,3 +507,128 @@ def test_the_online_stream_check_runs_inside_check_online(tmp_path: Path) -> Non
     assert lines[("snowflake_conn_id", "ok")] == 2  # the entry: the field is not written, its default applies
     assert lines[("catalog", "error")] == 2
     assert any(i.field == "stream.name" and i.line == 6 and "exists (mode DEFAULT)" in i.message for i in issues)
+
+
+# -- the write probe: what it leaves behind (issue 28) ------------------------------------------------------
+
+
+def _warehouse(catalog: Any) -> Path:
+    return Path(catalog.properties["warehouse"].removeprefix("file://"))
+
+
+def test_the_probe_leaves_no_table_no_file_and_no_folder(catalog: Any) -> None:
+    """Before the fix every run left an empty ``<warehouse>/<ns>/snowberg_validate_probe_<hex>/`` folder (and
+    ``<warehouse>/<ns>/`` for a namespace created for the probe)."""
+    catalog.create_namespace("shop")
+    sev, msg = probe_namespace(catalog, "shop")
+    assert sev is Severity.OK and msg.endswith(" created and purged"), msg
+    sev, msg = probe_namespace(catalog, "fresh_ns")
+    assert sev is Severity.OK and "(both removed" in msg, msg
+    assert list(iter_probe_tables(catalog, "shop")) == [] and not catalog.namespace_exists("fresh_ns")
+    assert [p.relative_to(_warehouse(catalog)) for p in _warehouse(catalog).rglob("*")] == [Path("shop")]
+
+
+class _RefusesCleanup:
+    """A catalog whose role may create tables and namespaces but not drop them (least privilege)."""
+
+    def __init__(self, catalog: Any, *, drop_table: bool = False, drop_namespace: bool = False) -> None:
+        self.catalog, self.refuse_table, self.refuse_namespace = catalog, not drop_table, not drop_namespace
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.catalog, name)
+
+    def purge_table(self, ident: Any) -> None:
+        raise PermissionError("403 Forbidden: purge not allowed")
+
+    def drop_table(self, ident: Any) -> None:
+        if self.refuse_table:
+            raise PermissionError("403 Forbidden: drop not allowed")
+        self.catalog.drop_table(ident)
+
+    def drop_namespace(self, ns: Any) -> None:
+        if self.refuse_namespace:
+            raise PermissionError("403 Forbidden: drop namespace not allowed")
+        self.catalog.drop_namespace(ns)
+
+
+def test_a_probe_that_cannot_be_removed_is_an_error_naming_what_remains(catalog: Any) -> None:
+    """Before the fix: ``ok``, "probe table … created and dropped", with only a log line saying the drop failed."""
+    catalog.create_namespace("shop")
+    sev, msg = probe_namespace(_RefusesCleanup(catalog), "shop")
+    [left] = iter_probe_tables(catalog, "shop")
+    assert sev is Severity.ERROR, msg
+    assert msg.startswith(f"namespace 'shop' is writable (probe table {left} created), but the probe was not removed: ")
+    assert f"the table {left} remains" in msg and "403 Forbidden: drop not allowed" in msg
+    assert msg.endswith("the next validate removes it, or drop it by hand")
+
+
+def test_a_dropped_probe_leaves_no_metadata_file(catalog: Any) -> None:
+    """A catalog that cannot purge but can drop: the probe's metadata file is deleted by snowberg, not left."""
+    catalog.create_namespace("shop")
+    sev, msg = probe_namespace(_RefusesCleanup(catalog, drop_table=True, drop_namespace=True), "shop")
+    assert sev is Severity.OK and msg.endswith(" created and dropped"), msg
+    assert [p.relative_to(_warehouse(catalog)) for p in _warehouse(catalog).rglob("*")] == [Path("shop")]
+
+
+def test_a_namespace_created_for_the_probe_that_cannot_be_dropped_is_an_error(catalog: Any) -> None:
+    """Before the fix: ``ok``, "(both removed, …)" while the namespace stayed."""
+    sev, msg = probe_namespace(_RefusesCleanup(catalog, drop_table=True), "fresh_ns")
+    assert sev is Severity.ERROR, msg
+    assert "the namespace 'fresh_ns' (created for the probe) remains" in msg and "drop namespace not allowed" in msg
+    assert catalog.namespace_exists("fresh_ns") and list(iter_probe_tables(catalog, "fresh_ns")) == []
+
+
+def test_a_probe_left_by_a_killed_validate_is_removed_by_the_next_one(catalog: Any, tmp_path: Path) -> None:
+    """A validate killed between creating its probe and removing it (a real process death at the failpoint)."""
+    import os
+    import subprocess
+    import sys
+
+    catalog.create_namespace("shop")
+    code = (
+        "import sys; from pyiceberg.catalog.sql import SqlCatalog; "
+        "from snowberg.checks.config_online import probe_namespace; "
+        "probe_namespace(SqlCatalog(sys.argv[1], uri=sys.argv[2], warehouse=sys.argv[3]), 'shop')"
+    )
+    died = subprocess.run(
+        [sys.executable, "-c", code, catalog.name, catalog.properties["uri"], catalog.properties["warehouse"]],
+        env={**os.environ, "SNOWBERG_FAULT": "validate_probe_created"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert died.returncode == 137, died.stderr[-2000:]
+    [left] = iter_probe_tables(catalog, "shop")
+    sev, msg = probe_namespace(catalog, "shop")
+    assert sev is Severity.OK, msg
+    assert msg.endswith(f"; removed 1 probe table an earlier validate left: {left}"), msg
+    assert list(iter_probe_tables(catalog, "shop")) == []
+    assert [p.relative_to(_warehouse(catalog)) for p in _warehouse(catalog).rglob("*")] == [Path("shop")]
+
+
+def test_read_only_skips_the_write_probe(online: tuple[Report, Any, list[Any]]) -> None:
+    report, lake, _ = online
+    before = sorted(lake.list_tables("shop"))
+    issues = check_online(report, write_probe=False)
+    probes = [(i.name, i.field, str(i.severity), i.message) for i in issues if "probed for writes" in i.message]
+    assert probes == [
+        ("good", "target", "ok", "catalog 'lake': namespace 'shop' exists (not probed for writes: --read-only)"),
+        (
+            "bad_key",
+            "target",
+            "warning",
+            "catalog 'lake': namespace 'fresh_ns' does not exist yet; the first load creates it (not probed for "
+            "writes: --read-only)",
+        ),
+    ]
+    assert sorted(lake.list_tables("shop")) == before and not lake.namespace_exists("fresh_ns")
+
+
+def test_validate_help_says_the_check_creates_and_drops_a_table(capsys: Any) -> None:
+    from snowberg import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["validate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "creating and dropping a one-column table snowberg_validate_probe_<hex>" in text
+    assert "--read-only" in text

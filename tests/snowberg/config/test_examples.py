@@ -63,3 +63,28 @@ def test_init_refuses_to_overwrite_an_edited_file_and_writes_nothing(
     plan = write_examples(tmp_path, force=True)
     assert {f.relative: f.action for f in plan}["include/tables.yaml"] is FileAction.OVERWRITE
     assert (tmp_path / "include" / "tables.yaml").read_bytes() == example_files()["include/tables.yaml"]
+
+
+def test_every_file_the_example_configs_name_exists_in_the_project_they_are_written_into(tmp_path: Path) -> None:
+    """A deployed project has no snowberg checkout: what a comment names must be there (or be made by the command
+    the comment gives, ``snowberg docs --root .``).
+
+    Before the fix tables.yaml named docs/configuration.md and docs/streams.md, syncs.yaml docs/lake-to-snowflake.md:
+    files of this repository that `snowberg init` never writes.
+    """
+    import re
+
+    project = tmp_path / "proj"
+    assert main(["init", str(project)]) == 0
+    assert main(["docs", "--root", str(project)]) == 0
+    named = {
+        (rel, m)
+        for rel, content in example_files().items()
+        if rel.startswith("include/")
+        for line in content.decode().splitlines()
+        if "#" in line
+        for m in re.findall(r"\b(?:docs|schemas|dags|include)/[\w.*/-]*\w", line.split("#", 1)[1])
+    }
+    assert named, "the examples name no file at all: this test would pass for nothing"
+    missing = [(rel, m) for rel, m in sorted(named) if not list(project.glob(m))]
+    assert missing == []

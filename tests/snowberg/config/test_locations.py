@@ -60,3 +60,16 @@ def test_the_package_never_looks_beside_its_own_files(project: Path) -> None:
     with pytest.raises(ConfigNotFoundError) as err:
         config_path(ConfigFile.TABLES)
     assert str(installed) not in str(err.value)
+
+
+def test_nothing_found_names_each_place_once_when_the_dag_files_project_is_the_current_directory(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow run from the project folder: include/ beside dags/ and ./include are one place, named once.
+
+    Before the fix the message listed ``<project>/include/tables.yaml`` twice.
+    """
+    monkeypatch.chdir(project)
+    with pytest.raises(ConfigNotFoundError) as err:
+        config_path(ConfigFile.TABLES, dag_file=project / "dags" / "snowberg_tables.py")
+    assert str(err.value).count(str(project / "include" / "tables.yaml")) == 1, str(err.value)

@@ -251,3 +251,30 @@ def test_the_shipped_configs_are_valid() -> None:
     report = validate_files([root / "tables.yaml", root / "syncs.yaml"], specs=SPECS)
     assert report.ok and report.all_issues == [], report.render()
     assert [len(f.entries) for f in report.files] == [2, 2]
+
+
+def test_an_unknown_key_names_the_allowed_key_it_resembles_at_its_own_level() -> None:
+    """``schedul`` → ``schedule``; nested (``cursor.colum``) and under a tagged union (a native sync target).
+
+    Before the fix every one of them was a bare "unknown key", in validate and in the DAG file's parse alike.
+    """
+    tables = (
+        "tables:\n  - name: a\n    source: {table: D.S.T}\n    target: n.a\n    schedul: '@daily'\n"
+        "    cursor: {colum: updated_at}\n    zzzzzz: 1\n"
+    )
+    assert [(f, m) for _, _, f, m in found(tables)] == [
+        ("schedul", "unknown key (did you mean 'schedule'?)"),
+        ("cursor.column", "Field required"),
+        ("cursor.colum", "unknown key (did you mean 'column'?)"),
+        ("zzzzzz", "unknown key"),
+    ]
+    syncs = "syncs:\n  - name: s\n    source: {catalog: lake, table: n.a}\n    target: {kind: native, tabel: D.S.T}\n"
+    assert ("target.tabel", "unknown key (did you mean 'table'?)") in [(f, m) for _, _, f, m in found(syncs)]
+    import yaml
+
+    from snowberg.config.table_config import parse_config_isolated
+
+    with pytest.raises(ConfigError, match=r"field 'schedul': unknown key \(did you mean 'schedule'\?\)"):
+        parse_config(yaml.safe_load(tables))
+    [broken] = parse_config_isolated(yaml.safe_load(tables)).broken
+    assert "field 'cursor.colum': unknown key (did you mean 'column'?)" in broken.error

@@ -69,8 +69,9 @@ def test_json_safe_turns_every_iceberg_value_into_json() -> None:
         "b": b"\x00\xff",
         "x": None,
     }
+    # An Iceberg ``timestamp`` (no zone) is a wall-clock time: labelling it +00:00 would invent a zone.
     assert json_safe(value) == {
-        "1": ["2026-01-02T03:04:05+00:00", "2026-01-02T03:04:05+00:00"],
+        "1": ["2026-01-02T03:04:05", "2026-01-02T03:04:05+00:00"],
         "d": ["2026-01-02"],
         "n": "1.10",
         "b": "AP8=",
@@ -90,6 +91,23 @@ def test_rendered_rows_are_aligned_and_long_values_keep_their_end() -> None:
     assert lines[2][col] == "1" and lines[3][col : col + 2] == "22"
     assert render_rows([]) == "(no rows)"
     assert render_rows([{"a": 1, "b": 2}], ["b"]).splitlines()[0] == "b"
+
+
+def test_rendered_times_keep_their_fractional_seconds_and_their_zone_or_its_absence() -> None:
+    """``snowberg read`` shows what the table holds; before the fix it cut ``04:05:06.123456`` to ``04:05:06``."""
+    rows = [
+        {
+            "ntz": datetime(2026, 1, 2, 3, 4, 5, 123456),
+            "tz": datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=UTC),
+            "whole": datetime(2026, 1, 2, 3, 4, 5),
+        }
+    ]
+    cells = render_rows(rows).splitlines()[2].split("  ")
+    assert [c.strip() for c in cells if c.strip()] == [
+        "2026-01-02 03:04:05.123456",
+        "2026-01-02 03:04:05.120000+00:00",
+        "2026-01-02 03:04:05",
+    ]
 
 
 @pytest.mark.parametrize(
