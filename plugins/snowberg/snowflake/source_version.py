@@ -13,7 +13,7 @@ the version is *unknown* and the table is reloaded: a custom query (no
 single table), a view or materialized view (``LAST_ALTERED`` changes with
 the view's DDL, not with its base tables' rows), an external or event
 table, a table this role cannot see, and a ``LAST_ALTERED`` that is NULL
-or not after the Unix epoch (no real alteration time; the local emulator
+or not after the Unix epoch (no real alteration time; fakesnow on its own
 answers so).
 
 A background operation that changes ``LAST_ALTERED`` (reclustering) costs
