@@ -1,6 +1,6 @@
 """``snowberg`` command line: the local stack, the demo, generated docs.
 
-snowberg stack up      start the emulator + lake, seed demo data, write .snowberg/stack.env
+snowberg stack up      start the emulator + lake (data kept), seed empty demo tables, write .snowberg/stack.env
 snowberg stack down    stop the emulator
 snowberg demo          quick start: stack up, two loads through Airflow, then the Asset-driven summary DAG
 snowberg docs          regenerate the generated docs (type mapping, configuration reference, JSON Schemas)

@@ -137,17 +137,9 @@ def last_altered(conn: Any, table: str = ORDERS) -> datetime | None:
     with the table's last commit time (``snowberg.local.emulator``).
     """
     from snowberg.core.identifiers import TableName
-    from snowberg.snowflake.source_version import parse_version, version_sql
+    from snowberg.snowflake.source_version import observe_table
 
-    name = TableName.parse(table)
-    sql, params = version_sql(name)
-    cur = conn.cursor()
-    try:
-        cur.execute(sql, params)
-        rows = cur.fetchall()
-    finally:
-        cur.close()
-    version = parse_version(str(name), rows).version
+    version = observe_table(TableName.parse(table), conn).version
     return datetime.fromisoformat(version.last_altered) if version else None
 
 

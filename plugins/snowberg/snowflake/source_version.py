@@ -136,7 +136,11 @@ def observe(cfg: TableConfig, conn: Any) -> Observed:
     """The source's version now (one metadata query), or why it is unknown (a query source asks nothing)."""
     if not cfg.source.table:
         return Observed(version=None, reason="the source is a custom query: no single table to ask about")
-    name = TableName.parse(cfg.source.table)
+    return observe_table(TableName.parse(cfg.source.table), conn)
+
+
+def observe_table(name: TableName, conn: Any) -> Observed:
+    """Table ``name``'s version now (one metadata query), or why it is unknown."""
     sql, params = version_sql(name)
     cur = conn.cursor()
     try:
