@@ -170,6 +170,7 @@ def test_down_kills_a_server_that_ignores_sigterm_once_the_timeout_has_passed(tm
     stubborn.stdout.close()
 
 
+@pytest.mark.slow  # two emulator starts
 def test_down_and_up_keep_the_source_rows_and_change_times_and_up_does_not_seed_over_them(tmp_path: Path) -> None:
     """The demo's data is kept in the stack folder: a restart neither loses nor re-seeds the changed orders."""
     import snowflake.connector
