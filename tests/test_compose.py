@@ -187,7 +187,7 @@ def test_the_env_file_points_at_the_local_stack_and_documents_the_real_one(
 
 def test_emulator_listens_beyond_localhost(services: dict[str, dict[str, Any]]) -> None:
     emu = services["snowflake-emulator"]
-    assert emu["entrypoint"] == ["fakesnow"]
+    assert emu["entrypoint"] == ["python", "-m", "snowberg.local.emulator"]  # keeps /data (fakesnow -s would not)
     cmd = emu["command"]
     assert cmd[cmd.index("--host") + 1] == "0.0.0.0" and cmd[cmd.index("-p") + 1] == "8000"
     assert "fakesnow-data:/data" in emu["volumes"]

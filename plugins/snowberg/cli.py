@@ -1,6 +1,6 @@
 """``snowberg`` command line: the local stack, the demo, generated docs.
 
-snowberg stack up      start the emulator + lake, seed demo data, write .snowberg/stack.env
+snowberg stack up      start the emulator + lake (data kept), seed empty demo tables, write .snowberg/stack.env
 snowberg stack down    stop the emulator
 snowberg demo          quick start: stack up, two loads through Airflow, then the Asset-driven summary DAG
 snowberg docs          regenerate the generated docs (type mapping, configuration reference, JSON Schemas)
@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -129,12 +130,18 @@ def cmd_stack(args: argparse.Namespace) -> int:
     env = stack.up(d, port=args.port)
     if args.action == "up":
         counts = _seed(env, args.rows)
-        print(f"local Snowflake (fakesnow) on 127.0.0.1:{env['SNOWBERG_FAKESNOW_PORT']}, data in {d / 'fakesnow'}")
+        print(
+            f"local Snowflake (the fakesnow emulator) on 127.0.0.1:{env['SNOWBERG_FAKESNOW_PORT']}, "
+            f"data kept in {d / 'fakesnow'}"
+        )
         print(
             f"Iceberg lake: SQL catalog {env['PYICEBERG_CATALOG__LAKE__URI']}, "
             f"warehouse {env['PYICEBERG_CATALOG__LAKE__WAREHOUSE']}"
         )
-        print(f"demo data: {counts['orders']:,} orders, {counts['menu']} menu items")
+        print(
+            f"demo data: {counts['orders']:,} orders, {counts['menu']} menu items "
+            f"({'seeded' if counts['inserted'] else 'kept from the last start, not seeded again'})"
+        )
         print(f"settings: source {d / 'stack.env'}")
     else:
         print((d / "stack.env").read_text(), end="")
@@ -270,9 +277,13 @@ def _summary_report(env: dict[str, str]) -> dict[str, object]:
     }
 
 
+def _instant(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S.%f UTC") if at else "unknown"
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from snowberg.local import stack
-    from snowberg.local.seed import touch_orders
+    from snowberg.local.seed import change_orders
 
     _require_local_extra()
     project = Path(args.project_dir or Path.cwd()).resolve()
@@ -292,7 +303,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     counts = _seed(senv, args.rows)
     print(
         f"[1/7] local stack up: Snowflake emulator on :{senv['SNOWBERG_FAKESNOW_PORT']}, "
-        f"{counts['orders']:,} demo orders seeded"
+        f"{counts['orders']:,} demo orders {'seeded' if counts['inserted'] else 'kept from the last start'}"
     )
     env = airflow_env(d, senv, project)
     _airflow(env, "db", "migrate")
@@ -306,10 +317,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"{r1['snapshot_id']}, watermark {r1['watermark']}, table rows {r1['table_rows']:,}"
     )
     conn = _connect(senv)
-    changed = touch_orders(conn, args.changes)
+    change = change_orders(conn, args.changes)
     conn.close()  # type: ignore[attr-defined]
+    changed = change.rows
     time.sleep(1.5)  # the demo table's commit_lag is 1s
-    print(f"[4/7] changed {changed} source orders (UPDATED_AT = now)")
+    print(
+        f"[4/7] changed {changed} source orders (UPDATED_AT = now); ORDERS' LAST_ALTERED "
+        f"{_instant(change.last_altered_before)} → {_instant(change.last_altered_after)}"
+    )
     t = time.monotonic()
     _airflow(env, "dags", "test", dag_id)
     r2 = _report(env, dag_id, target)

@@ -8,10 +8,13 @@ emulator with ``GENERATOR`` so seeding 120k rows takes well under a second.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 DATABASE = "SNOWBERG_DEMO"
 SCHEMA = "SHOP"
+ORDERS = f"{DATABASE}.{SCHEMA}.ORDERS"
 
 MENU_DDL = f"""
 CREATE TABLE IF NOT EXISTS {DATABASE}.{SCHEMA}.MENU (
@@ -53,7 +56,12 @@ def _case(expr: str, values: list[str]) -> str:
 
 
 def seed(conn: Any, orders: int = 120_000, menu_items: int = 60, base: str = "2026-10-01 00:00:00") -> dict[str, int]:
-    """Create and fill the demo tables (idempotent: existing rows are kept)."""
+    """Create and fill the demo tables; a table that has rows is kept as it is (the local stack keeps its data).
+
+    Returns the row counts (``orders``, ``menu``) and how many rows this call inserted (``inserted``: 0 when
+    both tables were kept).
+    """
+    inserted = 0
     cur = conn.cursor()
     cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
     cur.execute(f"CREATE SCHEMA IF NOT EXISTS {DATABASE}.{SCHEMA}")
@@ -75,6 +83,7 @@ def seed(conn: Any, orders: int = 120_000, menu_items: int = 60, base: str = "20
                    DATEADD(second, seq4(), '{base}'::TIMESTAMP_NTZ)
             FROM TABLE(GENERATOR(ROWCOUNT => {menu_items}))"""
         )
+        inserted += menu_items
     cur.execute(f"SELECT COUNT(*) FROM {DATABASE}.{SCHEMA}.ORDERS")
     if cur.fetchone()[0] == 0:
         # Orders spread over 30 days before `base`; updated a little after placement.
@@ -96,12 +105,13 @@ def seed(conn: Any, orders: int = 120_000, menu_items: int = 60, base: str = "20
                    DATEADD(second, 60 - MOD(seq4() * 7, 2592000), '{base}'::TIMESTAMP_NTZ)
             FROM TABLE(GENERATOR(ROWCOUNT => {orders}))"""
         )
+        inserted += orders
     cur.execute(f"SELECT COUNT(*) FROM {DATABASE}.{SCHEMA}.ORDERS")
     n_orders = cur.fetchone()[0]
     cur.execute(f"SELECT COUNT(*) FROM {DATABASE}.{SCHEMA}.MENU")
     n_menu = cur.fetchone()[0]
     cur.close()
-    return {"orders": n_orders, "menu": n_menu}
+    return {"orders": n_orders, "menu": n_menu, "inserted": inserted}
 
 
 def touch_orders(conn: Any, count: int) -> int:
@@ -118,3 +128,35 @@ def touch_orders(conn: Any, count: int) -> int:
     n = cur.rowcount
     cur.close()
     return int(n or 0)
+
+
+def last_altered(conn: Any, table: str = ORDERS) -> datetime | None:
+    """``table``'s LAST_ALTERED, read as snowberg's loads read it; None when Snowflake reports no real time.
+
+    One metadata query (``snowberg.snowflake.source_version``). On the local stack the emulator answers
+    with the table's last commit time (``snowberg.local.emulator``).
+    """
+    from snowberg.core.identifiers import TableName
+    from snowberg.snowflake.source_version import observe_table
+
+    version = observe_table(TableName.parse(table), conn).version
+    return datetime.fromisoformat(version.last_altered) if version else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrdersChange:
+    """Orders changed at the source, and the table's LAST_ALTERED before and after (later, if it moved)."""
+
+    rows: int
+    last_altered_before: datetime | None
+    last_altered_after: datetime | None
+
+
+def change_orders(conn: Any, count: int) -> OrdersChange:
+    """Change ``count`` demo orders (``touch_orders``) and read ORDERS' LAST_ALTERED before and after.
+
+    What a source-change watcher sees: on the local stack the time moves to the UPDATE's commit.
+    """
+    before = last_altered(conn)
+    rows = touch_orders(conn, count)
+    return OrdersChange(rows=rows, last_altered_before=before, last_altered_after=last_altered(conn))

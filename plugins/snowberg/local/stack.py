@@ -1,7 +1,10 @@
 """Start and stop the local stack; write the settings Airflow and snowberg read.
 
-* Snowflake: the ``fakesnow`` server (``fakesnow -s -p PORT -d DIR``) with its
-  DuckDB files under the stack folder, so data survives restarts.
+* Snowflake: the emulator, fakesnow's server run by ``snowberg.local.emulator``
+  (``python -m snowberg.local.emulator -p PORT -d DIR``): its DuckDB files under the
+  stack folder, so tables, rows and change times survive ``down`` and ``up``
+  (``fakesnow -s`` itself ignores ``-d`` and keeps everything in memory), and each
+  table's last commit time served as ``LAST_ALTERED``.
 * Lake: pyiceberg's SQL catalog on SQLite with a local warehouse folder.
 
 Nothing here is read by snowberg's library code: the stack only writes an
@@ -77,7 +80,7 @@ def stack_env(stack_dir: Path, port: int) -> dict[str, str]:
 
 
 class FakesnowServer:
-    """A ``fakesnow`` server process with persistent storage."""
+    """The emulator's server process (``snowberg.local.emulator``), its databases kept in ``db_path``."""
 
     def __init__(self, db_path: Path, port: int | None = None, log_path: Path | None = None) -> None:
         self.db_path = Path(db_path)
@@ -88,8 +91,7 @@ class FakesnowServer:
     def start(self) -> FakesnowServer:
         """Start the server and return once it accepts connections (stopped again if it never does)."""
         self.db_path.mkdir(parents=True, exist_ok=True)
-        exe = Path(sys.executable).with_name("fakesnow")
-        cmd = [str(exe), "-s", "-p", str(self.port), "-d", str(self.db_path)]
+        cmd = [sys.executable, "-m", "snowberg.local.emulator", "-p", str(self.port), "-d", str(self.db_path)]
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -100,7 +102,7 @@ class FakesnowServer:
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM the server's process group, give it ``timeout`` seconds, then SIGKILL; always reap it."""
+        """SIGTERM the process group (the emulator closes its databases), after ``timeout`` s SIGKILL; reap it."""
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
@@ -136,7 +138,11 @@ class FakesnowServer:
 
 
 def up(stack_dir: Path = DEFAULT_DIR, port: int | None = None) -> dict[str, str]:
-    """Start the emulator in the background (if not running) and write ``stack.env``."""
+    """Start the emulator in the background (if not running) and write ``stack.env``.
+
+    The emulator opens what an earlier ``up`` left in ``stack_dir / "fakesnow"``: stopping and starting
+    the stack keeps the source tables as they were (``snowberg demo --fresh`` starts from nothing).
+    """
     stack_dir.mkdir(parents=True, exist_ok=True)
     (stack_dir / "lake" / "warehouse").mkdir(parents=True, exist_ok=True)
     pid_file = stack_dir / "fakesnow.pid"

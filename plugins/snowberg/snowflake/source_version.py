@@ -13,7 +13,7 @@ the version is *unknown* and the table is reloaded: a custom query (no
 single table), a view or materialized view (``LAST_ALTERED`` changes with
 the view's DDL, not with its base tables' rows), an external or event
 table, a table this role cannot see, and a ``LAST_ALTERED`` that is NULL
-or not after the Unix epoch (no real alteration time; the local emulator
+or not after the Unix epoch (no real alteration time; fakesnow on its own
 answers so).
 
 A background operation that changes ``LAST_ALTERED`` (reclustering) costs
@@ -136,7 +136,11 @@ def observe(cfg: TableConfig, conn: Any) -> Observed:
     """The source's version now (one metadata query), or why it is unknown (a query source asks nothing)."""
     if not cfg.source.table:
         return Observed(version=None, reason="the source is a custom query: no single table to ask about")
-    name = TableName.parse(cfg.source.table)
+    return observe_table(TableName.parse(cfg.source.table), conn)
+
+
+def observe_table(name: TableName, conn: Any) -> Observed:
+    """Table ``name``'s version now (one metadata query), or why it is unknown."""
     sql, params = version_sql(name)
     cur = conn.cursor()
     try:

@@ -347,9 +347,12 @@ def test_table_without_a_cursor_is_fully_refreshed_by_each_scheduled_run(
 class DocumentedMetadata:
     """The emulator's connection, with ``INFORMATION_SCHEMA.TABLES`` answered as Snowflake documents it.
 
-    fakesnow answers ``LAST_ALTERED`` with NULL (and ``BYTES`` with 0), so the
-    row for the source table is shaped from Snowflake's documentation of the
-    view (TABLE_TYPE, LAST_ALTERED TIMESTAMP_LTZ as an aware datetime,
+    The local emulator serves a real ``LAST_ALTERED`` (each table's last
+    commit), but every table there is a BASE TABLE and ``BYTES`` is 0, and a
+    test cannot choose the values. These tests need versions the emulator
+    cannot give (a view, a NULL ``LAST_ALTERED``, given sizes and times), so
+    the row for the source table is shaped from Snowflake's documentation of
+    the view (TABLE_TYPE, LAST_ALTERED TIMESTAMP_LTZ as an aware datetime,
     ROW_COUNT, BYTES), not recorded from Snowflake. Every other statement,
     and the rows themselves, go to the emulator. ``asked`` counts the
     metadata queries, with their SQL and bind parameters.
@@ -480,19 +483,27 @@ def test_a_commit_by_another_writer_after_the_load_makes_the_next_run_reload(
     assert lake_ids(catalog) == [1, 2, 3]
 
 
-def test_on_the_emulator_the_version_is_unknown_so_every_run_reloads(
+def test_on_the_emulator_an_unchanged_source_is_skipped_and_a_change_reloads(
     cursorless: TableConfig, sfdb: Any, catalog: Any, variables: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """End to end on fakesnow, whose INFORMATION_SCHEMA.TABLES has the row but no LAST_ALTERED: unknown → reload."""
+    """End to end on the local stack's emulator, nothing shaped: the cursor-less idle path.
+
+    The emulator serves each table's last commit time as LAST_ALTERED (snowberg.local.emulator; its
+    semantics are tested in tests/snowberg/local/test_emulator.py). Before it did, it answered NULL and
+    every run here reloaded; that reading (NULL → unknown → reload) is tested with a shaped row above.
+    The UPDATE keeps ROW_COUNT (and the emulator's BYTES, 0): only LAST_ALTERED tells the change.
+    """
     caplog.set_level(logging.INFO, logger="snowberg")
-    for run_id in ("scheduled__1", "scheduled__2"):
-        table, _ = reconcile_before_plan(cursorless, catalog, variables)
-        w = plan_run(cursorless, sfdb.conn, table, run_id=run_id)
-        assert w.mode == "full_refresh" and w.extra == {}
-        assert load_window(cursorless, sfdb.conn, catalog, w).status == "committed"
-        publish(cursorless, catalog, w, variables)
-    assert "the source's version is unknown: Snowflake reports no LAST_ALTERED" in caplog.text
-    assert lake_ids(catalog) == [1, 2, 3]
+    w1, r1 = plan_load(cursorless, sfdb.conn, catalog, variables, "scheduled__1")
+    assert (w1.mode, r1.status) == ("full_refresh", "committed")
+    w2, r2 = plan_load(cursorless, sfdb.conn, catalog, variables, "scheduled__2")
+    assert (w2.mode, w2.rows_in_window, r2.status) == ("incremental", 0, "nothing_new")
+    assert "unchanged since the last load" in w2.extra["skipped_because"]
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET NOTE = 'b' WHERE ID = 2")
+    w3, r3 = plan_load(cursorless, sfdb.conn, catalog, variables, "scheduled__3")
+    assert (w3.mode, r3.status) == ("full_refresh", "committed")
+    assert "the source changed: last_altered" in caplog.text
+    assert [(x["id"], x["note"]) for x in lake(catalog)] == [(1, "a"), (2, "b"), (3, "a")]
 
 
 # ---------------------------------------------------------------------------

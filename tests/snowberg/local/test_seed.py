@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from snowberg.local.seed import BRANDS, CATEGORIES, DATABASE, SCHEMA, seed, touch_orders
+from snowberg.local.seed import BRANDS, CATEGORIES, DATABASE, SCHEMA, change_orders, last_altered, seed, touch_orders
 from snowberg.local.stack import FakesnowServer
 
 ORDERS = f"{DATABASE}.{SCHEMA}.ORDERS"
@@ -43,14 +43,16 @@ def rows(conn: Any, sql: str) -> list[tuple[Any, ...]]:
 
 
 def test_seed_creates_both_tables_with_the_requested_row_counts(conn: Any) -> None:
-    assert seed(conn, orders=500, menu_items=12) == {"orders": 500, "menu": 12}
+    assert seed(conn, orders=500, menu_items=12) == {"orders": 500, "menu": 12, "inserted": 512}
     assert rows(conn, f"SELECT COUNT(*), MIN(ORDER_ID), MAX(ORDER_ID) FROM {ORDERS}") == [(500, 1, 500)]
     assert rows(conn, f"SELECT COUNT(DISTINCT MENU_ITEM_ID) FROM {MENU}") == [(12,)]
 
 
 def test_seeding_again_keeps_the_existing_rows(conn: Any) -> None:
     seed(conn, orders=100, menu_items=6)
-    assert seed(conn, orders=1_000, menu_items=60) == {"orders": 100, "menu": 6}
+    touch_orders(conn, 3)
+    assert seed(conn, orders=1_000, menu_items=60) == {"orders": 100, "menu": 6, "inserted": 0}
+    assert rows(conn, f"SELECT COUNT(*) FROM {ORDERS} WHERE QUANTITY <> MOD(ORDER_ID - 1, 4) + 1") == [(3,)]
 
 
 def test_the_menu_names_every_brand_and_category_including_quotes(conn: Any) -> None:
@@ -87,3 +89,14 @@ def test_touch_updates_every_seventh_order_and_moves_its_cursor_to_now(conn: Any
     for order_id, qty, total, price, updated in after:
         if order_id in changed:
             assert qty == before[order_id] + 1 and total == qty * price and str(updated) > "2026-10-01"
+
+
+def test_changing_orders_moves_their_last_altered_and_no_other_tables(conn: Any) -> None:
+    """What the quick start shows a source-change watcher: the UPDATE's commit time, read as the loads read it."""
+    seed(conn, orders=50, menu_items=5)
+    menu = last_altered(conn, MENU)
+    change = change_orders(conn, 4)
+    assert change.rows == 4
+    assert change.last_altered_before is not None and change.last_altered_after is not None
+    assert change.last_altered_before < change.last_altered_after == last_altered(conn)
+    assert last_altered(conn, MENU) == menu

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,3 +168,34 @@ def test_down_kills_a_server_that_ignores_sigterm_once_the_timeout_has_passed(tm
     assert exited_and_reaped(stubborn.pid)
     assert not (tmp_path / "fakesnow.pid").exists()
     stubborn.stdout.close()
+
+
+@pytest.mark.slow  # two emulator starts
+def test_down_and_up_keep_the_source_rows_and_change_times_and_up_does_not_seed_over_them(tmp_path: Path) -> None:
+    """The demo's data is kept in the stack folder: a restart neither loses nor re-seeds the changed orders."""
+    import snowflake.connector
+
+    from snowberg.local.seed import ORDERS, change_orders, last_altered, seed
+
+    def connect(env: dict[str, str]) -> Any:
+        port = int(env["SNOWBERG_FAKESNOW_PORT"])
+        return snowflake.connector.connect(
+            user="fake", password="snow", account="fakesnow", host="127.0.0.1", port=port, protocol="http"
+        )
+
+    try:
+        conn = connect(stack.up(tmp_path))
+        assert seed(conn, orders=40, menu_items=4)["inserted"] == 44
+        change = change_orders(conn, 3)
+        conn.close()
+        stack.down(tmp_path)
+
+        conn = connect(stack.up(tmp_path))
+        assert seed(conn, orders=40, menu_items=4) == {"orders": 40, "menu": 4, "inserted": 0}  # as `stack up` does
+        cur = conn.cursor()
+        cur.execute(f"SELECT ORDER_ID FROM {ORDERS} WHERE QUANTITY <> MOD(ORDER_ID - 1, 4) + 1 ORDER BY 1")
+        assert cur.fetchall() == [(7,), (14,), (21,)]  # the changed orders, as they were changed
+        assert change.last_altered_after is not None and last_altered(conn) == change.last_altered_after
+        conn.close()
+    finally:
+        stack.down(tmp_path)

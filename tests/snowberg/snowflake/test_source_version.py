@@ -1,7 +1,10 @@
 """The source-version query and the reading of its answer.
 
-The emulator (fakesnow) answers ``LAST_ALTERED`` with NULL and ``BYTES`` with
-0, so the rows below are shaped from Snowflake's documentation of
+The reading is tested on every answer Snowflake documents, which no emulator
+gives all of (fakesnow alone answers ``LAST_ALTERED`` with the epoch and
+``BYTES`` with 0; the local stack's emulator serves a real ``LAST_ALTERED``,
+tests/snowberg/local/test_emulator.py), so the rows below are shaped from
+Snowflake's documentation of
 ``INFORMATION_SCHEMA.TABLES`` (TABLE_TYPE text: BASE TABLE, TEMPORARY TABLE,
 EXTERNAL TABLE, EVENT TABLE, VIEW or MATERIALIZED VIEW; LAST_ALTERED
 TIMESTAMP_LTZ, which the connector hands back as an aware datetime;
@@ -50,7 +53,7 @@ def test_a_base_table_has_a_version_in_utc_whatever_the_session_zone() -> None:
         ([("MATERIALIZED VIEW", AT, 10, 100)], "TABLE_TYPE 'MATERIALIZED VIEW'"),
         ([("EXTERNAL TABLE", AT, None, None)], "TABLE_TYPE 'EXTERNAL TABLE'"),
         ([("BASE TABLE", None, 3, 0)], "no LAST_ALTERED"),
-        ([("BASE TABLE", datetime(1970, 1, 1, tzinfo=UTC), 3, 0)], "no LAST_ALTERED"),  # the emulator's answer
+        ([("BASE TABLE", datetime(1970, 1, 1, tzinfo=UTC), 3, 0)], "no LAST_ALTERED"),  # fakesnow's own answer
         ([("BASE TABLE", AT, None, 10)], "no ROW_COUNT/BYTES"),
     ],
 )

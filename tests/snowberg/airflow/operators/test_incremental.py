@@ -150,30 +150,21 @@ def test_operators_built_by_hand_plan_load_and_publish(
     assert json.loads(variables.get(cfg.variable_key.replace("__watermark", "__current")))["run_id"] == "manual__idle"
 
 
-def test_a_cursorless_tables_unchanged_source_ends_the_run_after_the_plan(
-    table_env: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_cursorless_tables_unchanged_source_ends_the_run_after_the_plan(table_env: Any, tmp_path: Path) -> None:
     """Through Airflow's runner: a full refresh records the source's version; the next run, unchanged, is idle.
 
-    The emulator answers LAST_ALTERED with NULL, so the version is given as Snowflake documents the row of
-    INFORMATION_SCHEMA.TABLES (shaped from the documentation, not recorded; the query itself is tested
-    against that shape in tests/snowberg/load/test_plan.py). A changed version reloads.
+    The version is the emulator's own: it serves each table's last commit time as LAST_ALTERED
+    (snowberg.local.emulator, tested against Snowflake's documented semantics in
+    tests/snowberg/local/test_emulator.py). A changed source reloads: the UPDATE keeps the row count,
+    so LAST_ALTERED alone tells the change.
     """
-    from datetime import UTC, datetime
-
     import yaml
     from airflow.models import Variable
-
-    from snowberg.snowflake import source_version
 
     sfdb, cfg = table_env
     config = yaml.safe_load((tmp_path / "tables.yaml").read_text())
     del config["tables"][0]["cursor"]
     (tmp_path / "tables.yaml").write_text(yaml.safe_dump(config))
-    row = ["BASE TABLE", datetime(2026, 11, 30, 17, 15, 2, tzinfo=UTC), 5000, 40960]
-    monkeypatch.setattr(
-        source_version, "observe", lambda cfg, conn: source_version.parse_version(cfg.source.table, [tuple(row)])
-    )
     dag = _dag(cfg)
     first = dag.test()
     assert first.state == "success"
@@ -183,6 +174,6 @@ def test_a_cursorless_tables_unchanged_source_ends_the_run_after_the_plan(
     assert states.pop("plan") == "success" and set(states.values()) == {"skipped"}, states
     proof = json.loads(Variable.get(cfg.variable_key.replace("__watermark", "__current")))
     assert proof["run_id"] == idle.run_id
-    row[2] = 5001  # the source changed: the next run reloads
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET AMOUNT = AMOUNT + 1 WHERE ID = 1")  # the next run reloads
     again = dag.test()
     assert {ti.task_id: ti.state for ti in again.get_task_instances()}["publish"] == "success"
