@@ -732,7 +732,9 @@ def _keyed(
         for d in others
     ]
     report.differences = others
-    if report.truncated and report.pending and not others:
+    propagating = settings.deletes is DeletePolicy.PROPAGATE and bool(report.deleted_in_source)
+    if report.truncated and report.pending and not others and not propagating:
+        # (hard deletes among the examined differences make the report conclusive: propagate removes them)
         report.inconclusive = True
         report.add_note(
             "inconclusive: more buckets differ than were examined, and every examined difference is a row updated "

@@ -810,3 +810,19 @@ def test_an_incomplete_report_whose_examined_buckets_differ_otherwise_propagates
     assert out.report.truncated and out.report.propagated == 0 and not out.report.ok
     assert table.refresh().current_snapshot().snapshot_id == head
     assert "other difference" in out.report.propagation.reason
+
+
+def test_hard_deletes_among_many_pending_updates_are_propagated_not_left_inconclusive(
+    sfdb: Any, catalog: Any
+) -> None:
+    """An incomplete report whose examined differences are pending updates *and* hard deletes is not
+    inconclusive (not every examined difference is pending): the deletes it narrowed down are removed."""
+    from snowberg.checks.volume import run_check
+
+    table = _seed(sfdb, catalog, 1000)
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET UPDATED_AT = '2026-02-01'::TIMESTAMP_NTZ WHERE ID <= 200")
+    sfdb.sql(f"DELETE FROM {sfdb.table('SRC')} WHERE ID > 200 AND MOD(ID, 10) = 0")  # 80 keys
+    cfg = _cfg(sfdb, volume={"deletes": "propagate", "max_reported_keys": 5, "leaf_rows": 10})
+    out = run_check(cfg, table.refresh(), sfdb.conn, dialect=hd.HashDialect.EMULATOR)
+    assert out.report.truncated and out.report.pending > 0 and not out.report.inconclusive
+    assert out.report.propagated > 0 and "the next check removes more" in out.report.advice
