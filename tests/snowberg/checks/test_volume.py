@@ -812,9 +812,7 @@ def test_an_incomplete_report_whose_examined_buckets_differ_otherwise_propagates
     assert "other difference" in out.report.propagation.reason
 
 
-def test_hard_deletes_among_many_pending_updates_are_propagated_not_left_inconclusive(
-    sfdb: Any, catalog: Any
-) -> None:
+def test_hard_deletes_among_many_pending_updates_are_propagated_not_left_inconclusive(sfdb: Any, catalog: Any) -> None:
     """An incomplete report whose examined differences are pending updates *and* hard deletes is not
     inconclusive (not every examined difference is pending): the deletes it narrowed down are removed."""
     from snowberg.checks.volume import run_check
