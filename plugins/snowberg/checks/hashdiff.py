@@ -959,7 +959,8 @@ def hashdiff(source: Side, lake: Side, spec: Spec, *, source_queries: Any = None
             # when their number fits, the next level (each bucket split 16**digits ways) sheds the equal rows
             # around them; otherwise fetch the buckets that fit and leave the rest to the next check.
             room_for_a_level = spent() + 2 + len(leaves) + 1 <= spec.max_queries
-            if level < max_level and room_for_a_level and fetched + len(small) <= budget:
+            splittable = level < max_level and fetched + len(small) <= budget
+            if splittable and room_for_a_level:
                 deeper.update(small)
                 small = {}
             else:
@@ -968,7 +969,7 @@ def hashdiff(source: Side, lake: Side, spec: Spec, *, source_queries: Any = None
                     if fetched + sum(fits.values()) + n <= budget:
                         fits[b] = n
                 small = fits
-                stop(Truncation.ROWS)
+                stop(Truncation.QUERIES if splittable else Truncation.ROWS)
         if small:
             leaves.append((level, sorted(small)))
             fetched += sum(small.values())

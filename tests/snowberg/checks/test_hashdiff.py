@@ -222,6 +222,20 @@ def test_more_differing_buckets_than_max_keys_are_narrowed_down_within_the_fetch
     assert 0 < len(res.diffs) <= 10 and max(s.fetched, lk.fetched) <= 10
 
 
+def test_a_bisection_stopped_by_its_query_or_bucket_budget_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
+    src = [(i, f"2026-01-01 {i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}") for i in range(2000)]
+    lake = [r for r in src if r[0] % 66 != 7]
+    spec = _spec(watermark=None, digits_per_level=1, leaf_rows=200, max_keys=5, max_queries=3)
+    queries = iter(range(100))
+    res = hd.hashdiff(hd.LakeSide(_lake_rows(src), spec), hd.LakeSide(_lake_rows(lake), spec), spec,
+                      source_queries=lambda: next(queries))  # fmt: skip
+    assert res.truncated and res.truncated_by is hd.Truncation.QUERIES
+    monkeypatch.setattr(hd, "MAX_BUCKETS", 4)
+    spec = _spec(watermark=None, digits_per_level=1, leaf_rows=200, max_keys=50)
+    res = hd.hashdiff(hd.LakeSide(_lake_rows(src), spec), hd.LakeSide(_lake_rows(lake), spec), spec)
+    assert res.truncated and res.truncated_by is hd.Truncation.BUCKETS and 0 < len(res.diffs) < 30
+
+
 class _Scripted:
     """A side that answers with given sums and rows: bucket checksums no real data collides on are shaped here."""
 
