@@ -2,11 +2,12 @@
 
 A keyed sync applies a change by key: it removes the target's rows whose key
 the change removed or rewrote, then writes the change's rows. That is only
-right when every key value names exactly one row. A NULL never matches in
-SQL (``t.k = d.k``: the native target keeps a NULL-key row the source
-removed) and matches every NULL in Arrow (``pc.is_in``: the Iceberg target
-removes every NULL-key row); a value shared by two rows removes both when one
-of them goes. Either way the target silently loses or multiplies rows.
+right when every key value names exactly one row. A NULL key cannot be
+matched: SQL's ``t.k = d.k`` never matches it (the native target kept a
+NULL-key row the source removed, once per copy-on-write rewrite), and the
+Iceberg target's key matching kept one as well; a value shared by two rows
+removes both when one of them goes. Either way the target silently loses or
+multiplies rows.
 
 Which keys are verified: the source's Iceberg identifier fields are taken as
 a key (the spec makes them required and unique, and snowberg's merge loads
@@ -85,16 +86,15 @@ class KeyCounts:
         return out
 
 
-def count_key_problems(data: pa.Table, keys: Sequence[str], *, nulls: bool = True) -> KeyCounts:
-    """NULLs per key column and key values held by more than one row of ``data`` (rows with a NULL key are
-    not compared with each other; ``nulls=False``: they are not in ``data``, and not counted)."""
+def count_key_problems(data: pa.Table, keys: Sequence[str]) -> KeyCounts:
+    """NULLs per key column and key values held by more than one row of ``data`` (rows with a NULL in the key
+    are counted as NULLs, not compared with each other)."""
     import pyarrow.compute as pc
 
     out = KeyCounts()
     present = None
     for k in keys:
-        if nulls:
-            out.nulls[k] = data.column(k).null_count
+        out.nulls[k] = data.column(k).null_count
         valid = pc.is_valid(data.column(k))
         present = valid if present is None else pc.and_(present, valid)
     if present is not None and any(out.nulls.values()):
@@ -110,7 +110,7 @@ def count_key_problems(data: pa.Table, keys: Sequence[str], *, nulls: bool = Tru
     for k in keys:
         eq = pc.equal(data.column(k).slice(1), data.column(k).slice(0, n - 1))
         same = eq if same is None else pc.and_(same, eq)
-    same = pc.fill_null(same, False)  # (no NULL is left; a cast can still produce a null comparison)
+    same = pc.fill_null(same, False)
     dup_rows = pc.sum(same).as_py() or 0  # rows equal to the row before them
     if not dup_rows:
         return out
@@ -163,7 +163,7 @@ def verify_source(
     """Check the key over every live row of the source at ``snapshot_id``; return the rows checked.
 
     Reads the key columns only (pyiceberg's scan honours delete files) and
-    counts their distinct values in memory. A source of more than
+    sorts them (``count_key_problems``). A source of more than
     ``rows_per_pass`` rows is checked in passes, each over one range of the
     first key column (cut at quantiles of a sample of its values; pyiceberg
     skips the data files outside a range by their statistics), plus one pass
