@@ -38,20 +38,17 @@ REPO = Path(__file__).resolve().parent.parent
 
 def run_phase(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one phase in a fresh interpreter; add the parent's view of its wall time."""
+    return child_result(["bench.worker", json.dumps(spec)], f"phase {spec['phase']}")
+
+
+def child_result(args: list[str], what: str) -> dict[str, Any]:
+    """``python -m <args>`` in a fresh interpreter: the dict it prints after ``RESULT ``, with its wall time."""
     t = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.worker", json.dumps(spec)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=child_env(),
-    )
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, env=child_env())
     wall = time.monotonic() - t
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
-        raise RuntimeError(
-            f"phase {spec['phase']} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-        )
+        raise RuntimeError(f"{what} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     out: dict[str, Any] = json.loads(line[len("RESULT ") :])
     out["wall"] = wall
     return out

@@ -53,6 +53,9 @@ def test_one_dag_per_sync_with_owner_retries_tags_and_docs(monkeypatch) -> None:
         assert dag.doc_md and s.source.table in dag.doc_md and dag.max_active_runs == 1 and not dag.catchup
         assert dag.task_dict["sync"].downstream_task_ids == {"check_visible"}
         assert dag.task_dict["check_visible"].retries == 0
+        # the check re-reads a keyed change's touched keys from the sync's source
+        check = dag.task_dict["check_visible"]
+        assert (check.source_catalog, check.source_table) == (s.source.catalog, s.source.table)
     native_dag = dags["snowberg_sync_menu_to_native"]  # schedule: on_source_change
     assert [a.uri for a in native_dag.timetable.asset_condition.objects] == ["iceberg://lake/shop/menu"]
     assert [a.uri for a in native_dag.task_dict["sync"].outlets] == [

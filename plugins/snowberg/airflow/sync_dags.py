@@ -150,6 +150,8 @@ def build_sync_dag(cfg: SyncConfig) -> DAG:
                 sync_result=sync.output,
                 target_catalog=t.catalog if isinstance(t, IcebergTarget) else None,
                 target_table=t.table if isinstance(t, IcebergTarget) else None,
+                source_catalog=cfg.source.catalog,
+                source_table=cfg.source.table,
                 timeout=(cfg.check.timeout.total_seconds() if cfg.check else 60.0),
                 retries=0,
             )

@@ -576,11 +576,30 @@ class SnowflakeSide:
         return out
 
     def lookup(self, keys: Sequence[tuple[str, ...]]) -> list[Row]:
+        """Source rows of ``keys`` in one query (``lookup_chunks`` splits a long key list into such queries)."""
         if not keys:
             return []
         text, params = self.sql.lookup_sql(keys)
         self.lookups += 1
         return [_row(r) for r in self._run(text, params)]
+
+
+LOOKUP_TEXT_BYTES = 256_000
+"""Key text one lookup query binds: the bound statement stays far below the 1 MB Snowflake recommends."""
+
+
+def lookup_chunks(keys: Sequence[tuple[str, ...]]) -> list[list[tuple[str, ...]]]:
+    """``keys`` split into lists whose text (with quotes and separators) fits one lookup query."""
+    out: list[list[tuple[str, ...]]] = []
+    size = 0
+    for k in keys:
+        n = sum(len(v.encode()) for v in k) + 4 * len(k) + 2
+        if not out or size + n > LOOKUP_TEXT_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(k)
+        size += n
+    return out
 
 
 def _row(r: Sequence[Any]) -> Row:
@@ -813,6 +832,28 @@ class KeyDiff:
         }
 
 
+class Truncation(StrEnum):
+    """Which budget stopped a comparison before every differing bucket was compared row by row."""
+
+    QUERIES = "queries"  # volume.max_queries: no query left for another level, a fetch or the key lookup
+    ROWS = "rows"  # more rows in the differing buckets than one check fetches (max_reported_keys × leaf_rows)
+    BUCKETS = "buckets"  # more differing buckets in one level than one query names (MAX_BUCKETS)
+
+
+MAX_BUCKETS = 10_000
+"""Differing buckets one level's query names (an IN list of hex prefixes: ~150 kB of statement text, far
+below the 1 MB Snowflake recommends per statement)."""
+
+
+def fetch_budget(spec: Spec) -> int:
+    """Rows one check fetches per side for the row-by-row comparison: ``max_keys`` buckets of ``leaf_rows``.
+
+    The bound the bisection always had (it narrowed at most ``max_keys`` buckets of at most ``leaf_rows``
+    rows), now spent on as many buckets as fit, so many small differences are all narrowed down in one check.
+    """
+    return spec.max_keys * spec.leaf_rows
+
+
 @dataclass(kw_only=True)
 class DiffResult:
     source_rows: int = 0
@@ -820,6 +861,7 @@ class DiffResult:
     days: dict[str, tuple[int, int]] = field(default_factory=dict)  # differing days: (source, lake) counts
     diffs: list[KeyDiff] = field(default_factory=list)
     truncated: bool = False  # more differing buckets than were narrowed down
+    truncated_by: Truncation | None = None  # which budget ran out first
     levels: int = 0
     source_queries: int = 0
     source_null_keys: int = 0
@@ -885,11 +927,21 @@ def hashdiff(source: Side, lake: Side, spec: Spec, *, source_queries: Any = None
     prefixes: list[str] | None = None
     leaves: list[tuple[int, list[str]]] = []  # (level, bucket prefixes) compared row by row
     max_level = 32 // spec.digits_per_level  # an MD5 digest has 32 hex digits
+    budget = fetch_budget(spec)
+    fetched = 0  # rows (per side, at most) the leaves fetch
+
+    def stop(why: Truncation) -> None:
+        res.truncated = True
+        res.truncated_by = res.truncated_by or why
+
     while prefixes is None or prefixes:
         level += 1
-        # keep two queries of the budget for each leaf fetch and one for the key lookup
+        # one query for this level, one per leaf fetch (this level's included) and one for the key lookup
         if spent() + 2 + len(leaves) + 1 > spec.max_queries:
-            res.truncated = True
+            stop(Truncation.QUERIES)
+            break
+        if fetched >= budget:
+            stop(Truncation.ROWS)
             break
         s_l = source.sums(level, days, prefixes)
         l_l = lake.sums(level, days, prefixes)
@@ -897,13 +949,31 @@ def hashdiff(source: Side, lake: Side, spec: Spec, *, source_queries: Any = None
         for d, b in _differing(s_l, l_l):  # a bucket is fetched across all differing days
             n = max(s_l.get((d, b), zero).count, l_l.get((d, b), zero).count)
             by_prefix[b] = by_prefix.get(b, 0) + n
-        if len(by_prefix) > spec.max_keys:
-            res.truncated = True
-            by_prefix = dict(sorted(by_prefix.items())[: spec.max_keys])
-        small = sorted(b for b, n in by_prefix.items() if n <= spec.leaf_rows or level >= max_level)
+        if len(by_prefix) > MAX_BUCKETS:
+            stop(Truncation.BUCKETS)
+            by_prefix = dict(sorted(by_prefix.items())[:MAX_BUCKETS])
+        small = {b: n for b, n in sorted(by_prefix.items()) if n <= spec.leaf_rows or level >= max_level}
+        deeper = {b: n for b, n in by_prefix.items() if b not in small}
+        if fetched + sum(small.values()) > budget:
+            # More rows than one check fetches. Each differing bucket holds at least one differing row, so
+            # when their number fits, the next level (each bucket split 16**digits ways) sheds the equal rows
+            # around them; otherwise fetch the buckets that fit and leave the rest to the next check.
+            room_for_a_level = spent() + 2 + len(leaves) + 1 <= spec.max_queries
+            splittable = level < max_level and fetched + len(small) <= budget
+            if splittable and room_for_a_level:
+                deeper.update(small)
+                small = {}
+            else:
+                fits: dict[str, int] = {}
+                for b, n in small.items():
+                    if fetched + sum(fits.values()) + n <= budget:
+                        fits[b] = n
+                small = fits
+                stop(Truncation.QUERIES if splittable else Truncation.ROWS)
         if small:
-            leaves.append((level, small))
-        prefixes = sorted(set(by_prefix) - set(small))
+            leaves.append((level, sorted(small)))
+            fetched += sum(small.values())
+        prefixes = sorted(deeper)
     res.levels = level
     found: list[KeyDiff] = []
     for lv, pre in leaves:
@@ -953,6 +1023,7 @@ __all__ = [
     "HashDialect",
     "KeyDiff",
     "LakeSide",
+    "MAX_BUCKETS",
     "BatchSource",
     "Range",
     "Row",
@@ -960,13 +1031,16 @@ __all__ = [
     "SnowflakeSql",
     "Spec",
     "Sums",
+    "Truncation",
     "ValueKind",
     "VolumeInputError",
     "canonical_keys",
     "check_lake_type",
     "day_range",
+    "fetch_budget",
     "hashdiff",
     "kind_of",
+    "lookup_chunks",
     "naive_utc",
     "naive_utc_reader",
     "table_source",

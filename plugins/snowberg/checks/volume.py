@@ -49,6 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from snowberg.checks import hashdiff as hd
@@ -77,6 +78,14 @@ class VolumeSourceError(RuntimeError):
     """The Snowflake source cannot be read (missing, no privilege, outside its time-travel retention)."""
 
 
+class Refusal(StrEnum):
+    """Why a report's hard deletes are not propagated."""
+
+    OTHER_DIFFERENCES = "other_differences"  # the report has differences besides the hard deletes
+    INCONCLUSIVE = "inconclusive"
+    UNACCOUNTED = "unaccounted"  # incomplete, and the lake's surplus of rows does not cover the deletes found
+
+
 @dataclass(kw_only=True)
 class Propagation:
     """What ``deletes: propagate`` did with the keys gone from the source."""
@@ -85,6 +94,7 @@ class Propagation:
     removed: int = 0  # lake rows removed (every version of those keys in scope)
     not_removed: list[dict[str, str]] = field(default_factory=list)
     reason: str = ""  # why keys were not removed (empty: all were)
+    refused: Refusal | None = None  # set when nothing was propagated because of the report itself
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +102,7 @@ class Propagation:
             "removed": self.removed,
             "not_removed": self.not_removed,
             "reason": self.reason,
+            "refused": self.refused.value if self.refused else None,
         }
 
 
@@ -117,6 +128,7 @@ class VolumeReport:
     deleted_in_source: list[hd.KeyDiff] = field(default_factory=list)
     pending: int = 0  # lake rows whose source row moved above the watermark
     truncated: bool = False
+    truncated_by: hd.Truncation | None = None  # the budget that ran out (truncated reports)
     inconclusive: bool = False  # compared, but the result neither passes nor fails (see ``note``)
     snowflake_queries: int = 0
     source_rows_scanned: int = 0  # rows the pushed-down predicates selected, summed over the queries
@@ -133,6 +145,7 @@ class VolumeReport:
     propagated: int = 0  # rows removed by deletes: propagate
     propagation: Propagation | None = None
     open_ranges: list[hd.Range] = field(default_factory=list)  # the differing days, to verify again next time
+    advice: str = ""  # what the user can do about a report that does not pass (run_check)
     key_columns: tuple[hd.Column, ...] = ()
     note: str = ""
 
@@ -166,6 +179,7 @@ class VolumeReport:
             "deleted_in_source": [d.to_dict() for d in self.deleted_in_source],
             "pending": self.pending,
             "truncated": self.truncated,
+            "truncated_by": self.truncated_by.value if self.truncated_by else None,
             "snowflake_queries": self.snowflake_queries,
             "source_rows_scanned": self.source_rows_scanned,
             "source_key_lookups": self.source_key_lookups,
@@ -181,6 +195,7 @@ class VolumeReport:
             "propagated": self.propagated,
             "propagation": self.propagation.to_dict() if self.propagation else None,
             "note": self.note,
+            "advice": self.advice,
         }
 
     def scope_line(self) -> str:
@@ -225,6 +240,8 @@ def render(report: VolumeReport, max_keys: int = 20) -> str:
         lines.append(f"  pending (updated in the source after the watermark): {report.pending}")
     if report.truncated:
         lines.append("  more differences than were narrowed down: the list is incomplete")
+    if report.advice:
+        lines.append(f"  what to do: {report.advice}")
     if report.note:
         lines.append(f"  note: {report.note}")
     total = f" of {report.lake_files_total:,}" if report.lake_files_total is not None else ""
@@ -665,20 +682,29 @@ def _keyed(
         lake_side.close()
     report.source_rows, report.lake_rows = res.source_rows, res.lake_rows
     report.differing_days = res.days
-    report.truncated = res.truncated
+    report.truncated, report.truncated_by = res.truncated, res.truncated_by
     lake_only = [d for d in res.diffs if d.kind is hd.DiffKind.LAKE_ONLY]
     others = [d for d in res.diffs if d.kind is not hd.DiffKind.LAKE_ONLY]
     found: dict[tuple[str, ...], str | None] = {}
-    looked_up = False
-    if lake_only and cur.queries < spec.max_queries:
-        for r in source.lookup([d.canonical for d in lake_only]):
+    looked_up: set[tuple[str, ...]] = set()
+    for chunk in hd.lookup_chunks([d.canonical for d in lake_only]):
+        if cur.queries >= spec.max_queries:
+            break
+        for r in source.lookup(chunk):
             found[r.key] = r.cursor
-        looked_up = True
+        looked_up.update(chunk)
+    if len(looked_up) < len(lake_only):
+        # Keys not looked up are neither differences nor deletes yet: the report is incomplete, and the next
+        # check (or a larger volume.max_queries) looks them up.
+        report.truncated = True
+        report.truncated_by = report.truncated_by or hd.Truncation.QUERIES
+        left = len(lake_only) - len(looked_up)
+        report.add_note(f"{left} lake-only key(s) not looked up in the source (query budget)")
     wm_canon = hd.canonical(spec.cursor.kind, spec.watermark) if spec.watermark else None
     for d in lake_only:
-        if not looked_up:
-            others.append(replace(d, note="not looked up (query budget)"))
-        elif d.canonical in found:
+        if d.canonical not in looked_up:
+            continue
+        if d.canonical in found:
             src_cursor = found[d.canonical]
             if wm_canon is not None and _above(src_cursor, wm_canon):
                 report.pending += 1  # the source row moved above the watermark: the next load brings it
@@ -706,7 +732,9 @@ def _keyed(
         for d in others
     ]
     report.differences = others
-    if report.truncated and report.pending and not others:
+    propagating = settings.deletes is DeletePolicy.PROPAGATE and bool(report.deleted_in_source)
+    if report.truncated and report.pending and not others and not propagating:
+        # (hard deletes among the examined differences make the report conclusive: propagate removes them)
         report.inconclusive = True
         report.add_note(
             "inconclusive: more buckets differ than were examined, and every examined difference is a row updated "
@@ -861,21 +889,70 @@ def _verify_counts_as_of(
 # deletes: propagate — the one commit this module makes
 
 
-def propagation_refusal(report: VolumeReport) -> str:
-    """Why the report's hard deletes must not be propagated (empty: they may be).
+def refusal(report: VolumeReport) -> tuple[Refusal, str] | None:
+    """Why the report's hard deletes must not be propagated, and how to say it (None: they may be).
 
-    Only a consistent report propagates: one whose every other row agrees,
-    complete (not truncated, not inconclusive). A report with other
-    differences may be looking at the wrong rows (a changed key rendering,
-    a shifted source) and removing rows on its word could lose data.
+    Only a consistent report propagates: every other compared row agrees (no
+    other difference, not inconclusive). A report with other differences may
+    be looking at the wrong rows (a changed key rendering, a shifted source)
+    and removing rows on its word could lose data. An incomplete report (more
+    differing buckets than one check narrows down) propagates the keys it
+    narrowed down when nothing else differs in the buckets it examined and
+    its counts account for them (the lake holds at least that many rows more
+    than the source): each such key was looked up in the source by key and is
+    gone, and every check makes progress, so deletes of any size end up
+    propagated (a key rendering that changed would show source-only rows in
+    the same buckets, and no surplus of lake rows).
     """
     if report.differences:
-        return f"the report has {len(report.differences)} other difference(s)"
-    if report.truncated:
-        return "the report is incomplete (more differences than were narrowed down)"
+        return Refusal.OTHER_DIFFERENCES, f"the report has {len(report.differences)} other difference(s)"
     if report.inconclusive:
-        return "the report is inconclusive"
-    return ""
+        return Refusal.INCONCLUSIVE, "the report is inconclusive"
+    surplus = report.lake_rows - report.source_rows
+    if report.truncated and surplus < len(report.deleted_in_source):
+        return Refusal.UNACCOUNTED, (
+            f"the report is incomplete (more differences than were narrowed down) and its counts do not account "
+            f"for the {len(report.deleted_in_source)} key(s) found deleted (the lake holds {surplus:,} row(s) more "
+            "than the source)"
+        )
+    return None
+
+
+def propagation_refusal(report: VolumeReport) -> str:
+    """``refusal``'s text (empty: the hard deletes may be propagated)."""
+    r = refusal(report)
+    return r[1] if r else ""
+
+
+def advice(report: VolumeReport, settings: VolumeSettings) -> str:
+    """What the user can do about a report that does not pass (empty when there is nothing to add)."""
+    refused = report.propagation.refused if report.propagation is not None else None
+    if refused is Refusal.OTHER_DIFFERENCES:
+        return (
+            "repair the other differences first (a backfill of their days, or a full_refresh run): the next check "
+            "then propagates the hard deletes; or set volume.deletes: detect to stop propagating"
+        )
+    if refused is Refusal.UNACCOUNTED:
+        return (
+            "rows are missing from the lake besides the hard deletes: run a full verification with a larger budget "
+            "(volume.max_reported_keys, volume.max_queries) to name them, and repair them (backfill or full_refresh)"
+        )
+    if not report.truncated:
+        return ""
+    budget = {
+        hd.Truncation.QUERIES: f"raise volume.max_queries (this check spent {report.snowflake_queries})",
+        hd.Truncation.ROWS: (
+            "raise volume.max_reported_keys or volume.leaf_rows (one check fetches at most max_reported_keys × "
+            f"leaf_rows = {settings.max_reported_keys * settings.leaf_rows:,} rows per side)"
+        ),
+        hd.Truncation.BUCKETS: f"more than {hd.MAX_BUCKETS:,} buckets differ in one level",
+    }.get(report.truncated_by or hd.Truncation.QUERIES, "")
+    if report.propagated:
+        return (
+            f"{report.propagated:,} hard-deleted row(s) removed by this check; more differ than one check narrows "
+            f"down: the next check removes more (trigger the checks DAG to go on now); to need fewer checks, {budget}"
+        )
+    return f"more differences than one check narrows down: {budget}, or trigger the checks DAG again"
 
 
 def _typed(field_type: Any, text: str) -> Any:
@@ -1024,6 +1101,9 @@ def run_check(
     report = verify(cfg, table, conn, settings=settings, dialect=dialect, scope=scope)
     if settings.deletes is DeletePolicy.PROPAGATE and report.deleted_in_source:
         _propagate(cfg, table, report, run_id=run_id, dag_id=dag_id, variables=records)
+    report.advice = advice(report, settings)
+    if report.advice and report.propagated and report.truncated:
+        report.add_note(report.advice)
     written = False
     if records is not None and report.snapshot_id is not None:
         rec = vs.next_record(
@@ -1050,13 +1130,14 @@ def _propagate(
     variables: state.VariableStore | None,
 ) -> None:
     keys = report.deleted_in_source
-    refusal = propagation_refusal(report)
-    if refusal:
+    refused = refusal(report)
+    if refused is not None:
+        kind, why = refused
         report.propagation = Propagation(
-            requested=len(keys), not_removed=[d.key for d in keys], reason=f"not propagated: {refusal}"
+            requested=len(keys), not_removed=[d.key for d in keys], reason=f"not propagated: {why}", refused=kind
         )
-        log.warning("%s: %d hard delete(s) not propagated: %s", cfg.name, len(keys), refusal)
-        report.add_note(f"{len(keys)} hard delete(s) not propagated: {refusal}")
+        log.warning("%s: %d hard delete(s) not propagated: %s", cfg.name, len(keys), why)
+        report.add_note(f"{len(keys)} hard delete(s) not propagated: {why}")
         return
     assert report.snapshot_id is not None
     try:
@@ -1096,13 +1177,16 @@ __all__ = [
     "CheckOutcome",
     "LakeReader",
     "Propagation",
+    "Refusal",
     "VolumeCheckSkipped",
     "VolumeReport",
     "VolumeSourceError",
+    "advice",
     "as_of_clause",
     "commit_hard_deletes",
     "lake_day_counts",
     "propagation_refusal",
+    "refusal",
     "render",
     "run_check",
     "scope_filter",

@@ -9,7 +9,7 @@ the model is validated when DAG files are parsed.
       - name: orders
         ...
         volume:
-          max_reported_keys: 20     # differing keys named in the alert
+          max_reported_keys: 20     # differing keys named in the alert (× leaf_rows: rows one check fetches)
           deletes: detect           # ignore | detect | propagate
           incremental: true         # verify what changed since the last check; full on full_schedule
           full_schedule: "@weekly"  # cron or preset (UTC): a full verification at the first check after each tick
@@ -79,7 +79,8 @@ class VolumeSettings(StrictModel):
     """Run the volume check in the checks DAG (every table: watermark tables compare keys and cursors, stream and
     cursor-less tables compare counts)."""
     max_reported_keys: int = Field(default=20, ge=1, le=10_000)
-    """How many differing keys the report and the alert name."""
+    """How many differing keys the alert names; with ``leaf_rows`` it bounds the rows one check fetches for the
+    row-by-row comparison (max_reported_keys × leaf_rows per side)."""
     digits_per_level: int = Field(default=2, ge=1, le=3)
     """Bisection: each level splits a differing bucket into 16^digits buckets."""
     leaf_rows: int = Field(default=2_000, ge=1, le=1_000_000)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -289,10 +289,14 @@ class Replacement:
     delete files (``merge_strategy: merge_on_read``, see ``iceberg.merge``):
     the cost follows the change, not the table. Never equality deletes, which
     Snowflake cannot read.
+    ``on_key_rows``: called with the number of live rows ``keys`` matched,
+    before the commit; it may raise to refuse the commit (a keyed sync checks
+    that they are the rows its change removed, ``sync.keys.check_removed``).
     """
 
     rows: Any = None
     keys: pa.Table | None = None
+    on_key_rows: Callable[[int], None] | None = None
 
 
 def replaced_by_window(cfg: TableConfig, w: Window, keys: KeyCollector | None, has_rows: bool) -> Replacement | None:
@@ -350,7 +354,9 @@ def remove_replaced(tx: Any, replaced: Replacement, props: Mapping[str, str], *,
     if replaced.keys is not None and replaced.keys.num_rows:
         from snowberg.iceberg.merge import write_position_deletes
 
-        write_position_deletes(tx, replaced.keys, dict(props), io=io)
+        matched = write_position_deletes(tx, replaced.keys, dict(props), io=io)
+        if replaced.on_key_rows is not None:
+            replaced.on_key_rows(matched)
 
 
 def rows_deleted(tx: Any, base_snapshot_id: int) -> dict[str, str]:

@@ -155,7 +155,9 @@ class SyncConfig(StrictModel):
     """The source columns identifying a row, so overwrite, delete and merge-on-read snapshots are applied to the
     target as deletes + inserts by key. Unset: the source table's Iceberg identifier fields (snowberg merge tables
     declare their ``primary_key`` there). Checked against the source schema when the sync runs: a column it lacks
-    fails the run before anything is written. ``[]`` turns keyed changes off."""
+    fails the run before anything is written. Columns other than the identifier fields must be a key: NULLs or a
+    value held by two rows fail the run before anything is written (the whole source is checked at the first
+    keyed sync and when this changes, then each change). ``[]`` turns keyed changes off."""
     on_rewrite: OnRewrite = OnRewrite.FAIL
     """What a run does with source snapshots that rewrite rows (overwrite, delete) when it cannot apply them as
     keyed changes: ``fail``, or ``full_reload`` (replace the target's rows)."""

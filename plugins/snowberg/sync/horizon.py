@@ -31,10 +31,14 @@ overwrite/delete snapshots are applied as a change, not reloaded — the same
 commit hides the removed and rewritten keys with position delete files
 (``iceberg.merge``; never equality deletes, which Snowflake cannot read) and
 appends the rewritten rows, so its cost follows the change, not the table.
+The key must be a key (``sync.keys``): verified before any file is written,
+and the commit is refused unless its position deletes hide exactly the rows
+the change removed at the source.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -47,6 +51,7 @@ from snowberg.core.results import Status
 from snowberg.iceberg.deletes import live_rows
 from snowberg.iceberg.state import commits
 from snowberg.iceberg.tables import ensure_namespace
+from snowberg.sync.keys import check_removed, verify_change, verify_plan
 from snowberg.sync.snapshots import (
     ChangePlan,
     OnRewrite,
@@ -74,6 +79,7 @@ SOURCE = PREFIX + "source"
 RUN_ID = PREFIX + "run-id"
 MODE = PREFIX + "mode"
 ROWS = PREFIX + "rows"
+KEY_COLUMNS = PREFIX + "key-columns"  # the key verified over the whole source (sync.keys), carried by every commit
 
 
 class TargetStateError(RuntimeError):
@@ -90,6 +96,7 @@ class TargetState:
     source_snapshot_id: int
     target_snapshot_id: int
     run_id: str | None
+    key_columns: list[str] | None = None
 
 
 @dataclass(kw_only=True)
@@ -105,6 +112,9 @@ class IcebergSyncResult:
     rows_by_snapshot: dict[str, int] = field(default_factory=dict)
     target_snapshot_id: int | None = None
     target_total_rows: int | None = None  # live rows of the target after the commit (iceberg.deletes.live_rows)
+    key_columns: list[str] = field(default_factory=list)  # the key a keyed run applied changes by (source names)
+    key_target_columns: list[str] = field(default_factory=list)  # the same columns as the target names them
+    source_rows: int | None = None  # live rows of the source at to_snapshot_id (keyed runs; None: unknown)
     attempts: int = 1
     seconds: float = 0.0
     plan: str = ""
@@ -126,6 +136,7 @@ def read_target_state(table: Table) -> TargetState | None:
                 source_snapshot_id=int(props[SOURCE_SNAPSHOT]),
                 target_snapshot_id=snap.snapshot_id,
                 run_id=props.get(RUN_ID),
+                key_columns=json.loads(props[KEY_COLUMNS]) if props.get(KEY_COLUMNS) else None,
             )
     return None
 
@@ -187,6 +198,7 @@ def cast_batch(batch: pa.RecordBatch, mapping: Mapping[str, str], schema: pa.Sch
 
 def _result(
     status: Status,
+    source: Table,
     plan: ChangePlan,
     target: IcebergName,
     source_label: str,
@@ -195,8 +207,11 @@ def _result(
     counts: dict[str, int],
     attempt: int,
     started: float,
+    keyed: Sequence[str] = (),
+    mapping: Mapping[str, str] | None = None,
 ) -> IcebergSyncResult:
     snap = table.current_snapshot()
+    by_source = {src: tgt for tgt, src in (mapping or {}).items()}
     return IcebergSyncResult(
         status=status,
         mode=plan.mode,
@@ -209,6 +224,11 @@ def _result(
         rows_by_snapshot=counts,
         target_snapshot_id=snap.snapshot_id if snap else None,
         target_total_rows=live_rows(table),
+        key_columns=list(keyed),
+        key_target_columns=[by_source[k] for k in keyed if k in by_source],
+        source_rows=(live_rows(source, plan.to_snapshot_id) if plan.to_snapshot_id is not None else 0)
+        if keyed
+        else None,
         attempts=attempt,
         seconds=time.monotonic() - started,
         plan=plan.describe(),
@@ -242,6 +262,15 @@ def changed_keys(changes: RowChanges, keys: Sequence[str], mapping: Mapping[str,
     parts = [changes.deleted_keys.select(list(keys))]
     parts += [pa.Table.from_batches([b.select(list(keys))]) for _, b in changes.upserts]
     return pa.concat_tables([p.rename_columns(names).cast(key_schema) for p in parts])
+
+
+def _removed_check(changes: RowChanges, plan: ChangePlan, target: IcebergName, label: str) -> Callable[[int], None]:
+    """Before the commit: the target rows the change's keys matched are the rows the change removed at the source."""
+
+    def check(matched: int) -> None:
+        check_removed(matched, changes, plan.key_columns, str(target), label)
+
+    return check
 
 
 def _target_arrow_schema(schema: Schema) -> pa.Schema:
@@ -335,13 +364,18 @@ def sync_iceberg(
             plan.mode, plan.reason = SyncMode.FULL_RELOAD, "first sync into a target that already holds rows"
         log.info("%s → %s (attempt %d): %s", source_label, target, attempt, plan.describe())
         if plan.mode == SyncMode.NOTHING_NEW:
-            return _result(Status.NOTHING_NEW, plan, target, source_label, table, 0, {}, attempt, started)
+            return _result(
+                Status.NOTHING_NEW, source, plan, target, source_label, table, 0, {}, attempt, started, keyed
+            )
+        verified = verify_plan(source, plan, keyed, st.key_columns if st else None, source_label)
 
         mapping = column_mapping(source.schema(), table.schema())
         tx = table.transaction()
         schema = _target_arrow_schema(tx.table_metadata.schema())
         counts: dict[str, int] = {}
         changes = read_changes(source, plan) if plan.mode == SyncMode.CHANGES else None
+        if changes is not None:
+            verify_change(changes, plan.key_columns, source, source_label)
         faults.crash_point("sync_after_read")
         pairs = changes.upserts if changes is not None else read_batches(source, plan)
         batches = _counted_batches(pairs, mapping, schema, counts)
@@ -358,6 +392,7 @@ def sync_iceberg(
             SOURCE: source_label,
             RUN_ID: run_id,
             MODE: plan.mode.value,
+            **({KEY_COLUMNS: json.dumps(verified)} if verified is not None else {}),
         }
         replaced: Any = None
         if plan.mode == SyncMode.FULL_RELOAD:
@@ -373,7 +408,8 @@ def sync_iceberg(
                 f"{keys.num_rows:,}",
             )
             # No keys: nothing to remove, and the commit still records the state in an (empty) append.
-            replaced = gate.Replacement(keys=keys) if keys.num_rows else None
+            replaced = gate.Replacement(keys=keys, on_key_rows=_removed_check(changes, plan, target, source_label))
+            replaced = replaced if keys.num_rows else None
         try:
             # The target is usually a Snowflake-managed table behind Horizon, which this code cannot
             # assume accepts table-property updates from an external engine: the state stays in the
@@ -406,5 +442,7 @@ def sync_iceberg(
             plan.to_snapshot_id,
         )
         # tx.commit_transaction() refreshed ``table`` in place: it is the committed table.
-        return _result(Status.COMMITTED, plan, target, source_label, table, rows, counts, attempt, started)
+        return _result(
+            Status.COMMITTED, source, plan, target, source_label, table, rows, counts, attempt, started, keyed, mapping
+        )
     raise RuntimeError(f"gave up on {target} after {max_attempts} conflicting commits") from last_error

@@ -26,6 +26,10 @@ reload: inside the same transaction the target's rows whose key was removed
 or rewritten are deleted (``DELETE ... USING`` a bound ``VALUES`` list) and
 the rows of the data files added since the synced snapshot are inserted —
 a MERGE by key whose cost follows the change (``snapshots.read_changes``).
+The key must be a key (``sync.keys``): a key that is not the identifier
+fields is verified before the transaction, and the ``DELETE`` must remove
+exactly the rows the change removed at the source, or the transaction rolls
+back.
 
 Every row carries the source snapshot id that added it in a lineage column
 (default ``_SNOWBERG_SOURCE_SNAPSHOT_ID``), so the visibility check can count
@@ -48,7 +52,9 @@ from typing import TYPE_CHECKING, Any
 from snowberg.core import faults
 from snowberg.core.identifiers import TableName, quote_identifier
 from snowberg.core.results import Status
+from snowberg.iceberg.deletes import live_rows
 from snowberg.sync.ddl import TargetColumn, create_table_sql, target_columns
+from snowberg.sync.keys import check_removed, verify_change, verify_plan
 from snowberg.sync.snapshots import (
     OnRewrite,
     RowChanges,
@@ -85,6 +91,8 @@ class NativeState:
     source_uuid: str | None
     source_snapshot_id: int | None
     run_id: str | None
+    key_columns: list[str] | None = None  # the key verified over the whole source (sync.keys), if any
+    has_key_column: bool = False  # the state table has the KEY_COLUMNS column (tables created before it lack it)
 
 
 @dataclass(kw_only=True)
@@ -100,6 +108,8 @@ class NativeLoadResult:
     rows: int
     rows_by_snapshot: dict[str, int] = field(default_factory=dict)
     lineage_column: str | None = None
+    key_columns: list[str] = field(default_factory=list)  # the key a keyed run applied changes by (source names)
+    source_rows: int | None = None  # live rows of the source at to_snapshot_id (None: unknown, equality deletes)
     seconds: float = 0.0
     plan: str = ""
 
@@ -134,19 +144,20 @@ def state_table_ddl(state: TableName) -> str:
         '    "MODE" VARCHAR,\n'
         '    "ROWS_LOADED" NUMBER(19,0),\n'
         '    "RUN_ID" VARCHAR,\n'
-        '    "SYNCED_AT" TIMESTAMP_TZ(6)\n'
+        '    "SYNCED_AT" TIMESTAMP_TZ(6),\n'
+        '    "KEY_COLUMNS" VARCHAR\n'
         ")"
     )
 
 
 def read_state(cur: Any, state: TableName, target: TableName) -> NativeState | None:
-    """The target's row of the state table (None before the first sync); two rows mean two first runs raced."""
-    cur.execute(
-        f'SELECT "SOURCE_TABLE_UUID", "SOURCE_SNAPSHOT_ID", "RUN_ID" FROM {state.quoted()} '
-        'WHERE "TARGET_TABLE" = %(t)s',
-        {"t": str(target)},
-    )
-    rows = cur.fetchall()
+    """The target's row of the state table (None before the first sync); two rows mean two first runs raced.
+
+    ``SELECT *``: a state table created before ``KEY_COLUMNS`` existed still reads (without a verified key).
+    """
+    cur.execute(f'SELECT * FROM {state.quoted()} WHERE "TARGET_TABLE" = %(t)s', {"t": str(target)})
+    names = [d[0].upper() for d in cur.description]
+    rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
     if len(rows) > 1:
         raise NativeSyncError(
             f"state table {state} holds {len(rows)} rows for target {target}; two first runs raced. "
@@ -154,8 +165,35 @@ def read_state(cur: Any, state: TableName, target: TableName) -> NativeState | N
         )
     if not rows:
         return None
-    uuid, snap, run_id = rows[0]
-    return NativeState(source_uuid=uuid, source_snapshot_id=int(snap) if snap is not None else None, run_id=run_id)
+    row = rows[0]
+    snap, verified = row["SOURCE_SNAPSHOT_ID"], row.get("KEY_COLUMNS")
+    return NativeState(
+        source_uuid=row["SOURCE_TABLE_UUID"],
+        source_snapshot_id=int(snap) if snap is not None else None,
+        run_id=row["RUN_ID"],
+        key_columns=json.loads(verified) if verified else None,
+        has_key_column="KEY_COLUMNS" in names,
+    )
+
+
+def key_state(cur: Any, state: TableName, st: NativeState | None, verified: list[str] | None) -> tuple[str, Any]:
+    """The guarded UPDATE's ``KEY_COLUMNS`` assignment and its value (``("", None)``: nothing to record).
+
+    A state table created before the column existed gets it (DDL, before the
+    transaction) only when there is a verified key to record.
+    """
+    if st is not None:
+        present = st.has_key_column
+    elif verified is None:
+        return "", None
+    else:  # no row yet: the table may still predate the column
+        cur.execute(f"SELECT * FROM {state.quoted()} LIMIT 0")
+        present = "KEY_COLUMNS" in [d[0].upper() for d in cur.description]
+    if not present and verified is None:
+        return "", None
+    if not present:
+        cur.execute(f'ALTER TABLE {state.quoted()} ADD COLUMN IF NOT EXISTS "KEY_COLUMNS" VARCHAR')
+    return ', "KEY_COLUMNS" = %(keys)s', json.dumps(verified) if verified is not None else None
 
 
 def existing_columns(cur: Any, table: TableName) -> dict[str, str] | None:
@@ -367,12 +405,15 @@ def load_native(
                 rows=rows,
                 rows_by_snapshot=by_snap,
                 lineage_column=lineage_column,
+                key_columns=keyed,
+                source_rows=source_rows(source, plan.to_snapshot_id) if keyed else None,
                 seconds=time.monotonic() - started,
                 plan=plan.describe(),
             )
 
         if plan.mode == SyncMode.NOTHING_NEW:
             return result(Status.NOTHING_NEW, 0, {})
+        verified = verify_plan(source, plan, keyed, st.key_columns if st else None, source_label)
 
         columns = target_columns(source.schema())
         existed = prepare_target(cur, target, columns, lineage_column)
@@ -396,10 +437,13 @@ def load_native(
                 {"t": str(target)},
             )
 
+        key_sql, key_value = key_state(cur, state, st, verified)
         sql = insert_sql(target, columns, lineage_column)
         rows_by_snapshot: dict[str, int] = {}
         total = 0
         changes = read_changes(source, plan) if plan.mode == SyncMode.CHANGES else None
+        if changes is not None:
+            verify_change(changes, plan.key_columns, source, source_label)
         faults.crash_point("sync_after_read")
         cur.execute("BEGIN")
         try:
@@ -407,8 +451,9 @@ def load_native(
                 cur.execute(f"DELETE FROM {target.quoted()}")
                 log.info("full reload: deleted %s existing rows of %s", f"{cur.rowcount:,}", target)
             if changes is not None:
-                keys = key_columns_of(columns, plan.key_columns, source_label)
-                n = apply_deletes(cur, target, keys, changes, insert_batch_rows)
+                key_cols = key_columns_of(columns, plan.key_columns, source_label)
+                n = apply_deletes(cur, target, key_cols, changes, insert_batch_rows)
+                check_removed(n, changes, plan.key_columns, str(target), source_label)
                 faults.crash_point("sync_after_deletes")
                 log.info(
                     "changes: deleted %s rows of %s by key (%s keys removed at the source, %s rows rewritten)",
@@ -444,7 +489,7 @@ def load_native(
             cur.execute(
                 f'UPDATE {state.quoted()} SET "SOURCE_TABLE" = %(src)s, "SOURCE_TABLE_UUID" = %(uuid)s, '
                 f'"SOURCE_SNAPSHOT_ID" = %(to)s, "MODE" = %(mode)s, "ROWS_LOADED" = %(rows)s, "RUN_ID" = %(run)s, '
-                f'"SYNCED_AT" = CURRENT_TIMESTAMP() WHERE "TARGET_TABLE" = %(t)s AND {guard}',
+                f'"SYNCED_AT" = CURRENT_TIMESTAMP(){key_sql} WHERE "TARGET_TABLE" = %(t)s AND {guard}',
                 {
                     "src": source_label,
                     "uuid": plan.source_uuid,
@@ -454,6 +499,7 @@ def load_native(
                     "run": run_id,
                     "t": str(target),
                     "prev": st.source_snapshot_id if st else None,
+                    "keys": key_value,
                 },
             )
             moved = cur.rowcount
@@ -482,6 +528,11 @@ def load_native(
         return result(Status.COMMITTED, total, rows_by_snapshot)
     finally:
         cur.close()
+
+
+def source_rows(source: Table, snapshot_id: int | None) -> int | None:
+    """Live rows of the source at the synced snapshot (metadata; None when unknown): what a keyed target holds."""
+    return live_rows(source, snapshot_id) if snapshot_id is not None else 0
 
 
 def state_for(conn: Any, target: TableName, state_table: TableName | None = None) -> NativeState | None:

@@ -334,17 +334,21 @@ def plan_changes(
     )
 
 
-def read_batches(table: Table, plan: ChangePlan) -> Iterator[tuple[int, pa.RecordBatch]]:
+def read_batches(
+    table: Table, plan: ChangePlan, *, columns: Sequence[str] | None = None
+) -> Iterator[tuple[int, pa.RecordBatch]]:
     """``(source snapshot id, batch)`` pairs for the plan, in snapshot order, in bounded memory.
 
     Incremental plans read each append snapshot's added files through
     pyiceberg's incremental append scan (projected on the current schema);
     initial and full-reload plans scan the table at ``to_snapshot_id``.
+    ``columns``: only these (the key check reads the key columns alone).
     """
     if plan.mode == SyncMode.NOTHING_NEW or plan.to_snapshot_id is None:
         return
+    fields = tuple(columns) if columns is not None else ("*",)
     if plan.mode in (SyncMode.INITIAL, SyncMode.FULL_RELOAD):
-        reader = table.scan(snapshot_id=plan.to_snapshot_id).to_arrow_batch_reader()
+        reader = table.scan(snapshot_id=plan.to_snapshot_id, selected_fields=fields).to_arrow_batch_reader()
         for batch in reader:
             yield plan.to_snapshot_id, batch
         return
@@ -353,10 +357,12 @@ def read_batches(table: Table, plan: ChangePlan) -> Iterator[tuple[int, pa.Recor
         assert snap is not None
         scan = (
             table.incremental_append_scan(
-                from_snapshot_id_exclusive=snap.parent_snapshot_id, to_snapshot_id_inclusive=step.snapshot_id
+                from_snapshot_id_exclusive=snap.parent_snapshot_id,
+                to_snapshot_id_inclusive=step.snapshot_id,
+                selected_fields=fields,
             )
             if snap.parent_snapshot_id is not None
-            else table.incremental_append_scan(to_snapshot_id_inclusive=step.snapshot_id)
+            else table.incremental_append_scan(to_snapshot_id_inclusive=step.snapshot_id, selected_fields=fields)
         )
         for batch in scan.to_arrow_batch_reader():
             yield step.snapshot_id, batch
@@ -369,15 +375,23 @@ class RowChanges:
     ``upserts`` are the rows live at the plan's last snapshot in data files
     added after the synced one, each with the snapshot that added its file;
     ``deleted_keys`` are the keys of rows live at the synced snapshot and
-    gone at the last one, minus keys that ``upserts`` write again.
+    gone at the last one, minus keys that ``upserts`` write again;
+    ``removed_keys`` the keys of all those rows, one per row (the rows a
+    keyed target must remove: ``sync.keys.check_removed``).
     """
 
     upserts: list[tuple[int, pa.RecordBatch]]
     deleted_keys: pa.Table
+    removed_keys: pa.Table | None = None
 
     @property
     def upsert_rows(self) -> int:
         return sum(b.num_rows for _, b in self.upserts)
+
+    @property
+    def removed_rows(self) -> int:
+        """Rows live at the synced snapshot and gone at the last one (each removed, or rewritten by ``upserts``)."""
+        return self.removed_keys.num_rows if self.removed_keys is not None else self.deleted_keys.num_rows
 
 
 def _live_files(table: Table, snapshot_id: int) -> dict[str, Any]:
@@ -400,8 +414,11 @@ def _added_by(table: Table, snapshot_id: int) -> dict[str, int]:
     return out
 
 
-def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
+def read_changes(table: Table, plan: ChangePlan, *, columns: Sequence[str] | None = None) -> RowChanges:
     """The rows and keys a ``changes`` plan applies; reads only the files the change touched.
+
+    ``columns``: the upserted rows' columns to read (default: all; the
+    visibility check reads the key columns alone).
 
     Unchanged data files are never opened, nor their delete files: a data file
     live at both ends with the same delete files did not change. A file that
@@ -426,7 +443,8 @@ def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
     added_by = _added_by(table, plan.to_snapshot_id)
 
     new_tasks = [t for p, t in after.items() if p not in before]
-    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    projected = schema.select(*columns) if columns is not None else schema
+    scan = ArrowScan(table.metadata, table.io, projected, AlwaysTrue())
     upserts: list[tuple[int, pa.RecordBatch]] = []
     for task in new_tasks:
         for b in scan.to_record_batches([task]):
@@ -465,6 +483,7 @@ def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
                 live = pc.invert(pc.is_in(pa.array(range(kt.num_rows), pa.int64()), value_set=gone_before))
                 removed.append(kt.filter(live))
     deleted = pa.concat_tables([t.cast(key_schema) for t in removed]) if removed else key_schema.empty_table()
+    removed_keys = deleted
     if upserts and deleted.num_rows:
         written = pa.Table.from_batches([b.select(keys) for _, b in upserts]).cast(key_schema)
         deleted = deleted.join(written, keys=keys, join_type="left anti")
@@ -478,7 +497,7 @@ def read_changes(table: Table, plan: ChangePlan) -> RowChanges:
         unchanged,
         len(before),
     )
-    return RowChanges(upserts=upserts, deleted_keys=deleted)
+    return RowChanges(upserts=upserts, deleted_keys=deleted, removed_keys=removed_keys)
 
 
 def _arrow_type(iceberg_type: Any) -> pa.DataType:

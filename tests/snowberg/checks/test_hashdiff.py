@@ -186,6 +186,56 @@ def test_level_zero_catches_a_key_that_differs_with_the_same_cursor() -> None:
     ]
 
 
+class _Fetches:
+    """A side that counts the rows its row-by-row fetches return."""
+
+    def __init__(self, side: Any) -> None:
+        self.side, self.name, self.fetched = side, side.name, 0
+
+    def sums(self, level: int, days: Any, prefixes: Any) -> dict[tuple[str, str], hd.Sums]:
+        return dict(self.side.sums(level, days, prefixes))
+
+    def rows(self, days: Any, level: int, prefixes: Any) -> list[hd.Row]:
+        out = list(self.side.rows(days, level, prefixes))
+        self.fetched += len(out)
+        return out
+
+
+def test_more_differing_buckets_than_max_keys_are_narrowed_down_within_the_fetch_budget() -> None:
+    """30 keys missing from the lake fall in 14 of level 1's 16 buckets (~1,750 rows, more than the 5 × 200
+    rows one check fetches): the bisection goes one level deeper, where their buckets hold ~240 rows, and
+    names all 30. Before, more differing buckets than ``max_keys`` truncated the report at level 1."""
+    src = [(i, f"2026-01-01 {i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}") for i in range(2000)]
+    missing = set(range(7, 2000, 66))
+    lake = [r for r in src if r[0] not in missing]
+    spec = _spec(watermark=None, digits_per_level=1, leaf_rows=200, max_keys=5)
+    s, lk = _Fetches(hd.LakeSide(_lake_rows(src), spec)), _Fetches(hd.LakeSide(_lake_rows(lake), spec))
+    res = hd.hashdiff(s, lk, spec)
+    assert not res.truncated and res.levels == 2
+    assert sorted(int(d.key["order_id"]) for d in res.diffs) == sorted(missing)
+    assert max(s.fetched, lk.fetched) <= hd.fetch_budget(spec) == 1000
+    # a budget smaller than the number of differing rows: the buckets that fit, and the report says so
+    tight = _spec(watermark=None, digits_per_level=1, leaf_rows=2, max_keys=5)
+    s, lk = _Fetches(hd.LakeSide(_lake_rows(src), tight)), _Fetches(hd.LakeSide(_lake_rows(lake), tight))
+    res = hd.hashdiff(s, lk, tight)
+    assert res.truncated and res.truncated_by is hd.Truncation.ROWS
+    assert 0 < len(res.diffs) <= 10 and max(s.fetched, lk.fetched) <= 10
+
+
+def test_a_bisection_stopped_by_its_query_or_bucket_budget_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
+    src = [(i, f"2026-01-01 {i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}") for i in range(2000)]
+    lake = [r for r in src if r[0] % 66 != 7]
+    spec = _spec(watermark=None, digits_per_level=1, leaf_rows=200, max_keys=5, max_queries=3)
+    queries = iter(range(100))
+    res = hd.hashdiff(hd.LakeSide(_lake_rows(src), spec), hd.LakeSide(_lake_rows(lake), spec), spec,
+                      source_queries=lambda: next(queries))  # fmt: skip
+    assert res.truncated and res.truncated_by is hd.Truncation.QUERIES
+    monkeypatch.setattr(hd, "MAX_BUCKETS", 4)
+    spec = _spec(watermark=None, digits_per_level=1, leaf_rows=200, max_keys=50)
+    res = hd.hashdiff(hd.LakeSide(_lake_rows(src), spec), hd.LakeSide(_lake_rows(lake), spec), spec)
+    assert res.truncated and res.truncated_by is hd.Truncation.BUCKETS and 0 < len(res.diffs) < 30
+
+
 class _Scripted:
     """A side that answers with given sums and rows: bucket checksums no real data collides on are shaped here."""
 

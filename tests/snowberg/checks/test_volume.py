@@ -724,3 +724,103 @@ def test_the_lake_is_read_one_data_file_at_a_time_and_deeper_levels_read_only_th
     # describe and level 0) read the differing day's one file
     assert len(calls) == report.lake_files_read == 3 + (report.snowflake_queries - 2)
     del table
+
+
+# ---------------------------------------------------------------------------
+# deletes: propagate makes progress on every check, whatever the number of hard deletes
+
+
+def _propagate_until_done(
+    cfg: Any, table: Any, sfdb: Any, variables: Any, deleted: set[int], *, max_checks: int
+) -> list[Any]:
+    """Run checks (records kept, so the second one on is incremental) until the lake holds no deleted key."""
+    reports = []
+    for i in range(max_checks):
+        out = _run(cfg, table, sfdb, variables, run_id=f"check-{i}")
+        reports.append(out.report)
+        left = deleted & set(table.refresh().scan(selected_fields=("id",)).to_arrow()["id"].to_pylist())
+        if not left:
+            return reports
+    raise AssertionError(
+        f"{len(left)} hard-deleted key(s) still in the lake after {max_checks} checks: "
+        + "; ".join(f"check {i}: {r.summary_line()}, note {r.note!r}" for i, r in enumerate(reports))
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "deleted", "where"), [(3_000, 31, "MOD(ID, 97) = 5"), (6_000, 5_000, "MOD(ID, 6) <> 0")]
+)
+def test_more_hard_deletes_than_max_reported_keys_are_all_propagated(
+    sfdb: Any, catalog: Any, variables: Any, rows: int, deleted: int, where: str
+) -> None:
+    """Before, a report with more differing buckets than ``max_reported_keys`` (20) was truncated and refused
+    propagation on every check: the lake kept every row, run after run. The bisection now narrows down every
+    differing bucket within the query budget, so one check removes them all."""
+    table = _seed(sfdb, catalog, rows, unit="second")
+    sfdb.sql(f"DELETE FROM {sfdb.table('SRC')} WHERE {where}")  # keys spread over every hash bucket
+    gone = set(range(1, rows + 1)) - {r[0] for r in sfdb.sql(f"SELECT ID FROM {sfdb.table('SRC')}")}
+    assert len(gone) == deleted
+    cfg = _cfg(sfdb, volume={"deletes": "propagate"})
+    assert cfg.volume.max_reported_keys == 20 and deleted > 20
+    reports = _propagate_until_done(cfg, table, sfdb, variables, gone, max_checks=3)
+    print(
+        f"{deleted:,} hard deletes among {rows:,} rows: {len(reports)} check(s), Snowflake queries "
+        f"{[r.snowflake_queries for r in reports]}, rows removed {[r.propagated for r in reports]}"
+    )
+    assert len(reports) == 1 and reports[0].ok and reports[0].propagated == deleted
+    assert reports[0].snowflake_queries <= cfg.volume.max_queries
+    left = sorted(table.refresh().scan(selected_fields=("id",)).to_arrow()["id"].to_pylist())
+    assert left == sorted(set(range(1, rows + 1)) - gone)  # nothing else removed
+
+
+def test_a_check_that_cannot_narrow_down_every_hard_delete_removes_what_it_narrowed_down(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    """A fetch budget too small for every differing bucket (5 × 2 rows here): each check removes the keys it
+    narrowed down and says that more remain; the deletes are all propagated after a bounded number of checks."""
+    table = _seed(sfdb, catalog, 3_000, unit="second")
+    gone = set(range(100, 3_000, 96))  # 31 keys
+    sfdb.sql(f"DELETE FROM {sfdb.table('SRC')} WHERE ID IN ({', '.join(map(str, sorted(gone)))})")
+    cfg = _cfg(sfdb, volume={"deletes": "propagate", "max_reported_keys": 5, "leaf_rows": 2})
+    reports = _propagate_until_done(cfg, table, sfdb, variables, gone, max_checks=8)
+    print(
+        f"31 hard deletes, 5 × 2 rows fetched per check: {len(reports)} checks, Snowflake queries "
+        f"{[r.snowflake_queries for r in reports]}, rows removed {[r.propagated for r in reports]}"
+    )
+    assert all(r.propagated > 0 for r in reports)  # progress on every check
+    assert sum(r.propagated for r in reports) == 31
+    assert all(r.truncated and "the next check" in r.note for r in reports[:-1])
+    assert len(reports) <= 4  # ceil(31 keys / 10 rows fetched per check)
+    left = sorted(table.refresh().scan(selected_fields=("id",)).to_arrow()["id"].to_pylist())
+    assert left == sorted(set(range(1, 3_001)) - gone)
+
+
+def test_an_incomplete_report_whose_examined_buckets_differ_otherwise_propagates_nothing(
+    sfdb: Any, catalog: Any
+) -> None:
+    """Removing what was narrowed down still needs every examined difference to be a hard delete."""
+    from snowberg.checks.volume import run_check
+
+    table = _seed(sfdb, catalog, 3_000, unit="second")
+    sfdb.sql(f"DELETE FROM {sfdb.table('SRC')} WHERE ID IN ({', '.join(map(str, range(100, 3_000, 96)))})")
+    table.delete("id in (" + ", ".join(map(str, range(101, 3_000, 96))) + ")")  # and rows lost from the lake
+    cfg = _cfg(sfdb, volume={"deletes": "propagate", "max_reported_keys": 5, "leaf_rows": 2})
+    head = table.refresh().current_snapshot().snapshot_id
+    out = run_check(cfg, table.refresh(), sfdb.conn, dialect=hd.HashDialect.EMULATOR)
+    assert out.report.truncated and out.report.propagated == 0 and not out.report.ok
+    assert table.refresh().current_snapshot().snapshot_id == head
+    assert "other difference" in out.report.propagation.reason
+
+
+def test_hard_deletes_among_many_pending_updates_are_propagated_not_left_inconclusive(sfdb: Any, catalog: Any) -> None:
+    """An incomplete report whose examined differences are pending updates *and* hard deletes is not
+    inconclusive (not every examined difference is pending): the deletes it narrowed down are removed."""
+    from snowberg.checks.volume import run_check
+
+    table = _seed(sfdb, catalog, 1000)
+    sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET UPDATED_AT = '2026-02-01'::TIMESTAMP_NTZ WHERE ID <= 200")
+    sfdb.sql(f"DELETE FROM {sfdb.table('SRC')} WHERE ID > 200 AND MOD(ID, 10) = 0")  # 80 keys
+    cfg = _cfg(sfdb, volume={"deletes": "propagate", "max_reported_keys": 5, "leaf_rows": 10})
+    out = run_check(cfg, table.refresh(), sfdb.conn, dialect=hd.HashDialect.EMULATOR)
+    assert out.report.truncated and out.report.pending > 0 and not out.report.inconclusive
+    assert out.report.propagated > 0 and "the next check removes more" in out.report.advice

@@ -39,3 +39,18 @@ def orders(ids: list[int]) -> Any:
         },
         schema=orders_schema(),
     )
+
+
+def remove_orders(table: Any, ids: list[int], strategy: str) -> Any:
+    """Remove orders from a source table as another writer would: ``copy_on_write`` (pyiceberg's delete
+    rewrites or drops their files) or ``merge_on_read`` (position delete files); returns the table."""
+    import pyarrow as pa
+
+    from snowberg.iceberg.merge import write_position_deletes
+
+    if strategy == "copy_on_write":
+        table.delete(f"order_id in ({', '.join(map(str, ids))})")
+        return table
+    tx = table.transaction()
+    write_position_deletes(tx, pa.table({"order_id": pa.array(ids, pa.int64())}), {}, io=table.io)
+    return tx.commit_transaction()

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 import pytest
-from l2s_data import DATABASE, PAT, ROLE, orders, orders_schema
+from l2s_data import DATABASE, PAT, ROLE, orders, orders_schema, remove_orders
 
 from snowberg.core.identifiers import IcebergName
 from snowberg.iceberg.catalogs import open_catalog
@@ -294,3 +294,67 @@ def test_the_target_state_skips_a_partial_snapshot_left_as_head(catalog: Any) ->
     t.append(orders([2]), snapshot_properties={state.PARTIAL_OF: "c2", state.RUN_ID: "r2"})
     st = read_target_state(catalog.load_table("n.t"))
     assert st is not None and st.source_snapshot_id == 11 and st.target_snapshot_id == before
+
+
+# ---------------------------------------------------------------------------
+# Keys that are not keys: the Iceberg target matches keys with pc.is_in, where a NULL matches every NULL
+
+
+def _with(t: Any, column: str, values: list[Any]) -> Any:
+    import pyarrow as pa
+
+    i = t.schema.get_field_index(column)
+    return t.set_column(i, column, pa.array(values, t.schema.field(column).type))
+
+
+def _head(store: Any) -> Any:
+    snap = store.load_table(("SHOP", "ORDERS")).current_snapshot()
+    return snap.snapshot_id if snap else None
+
+
+def test_a_key_with_nulls_or_shared_values_fails_the_iceberg_sync_before_any_write(
+    lake, horizon, horizon_store, horizon_conn
+) -> None:
+    """Two NULL keys: the Iceberg target's ``is_in`` would remove both when one goes. Refused before any
+    file is written, naming the column and the count; likewise a customer key held by two orders."""
+    from snowberg.sync.keys import KeyViolationError
+
+    src = lake.create_table("shop.orders", schema=orders_schema())
+    src.append(_with(orders([1, 2, 3, 4]), "order_id", [1, None, None, 4]))
+    with pytest.raises(KeyViolationError, match=r"order_id is NULL in 2 row\(s\)"):
+        _sync(src, horizon_conn, "r1", key_columns=["order_id"])
+    src2 = lake.create_table("shop.orders2", schema=orders_schema())
+    src2.append(_with(orders([1, 2, 3]), "customer", ["c", "d", "c"]))
+    with pytest.raises(KeyViolationError, match=r"customer are held by more than one row \(2 rows\)"):
+        _sync(src2, horizon_conn, "r2", key_columns=["customer"])
+    assert _head(horizon_store) is None and not horizon.calls("POST", "/tables/ORDERS")  # nothing committed
+
+
+@pytest.mark.parametrize("strategy", ["copy_on_write", "merge_on_read"])
+def test_an_iceberg_change_sharing_an_untouched_key_is_refused(
+    lake, horizon, horizon_store, horizon_conn, monkeypatch, strategy
+) -> None:
+    """The key is verified once (recorded in the commit's summary); a later append gives customer c a second
+    row; removing one of them would hide both in the target: the commit is refused."""
+
+    from snowberg.sync import keys
+    from snowberg.sync.horizon import KEY_COLUMNS
+    from snowberg.sync.keys import KeyViolationError
+
+    whole: list[int] = []
+    real = keys.verify_source
+    monkeypatch.setattr(keys, "verify_source", lambda t, s, k, label: whole.append(s) or real(t, s, k, label))
+    src = lake.create_table("shop.orders", schema=orders_schema())
+    src.append(_with(orders([1, 2]), "customer", ["c", "d"]))
+    _sync(src, horizon_conn, "r1", key_columns=["customer"])
+    summary = horizon_store.load_table(("SHOP", "ORDERS")).current_snapshot().summary.additional_properties
+    assert json.loads(summary[KEY_COLUMNS]) == ["customer"]
+    src.append(_with(orders([3]), "customer", ["c"]))
+    assert _sync(src, horizon_conn, "r2", key_columns=["customer"]).mode == "incremental"
+    assert len(whole) == 1  # the append was checked alone
+    src = remove_orders(src, [3], strategy)
+    head = _head(horizon_store)
+    with pytest.raises(KeyViolationError, match=r"matched 2 target row\(s\)"):
+        _sync(src, horizon_conn, "r3", key_columns=["customer"])
+    assert _head(horizon_store) == head and sorted(i for i, _ in _target_rows(horizon_store)) == [1, 2, 3]
+    assert len(whole) == 1

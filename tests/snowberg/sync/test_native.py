@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from l2s_data import orders, orders_schema
+from l2s_data import orders, orders_schema, remove_orders
 
 from snowberg.core.identifiers import TableName
 from snowberg.sync import native
@@ -283,13 +283,8 @@ def test_a_populated_target_without_state_is_not_appended_to(lake, snowflake) ->
     assert r.mode == "full_reload" and _ids(conn, db) == [1]
 
 
-def test_operators_load_then_check(lake, snowflake, connection) -> None:
-    from snowberg.airflow.operators.lake_to_snowflake import (
-        IcebergToSnowflakeNativeOperator,
-        SnowflakeVisibilityCheckOperator,
-    )
-
-    conn_id, conn, db = snowflake
+def _lake_connection(connection: Any, lake: Any) -> None:
+    """The lake catalog as the Airflow connection ``lake`` (the operators open it by id)."""
     connection(
         "lake",
         {
@@ -298,6 +293,16 @@ def test_operators_load_then_check(lake, snowflake, connection) -> None:
             "extra": {"warehouse": lake.properties["warehouse"]},
         },
     )
+
+
+def test_operators_load_then_check(lake, snowflake, connection) -> None:
+    from snowberg.airflow.operators.lake_to_snowflake import (
+        IcebergToSnowflakeNativeOperator,
+        SnowflakeVisibilityCheckOperator,
+    )
+
+    conn_id, conn, db = snowflake
+    _lake_connection(connection, lake)
     src = lake.create_table("shop.orders", schema=orders_schema())
     src.append(orders([1, 2]))
     load = IcebergToSnowflakeNativeOperator(
@@ -317,4 +322,146 @@ def test_operators_load_then_check(lake, snowflake, connection) -> None:
     cur.execute(f'DELETE FROM "{db}"."SHOP"."ORDERS"')
     cur.close()
     with pytest.raises(VisibilityError):
+        check.execute({})
+
+
+# ---------------------------------------------------------------------------
+# Keys that are not keys (key_columns other than the source's identifier fields are verified)
+
+
+def _with(t: Any, column: str, values: list[Any]) -> Any:
+    import pyarrow as pa
+
+    i = t.schema.get_field_index(column)
+    return t.set_column(i, column, pa.array(values, t.schema.field(column).type))
+
+
+def _target_exists(conn: Any, db: str) -> bool:
+    return native.existing_columns(conn.cursor(), _target(db)) is not None
+
+
+def test_a_key_with_nulls_fails_the_first_keyed_sync_before_any_write(lake, snowflake) -> None:
+    """Source keys [1, NULL, 3]. Before: the sync loaded them; two copy-on-write deletes (order 1, then order 3)
+    left three NULL-key rows in the target for one source row (``t.k = d.k`` never matches NULL), and the
+    visibility check said ``visible``. Now the first keyed sync refuses, naming the column and the count."""
+    from snowberg.sync.keys import KeyViolationError
+
+    _, conn, db = snowflake
+    src = lake.create_table("shop.orders", schema=orders_schema())
+    src.append(_with(orders([1, 2, 3]), "order_id", [1, None, 3]))
+    with pytest.raises(KeyViolationError, match=r"order_id is NULL in 1 row\(s\)"):
+        _load(src, conn, db, "r1", key_columns=["order_id"])
+    assert not _target_exists(conn, db)  # nothing written
+    # the same source without a key loads (a keyed change is what a NULL key breaks)
+    assert _load(src, conn, db, "r2", key_columns=[]).rows == 3
+
+
+def test_a_key_shared_by_two_rows_fails_the_first_keyed_sync(lake, snowflake) -> None:
+    """``key_columns: [customer]`` with orders 1 and 3 both for customer c. Before: deleting order 3 at the
+    source also deleted order 1 from the target, and the check said ``visible``."""
+    from snowberg.sync.keys import KeyViolationError
+
+    _, conn, db = snowflake
+    src = lake.create_table("shop.orders", schema=orders_schema())
+    src.append(_with(orders([1, 2, 3]), "customer", ["c", "d", "c"]))
+    with pytest.raises(KeyViolationError, match=r"1 value\(s\) of customer are held by more than one row \(2 rows\)"):
+        _load(src, conn, db, "r1", key_columns=["customer"])
+    assert not _target_exists(conn, db)
+
+
+@pytest.mark.parametrize("strategy", ["copy_on_write", "merge_on_read"])
+def test_key_verified_once_then_per_change(lake, snowflake, monkeypatch, strategy) -> None:
+    """The first keyed sync verifies the whole source and records the key with the sync state; later syncs
+    check their change only (a NULL or a repeated key in it fails before any write), and changing
+    key_columns verifies the whole source again."""
+
+    from snowberg.sync import keys
+    from snowberg.sync.keys import KeyViolationError
+
+    _, conn, db = snowflake
+    whole: list[int] = []
+    real = keys.verify_source
+    monkeypatch.setattr(keys, "verify_source", lambda t, s, k, label: whole.append(s) or real(t, s, k, label))
+    src = lake.create_table("shop.orders", schema=orders_schema())
+    src.append(orders([1, 2, 3]))
+    _load(src, conn, db, "r1", key_columns=["order_id"])
+    assert len(whole) == 1
+    assert json.loads(_rows(conn, f'SELECT "KEY_COLUMNS" FROM "{db}"."SHOP"."SNOWBERG_SYNC_STATE"')[0][0]) == [
+        "order_id"
+    ]
+    src.append(orders([4]))
+    assert _load(src, conn, db, "r2", key_columns=["order_id"]).mode == "incremental"
+    src = remove_orders(src, [2], strategy)
+    assert _load(src, conn, db, "r3", key_columns=["order_id"]).mode == "changes"
+    assert len(whole) == 1 and _ids(conn, db) == [1, 3, 4]  # the change only
+
+    state = _state(conn, db)
+    src.append(_with(orders([5, 6]), "order_id", [5, None]))  # a NULL key in an append
+    with pytest.raises(KeyViolationError, match=r"the rows the change appends: order_id is NULL in 1 row"):
+        _load(src, conn, db, "r4", key_columns=["order_id"])
+    src.append(orders([7, 7]))  # a key twice in one change
+    with pytest.raises(KeyViolationError, match=r"order_id are held by more than one row"):
+        _load(src, conn, db, "r5", key_columns=["order_id"])
+    assert _state(conn, db) == state and _ids(conn, db) == [1, 3, 4]
+    assert len(whole) == 1
+
+    # a new key: verified over the whole source again (customer names are unique here, the NULL order_id is not
+    # in this key)
+    src2 = lake.create_table("shop.orders2", schema=orders_schema())
+    src2.append(orders([1, 2]))
+    t2 = TableName(database=db, schema="SHOP", table="ORDERS2")
+    load_native(src2, conn, target=t2, source_label="lake:shop.orders2", run_id="a1", key_columns=["order_id"])
+    src2.append(orders([3]))
+    load_native(src2, conn, target=t2, source_label="lake:shop.orders2", run_id="a2", key_columns=["customer"])
+    assert len(whole) == 3
+
+
+@pytest.mark.parametrize("strategy", ["copy_on_write", "merge_on_read"])
+def test_change_sharing_an_untouched_key_rolls_back(lake, snowflake, monkeypatch, strategy) -> None:
+    """An append gave customer c a second row after the key was verified (each change holds c once). Removing
+    one of c's rows at the source would remove both from the target: the rows the target's DELETE matched are
+    not the rows the source removed, so the transaction rolls back."""
+
+    from snowberg.sync.keys import KeyViolationError
+
+    _, conn, db = snowflake
+    src = lake.create_table("shop.orders", schema=orders_schema())
+    src.append(_with(orders([1, 2]), "customer", ["c", "d"]))
+    _load(src, conn, db, "r1", key_columns=["customer"])
+    src.append(_with(orders([3]), "customer", ["c"]))  # customer c again, in its own file
+    _load(src, conn, db, "r2", key_columns=["customer"])  # an append: the target mirrors the source
+    assert _ids(conn, db) == [1, 2, 3]
+    src = remove_orders(src, [3], strategy)  # copy-on-write drops order 3's file
+    state = _state(conn, db)
+    with pytest.raises(KeyViolationError, match=r"1 removed or rewritten row\(s\).*matched 2 target row\(s\)"):
+        _load(src, conn, db, "r3", key_columns=["customer"])
+    assert _ids(conn, db) == [1, 2, 3] and _state(conn, db) == state  # rolled back: order 1 is still there
+
+
+def test_the_check_operator_compares_a_keyed_change_with_the_source(lake, snowflake, connection) -> None:
+    """Given the sync's source (as the sync DAG passes it), the check re-reads the change's touched keys."""
+    from snowberg.airflow.operators.lake_to_snowflake import SnowflakeVisibilityCheckOperator
+
+    conn_id, conn, db = snowflake
+    _lake_connection(connection, lake)
+    src = lake.create_table("shop.orders", schema=orders_schema())
+    src.append(orders([1, 2, 3]))
+    _load(src, conn, db, "r1", key_columns=["order_id"])
+    src.delete("order_id = 2")
+    out = json.loads(json.dumps(_load(src, conn, db, "r2", key_columns=["order_id"]).to_dict()))  # through XCom
+    check = SnowflakeVisibilityCheckOperator(
+        task_id="check_visible",
+        kind="native",
+        snowflake_conn_id=conn_id,
+        table=f"{db}.SHOP.ORDERS",
+        sync_result=out,
+        source_catalog="lake",
+        source_table="shop.orders",
+    )
+    done = check.execute({})
+    assert done["status"] == "visible" and done["source_rows"] == 2 and done["keys_checked"] == 3
+    cur = conn.cursor()
+    cur.execute(f'UPDATE {_target(db).quoted()} SET "ORDER_ID" = 2 WHERE "ORDER_ID" = 3')  # same count
+    cur.close()
+    with pytest.raises(VisibilityError, match="the change touched differ"):
         check.execute({})

@@ -243,9 +243,20 @@ class SnowflakeVisibilityCheckOperator(BaseOperator):
     ``kind="iceberg"``: ``COUNT(*)`` equals the committed (or current) target
     snapshot's live rows; give ``target_catalog``/``target_table`` so a later
     commit by another writer is not mistaken for a failure.
+    A keyed sync's target must also hold the source's row count; give
+    ``source_catalog``/``source_table`` (the sync's source) and the rows of
+    the keys a change touched are compared with the source too.
     """
 
-    template_fields: Sequence[str] = ("snowflake_conn_id", "table", "sync_result", "target_catalog", "target_table")
+    template_fields: Sequence[str] = (
+        "snowflake_conn_id",
+        "table",
+        "sync_result",
+        "target_catalog",
+        "target_table",
+        "source_catalog",
+        "source_table",
+    )
     ui_color = "#fff3d6"
 
     def __init__(
@@ -257,6 +268,8 @@ class SnowflakeVisibilityCheckOperator(BaseOperator):
         sync_result: Any,
         target_catalog: str | None = None,
         target_table: str | None = None,
+        source_catalog: str | None = None,
+        source_table: str | None = None,
         timeout: float = 60.0,
         **kwargs: Any,
     ) -> None:
@@ -269,6 +282,8 @@ class SnowflakeVisibilityCheckOperator(BaseOperator):
         self.sync_result = sync_result
         self.target_catalog = target_catalog
         self.target_table = target_table
+        self.source_catalog = source_catalog
+        self.source_table = source_table
         self.timeout = timeout
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -278,15 +293,19 @@ class SnowflakeVisibilityCheckOperator(BaseOperator):
         result = self.sync_result
         if not isinstance(result, dict):
             raise TypeError(f"sync_result must be the upstream sync's XCom dict, got {type(result).__name__}")
+        source = None
+        if self.source_catalog and self.source_table and result.get("key_columns"):
+            source, _ = _source_table(self.source_catalog, self.source_table)
         with snowflake_connection(self.snowflake_conn_id) as conn:
             if self.kind == "native":
-                return visibility.check_native(conn, result)
+                return visibility.check_native(conn, result, source=source)
             return visibility.check_iceberg(
                 conn,
                 TableName.parse(self.table),
                 result,
                 current_rows=self._current_rows(),
                 timeout=self.timeout,
+                source=source,
             )
 
     def _current_rows(self) -> Callable[[], int | None] | None:

@@ -233,6 +233,10 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         if report.propagation is not None and report.propagation.not_removed:
             p = report.propagation
             observed["hard deletes not propagated"] = f"{p.not_removed[:max_keys]}: {p.reason}"
+        if report.propagated:
+            observed["hard deletes propagated"] = f"{report.propagated:,} row(s) removed"
+        if report.advice:
+            observed["what to do"] = report.advice
         what = "up to watermark " + str(report.watermark) if report.watermark else "by counts"
         message = (
             f"{name}: the lake differs from Snowflake {what} ({report.verification} verification"
@@ -243,6 +247,8 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         )
         if report.propagation is not None and report.propagation.not_removed:
             message += f"; hard deletes not propagated ({report.propagation.reason})"
+        if report.advice:
+            message += f"; what to do: {report.advice}"
         return self._fail(
             context,
             "volume",

@@ -336,3 +336,41 @@ def test_keys_the_propagate_commit_cannot_remove_stay_differences_and_fail_the_c
     assert p["removed"] == 1 and p["not_removed"] == [{"id": "8"}] and "compared scope" in p["reason"]
     assert "{'id': '8'} lake_only" in str(err.value) and "hard deletes not propagated" in str(err.value)
     assert 7 not in _lake_ids() and 8 in _lake_ids()  # the row above the watermark is never touched
+
+
+def test_a_check_that_removes_part_of_the_hard_deletes_says_so_and_what_to_do(env: Any) -> None:
+    """The alert of an incomplete propagation says how many rows it removed and what the user can do; the
+    next checks remove the rest and then pass. (Before, every check failed with "0 differing key(s) (more not
+    narrowed down); hard deletes not propagated (the report is incomplete …)" and removed nothing.)"""
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+
+    _load_in_runs([50, 50])
+    gone = set(range(5, 100, 9))  # 11 keys
+    env.sql(f"DELETE FROM {env.table('SRC')} WHERE ID IN ({', '.join(map(str, sorted(gone)))})")
+    messages = []
+    for _ in range(6):
+        try:
+            out = _op(env, deletes="propagate", max_reported_keys=2, leaf_rows=2).execute({"run_id": "r"})
+            break
+        except SnowbergCheckFailed as err:
+            messages.append(str(err))
+            assert err.details["propagated"] > 0  # progress on every check
+            assert "the next check removes more" in err.observed["what to do"]
+            assert "max_reported_keys × leaf_rows = 4 rows per side" in str(err)
+    else:
+        raise AssertionError("\n".join(messages))
+    assert out["ok"] and not gone & set(_lake_ids()) and len(_lake_ids()) == 100 - len(gone)
+    assert messages and "hard-deleted row(s) removed by this check" in messages[0]
+
+
+def test_a_refused_propagation_says_what_to_do(env: Any) -> None:
+    from snowberg.airflow.operators.check_base import SnowbergCheckFailed
+    from snowberg.iceberg.catalogs import open_catalog
+
+    _load_in_runs([50, 50])
+    env.sql(f"DELETE FROM {env.table('SRC')} WHERE ID = 7")
+    open_catalog("opvol").load_table("lake.orders").delete("id = 60")
+    with pytest.raises(SnowbergCheckFailed) as err:
+        _op(env, deletes="propagate", leaf_rows=10).execute({"run_id": "r"})
+    assert "repair the other differences first" in err.value.observed["what to do"]
+    assert "what to do: repair the other differences first" in str(err.value)
