@@ -38,18 +38,19 @@ import json
 import logging
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from datetime import time as dtime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from snowberg.core import faults
 from snowberg.core.identifiers import TableName, quote_identifier
 from snowberg.core.results import Status
 from snowberg.sync.ddl import TargetColumn, create_table_sql, target_columns
 from snowberg.sync.snapshots import (
+    ChangePlan,
     OnRewrite,
     RowChanges,
     SourceRewriteError,
@@ -102,12 +103,41 @@ class NativeLoadResult:
     lineage_column: str | None = None
     seconds: float = 0.0
     plan: str = ""
+    load_path: str = "insert"  # how rows travelled: stage_copy, put_copy, insert (joined by + when mixed)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         # Plain strings in XCom: readable by any deserialiser, equal to the members.
         d["status"], d["mode"] = self.status.value, self.mode.value
         return d
+
+
+class StagedRows(Protocol):
+    """Rows a ``RowStager`` prepared before the transaction: COPYs to run inside it, the rest to INSERT."""
+
+    insert_batches: Iterable[tuple[int, pa.RecordBatch]]
+    rows_by_snapshot: dict[str, int]
+
+    @property
+    def load_path(self) -> str: ...
+
+    def copy(self, cur: Any) -> int: ...
+
+
+class RowStager(Protocol):
+    """How a run's rows reach the target other than by INSERT (``sync.copy_load.CopyPaths``)."""
+
+    def stage(
+        self,
+        cur: Any,
+        *,
+        source: Table,
+        plan: ChangePlan,
+        columns: Sequence[TargetColumn],
+        target: TableName,
+        lineage_column: str | None,
+        changes: RowChanges | None,
+    ) -> StagedRows: ...
 
 
 def default_state_table(target: TableName) -> TableName:
@@ -330,11 +360,15 @@ def load_native(
     lineage_column: str | None = DEFAULT_LINEAGE_COLUMN,
     insert_batch_rows: int = 1000,
     key_columns: Sequence[str] | None = None,
+    copy: RowStager | None = None,
 ) -> NativeLoadResult:
     """Sync the source's new snapshots into ``target`` in one Snowflake transaction.
 
     ``key_columns`` (default: the source's Iceberg identifier fields) lets
     overwrite/delete snapshots be applied by key instead of refused/reloaded.
+    ``copy`` (``sync.copy_load.CopyPaths``): load rows with COPY from Parquet
+    (the lake's files through a stage, or files the worker PUTs) inside the
+    same transaction; None: bound INSERTs only.
     """
     started = time.monotonic()
     keyed = resolve_key_columns(source, key_columns)  # before anything is written
@@ -369,8 +403,10 @@ def load_native(
                 lineage_column=lineage_column,
                 seconds=time.monotonic() - started,
                 plan=plan.describe(),
+                load_path=staged.load_path if staged is not None else "insert",
             )
 
+        staged: StagedRows | None = None
         if plan.mode == SyncMode.NOTHING_NEW:
             return result(Status.NOTHING_NEW, 0, {})
 
@@ -401,6 +437,16 @@ def load_native(
         total = 0
         changes = read_changes(source, plan) if plan.mode == SyncMode.CHANGES else None
         faults.crash_point("sync_after_read")
+        if copy is not None:
+            staged = copy.stage(
+                cur,
+                source=source,
+                plan=plan,
+                columns=columns,
+                target=target,
+                lineage_column=lineage_column,
+                changes=changes,
+            )
         cur.execute("BEGIN")
         try:
             if plan.mode == SyncMode.FULL_RELOAD:
@@ -417,9 +463,18 @@ def load_native(
                     f"{changes.deleted_keys.num_rows:,}",
                     f"{changes.upsert_rows:,}",
                 )
+            if staged is not None:
+                total = staged.copy(cur)
+                rows_by_snapshot.update(staged.rows_by_snapshot)
             buf: list[tuple[Any, ...]] = []
             nbytes = 0
-            batches = changes.upserts if changes is not None else read_batches(source, plan)
+            batches: Iterable[tuple[int, pa.RecordBatch]] = (
+                staged.insert_batches
+                if staged is not None
+                else changes.upserts
+                if changes is not None
+                else read_batches(source, plan)
+            )
             for snap_id, batch in batches:
                 for row in batch_rows(batch, columns, snap_id if lineage_column else None):
                     buf.append(row)
