@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from snowberg.core import faults
 from snowberg.core.identifiers import TableName, validate_identifier
 from snowberg.sync.copy_sql import (
+    DEFAULT_COPY_MIN_ROWS,
     MAX_FILES_PER_COPY,
     CopyLoadError,
     LakeStage,
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_COPY_MIN_ROWS = 2_000  # bench.sync: below this, bound INSERTs beat PUT + COPY on the emulator
 DEFAULT_FILE_ROWS = 1_000_000  # rows per Parquet file the worker writes and PUTs
 LINEAGE_FIELD = "__snowberg_lineage"  # the worker's files carry each row's source snapshot in this field
 

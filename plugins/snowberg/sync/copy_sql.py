@@ -46,6 +46,7 @@ from snowberg.sync.ddl import TargetColumn
 if TYPE_CHECKING:
     from pyiceberg.types import IcebergType
 
+DEFAULT_COPY_MIN_ROWS = 2_000  # bench.sync: below this many rows, bound INSERTs beat PUT + COPY
 MAX_FILES_PER_COPY = 1_000  # Snowflake's limit on the FILES list of one COPY
 FILE_FORMAT = "TYPE = PARQUET USE_VECTORIZED_SCANNER = TRUE BINARY_AS_TEXT = FALSE USE_LOGICAL_TYPE = TRUE"
 # A lake path COPY may name in FILES: what Iceberg writers put in paths (partition values are URL-encoded).
@@ -86,16 +87,19 @@ class LakeStage:
         if not path.startswith(base):
             return None
         rel = path[len(base) :]
-        if not _FILE_PATH.fullmatch(rel) or any(p in (".", "..") for p in rel.split("/")):
-            return None
-        return rel
+        return rel if safe_path(rel) else None
+
+
+def safe_path(path: str) -> bool:
+    """A relative path SQL may quote as it is: safe characters, no ``.`` or ``..`` segment."""
+    return bool(_FILE_PATH.fullmatch(path)) and not any(p in (".", "..") for p in path.split("/"))
 
 
 def stage_location(stage: str, folder: str = "") -> str:
     """``@"DB"."SCHEMA"."STAGE"[/folder/]`` (the name validated and quoted, the folder checked)."""
     loc = "@" + TableName.parse(stage).quoted()
     if folder:
-        if not _FILE_PATH.fullmatch(folder):
+        if not safe_path(folder):
             raise ValueError(f"stage folder {folder!r}: use letters, digits, '_', '.', '=', '-' and '/'")
         loc += f"/{folder}/"
     return loc
@@ -197,7 +201,7 @@ def copy_sql(
     if len(files) > MAX_FILES_PER_COPY:
         raise ValueError(f"COPY names at most {MAX_FILES_PER_COPY} files, got {len(files)}")
     for f in files:
-        if not _FILE_PATH.fullmatch(f):
+        if not safe_path(f):
             raise ValueError(f"file name {f!r} cannot be named in FILES")
     # Every part is validated above: quoted identifiers, checked file names, an int lineage.
     sql = f"COPY INTO {target.quoted()} ({', '.join(names)}) FROM (SELECT {', '.join(items)} FROM {location})"  # noqa: S608
