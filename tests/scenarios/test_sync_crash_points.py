@@ -116,16 +116,7 @@ def test_native_killed_at_each_step(lake, snowflake, path, fault) -> None:
     first = load_native(src, conn, target=target, source_label="lake:shop.orders", run_id="r1")
     assert (first.mode, first.rows) == ("initial", 40)
     src = change(lake)
-    args = {
-        "kind": "native",
-        "lake_uri": lake.properties["uri"],
-        "lake_wh": lake.properties["warehouse"],
-        "port": l2s_services_port(conn),
-        "db": db,
-        "target": str(target),
-        "run_id": "r2",
-        "path": path,
-    }
+    args = native_args(lake, conn, db, target, run_id="r2", path=path)
     in_tx = fault in IN_TRANSACTION
     res = run_child(args, f"raise:{fault}" if in_tx else fault)
     assert res.returncode == (1 if in_tx else 137), res.stderr[-3000:]
@@ -141,6 +132,19 @@ def test_native_killed_at_each_step(lake, snowflake, path, fault) -> None:
     # every key once, in its last version: the change applied exactly once
     assert _native_target_rows(conn, target) == source_rows(src)
     assert load_native(src, conn, target=target, source_label="lake:shop.orders", run_id="r3").status == "nothing_new"
+
+
+def native_args(lake: Any, conn: Any, db: str, target: Any, **extra: Any) -> dict[str, Any]:
+    """What the child needs to run a native sync against the same lake and emulator."""
+    return {
+        "kind": "native",
+        "lake_uri": lake.properties["uri"],
+        "lake_wh": lake.properties["warehouse"],
+        "port": l2s_services_port(conn),
+        "db": db,
+        "target": str(target),
+        **extra,
+    }
 
 
 IN_TRANSACTION = ("sync_after_deletes", "sync_after_copy", "before_commit")
@@ -180,16 +184,7 @@ def test_native_copy_killed_at_each_step(lake, snowflake, path, fault) -> None:
     cur.execute(state_table_ddl(default_state_table(target)))  # so that "no state yet" reads as None
     cur.close()
     src = keyed_source(lake)
-    args = {
-        "kind": "native",
-        "lake_uri": lake.properties["uri"],
-        "lake_wh": lake.properties["warehouse"],
-        "port": l2s_services_port(conn),
-        "db": db,
-        "target": str(target),
-        "path": path,
-        "stage": stage,
-    }
+    args = native_args(lake, conn, db, target, path=path, stage=stage)
     for run, ids in (("initial", None), ("append", list(range(41, 61)))):
         if ids:
             src.append(orders(ids).cast(SCHEMA()))

@@ -61,7 +61,7 @@ from snowberg.sync.copy_sql import (
 )
 from snowberg.sync.ddl import TargetColumn
 from snowberg.sync.native import sql_value
-from snowberg.sync.snapshots import ChangePlan, RowChanges, SyncMode, read_batches
+from snowberg.sync.snapshots import ChangePlan, RowChanges, SyncMode, append_scan, read_batches
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -348,16 +348,7 @@ def scan_tasks(source: Table, plan: ChangePlan) -> Iterator[tuple[int, Any]]:
             yield plan.to_snapshot_id, task
         return
     for step in plan.load_steps:
-        snap = source.snapshot_by_id(step.snapshot_id)
-        assert snap is not None
-        scan = (
-            source.incremental_append_scan(
-                from_snapshot_id_exclusive=snap.parent_snapshot_id, to_snapshot_id_inclusive=step.snapshot_id
-            )
-            if snap.parent_snapshot_id is not None
-            else source.incremental_append_scan(to_snapshot_id_inclusive=step.snapshot_id)
-        )
-        for task in scan.plan_files():
+        for task in append_scan(source, step.snapshot_id).plan_files():
             yield step.snapshot_id, task
 
 
