@@ -46,7 +46,7 @@ from snowberg.sync.ddl import TargetColumn
 if TYPE_CHECKING:
     from pyiceberg.types import IcebergType
 
-DEFAULT_COPY_MIN_ROWS = 2_000  # bench.sync: below this many rows, bound INSERTs beat PUT + COPY
+DEFAULT_COPY_MIN_ROWS = 200  # bench.sync --crossover: below ~100–500 rows (by shape) bound INSERTs beat PUT + COPY
 MAX_FILES_PER_COPY = 1_000  # Snowflake's limit on the FILES list of one COPY
 FILE_FORMAT = "TYPE = PARQUET USE_VECTORIZED_SCANNER = TRUE BINARY_AS_TEXT = FALSE USE_LOGICAL_TYPE = TRUE"
 # A lake path COPY may name in FILES: what Iceberg writers put in paths (partition values are URL-encoded).
