@@ -22,9 +22,10 @@ travel, and runs the COPY statements inside it (``CopyPaths.stage`` →
    temporary stage of the run's session (it disappears with the session, so a
    killed run leaves nothing behind) and loaded by one COPY of the run's
    folder (``PURGE = TRUE``: the stage is emptied as it is loaded). Memory
-   is bounded by one batch. Nested values are written as the JSON text the
-   ``INSERT`` path binds (``native.sql_value``) and parsed by ``PARSE_JSON``,
-   uuids as canonical text.
+   is bounded by one lake data file's rows (files are read one at a time).
+   Nested values are written as the JSON text the ``INSERT`` path binds
+   (``native.sql_value``) and parsed by ``PARSE_JSON``, uuids as canonical
+   text.
 3. **Bound INSERTs**, as before, when the worker's rows are fewer than
    ``copy_min_rows`` (a PUT and a COPY cost a fixed overhead that a few rows
    do not repay; ``bench.sync`` measures the crossover).
@@ -61,7 +62,7 @@ from snowberg.sync.copy_sql import (
 )
 from snowberg.sync.ddl import TargetColumn
 from snowberg.sync.native import sql_value
-from snowberg.sync.snapshots import ChangePlan, RowChanges, SyncMode, append_scan, read_batches
+from snowberg.sync.snapshots import ChangePlan, RowChanges, SyncMode, append_scan
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -148,7 +149,10 @@ class CopyPaths:
         elif self.lake_stage is not None:
             worker, worker_rows = self._plan_lake_files(source, plan, columns, target, lineage_column, staged)
         else:
-            worker, worker_rows = read_batches(source, plan), _rows_to_read(source, plan)
+            # File by file: pyiceberg's batch reader over a whole scan reads ahead every file of it,
+            # so its memory would follow the table; one file at a time bounds it by the largest file.
+            tasks = list(scan_tasks(source, plan))
+            worker, worker_rows = _read_tasks(source, tasks), sum(t.file.record_count for _, t in tasks)
         if worker_rows and worker_rows >= self.copy_min_rows:
             if self._put_worker_rows(cur, worker, columns, source.schema(), target, lineage_column, staged):
                 worker, worker_rows = (), 0
@@ -327,13 +331,6 @@ def utc_session(cur: Any) -> None:
     if value.upper() not in _UTC:
         log.info("session TIMEZONE is %r: setting it to UTC for the COPY", value)
         cur.execute("ALTER SESSION SET TIMEZONE = 'UTC'")
-
-
-def _rows_to_read(source: Table, plan: ChangePlan) -> int:
-    """How many rows the worker will read for the plan (from manifests: an upper bound where deletes apply)."""
-    if plan.expected_rows is not None:
-        return plan.expected_rows
-    return sum(t.file.record_count for _, t in scan_tasks(source, plan))
 
 
 def scan_tasks(source: Table, plan: ChangePlan) -> Iterator[tuple[int, Any]]:
