@@ -164,7 +164,11 @@ class Scenario:
         monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(dags))
         monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(tmp_path / "tables.yaml"))
         monkeypatch.setenv("SNOWBERG_SYNCS_CONFIG", str(tmp_path / "syncs.yaml"))
-        monkeypatch.setenv(f"AIRFLOW_CONN_{SF_CONN.upper()}", src.db.airflow_connection())
+        sf = json.loads(src.db.airflow_connection())
+        # The emulator runs COPY … FROM (SELECT … FROM @stage) only in a session with a current schema
+        # (Snowflake needs none: every name in it is qualified).
+        sf["schema"] = "S"
+        monkeypatch.setenv(f"AIRFLOW_CONN_{SF_CONN.upper()}", json.dumps(sf))
         self.targets = {
             "mor": "orders_mor",
             "cow": "orders_cow",
