@@ -114,7 +114,7 @@ class StagedCopy:
 
 @dataclass(frozen=True, kw_only=True)
 class CopyPaths:
-    """The COPY paths of a native sync: pass as ``load_native(..., rows=CopyPaths(...))``.
+    """The COPY paths of a native sync: pass as ``load_native(..., copy=CopyPaths(...))``.
 
     ``lake_stage``: an external stage over the lake's storage (None: the
     worker stages every row); ``copy_min_rows``: fewer worker rows than this
