@@ -22,7 +22,8 @@ with no duplicate key:
 2. two more runs of each merge table with inserts and updates (keys updated
    again in the second), one more of the append table, and one of the stream
    table with an update, a delete and inserts;
-3. a lake → Snowflake native sync (``snowberg.airflow.sync_dags``);
+3. a lake → Snowflake native sync (``snowberg.airflow.sync_dags``), its rows
+   PUT as Parquet and COPYed;
 4. ``snowberg rollback --before-run`` (the CLI), then the next run;
 5. a backfill window that repairs rows changed without moving the cursor;
 6. the ``__maintenance`` DAG: compaction with position delete files present,
@@ -163,7 +164,11 @@ class Scenario:
         monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(dags))
         monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(tmp_path / "tables.yaml"))
         monkeypatch.setenv("SNOWBERG_SYNCS_CONFIG", str(tmp_path / "syncs.yaml"))
-        monkeypatch.setenv(f"AIRFLOW_CONN_{SF_CONN.upper()}", src.db.airflow_connection())
+        sf = json.loads(src.db.airflow_connection())
+        # The emulator runs COPY … FROM (SELECT … FROM @stage) only in a session with a current schema
+        # (Snowflake needs none: every name in it is qualified).
+        sf["schema"] = "S"
+        monkeypatch.setenv(f"AIRFLOW_CONN_{SF_CONN.upper()}", json.dumps(sf))
         self.targets = {
             "mor": "orders_mor",
             "cow": "orders_cow",
@@ -237,7 +242,14 @@ class Scenario:
                     "schedule": None,
                     "retries": 0,
                     "source": {"catalog": self.lake.conn_id, "table": self.target("mor")},
-                    "target": {"kind": "native", "snowflake_conn_id": SF_CONN, "table": self.native},
+                    # copy_min_rows 0: the rows go as Parquet the worker reads through this lake's FileIO,
+                    # PUTs and COPYs (the lake Snowflake cannot reach), on every backend
+                    "target": {
+                        "kind": "native",
+                        "snowflake_conn_id": SF_CONN,
+                        "table": self.native,
+                        "copy_min_rows": 0,
+                    },
                     "on_rewrite": "full_reload",
                 }
             ]

@@ -139,6 +139,9 @@ def build_sync_dag(cfg: SyncConfig) -> DAG:
                 key_columns=cfg.key_columns,
                 lineage_column=t.lineage_column,
                 insert_batch_rows=t.insert_batch_rows,
+                stage=t.stage,
+                stage_url=t.stage_url,
+                copy_min_rows=t.copy_min_rows,
                 outlets=outlets,
             )
         if cfg.check_enabled:

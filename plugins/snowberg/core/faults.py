@@ -24,6 +24,9 @@ POINTS += (
 # Lake → Snowflake syncs (snowberg.sync): the change read, the target's rows deleted by key inside the
 # native transaction, the Iceberg target's data files written, before and after the target commit.
 POINTS += ("sync_after_read", "sync_after_deletes", "sync_after_write", "sync_before_commit", "sync_after_commit")
+# Native syncs by COPY (snowberg.sync.copy_load): files staged (PUT) before the transaction, the COPYs run
+# inside it before the state update.
+POINTS += ("sync_before_copy", "sync_after_copy")
 # Table maintenance (snowberg.iceberg.maintenance): compaction files written, before its commit, after it.
 POINTS += ("compact_after_write", "compact_before_commit", "compact_after_commit")
 # `snowberg validate --connect`: its write probe table created, not yet removed (checks.config_online).

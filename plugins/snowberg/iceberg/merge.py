@@ -187,18 +187,28 @@ def _file_columns(pf: Any, field_ids: list[int], name_mapping: NameMapping | Non
     the table's name mapping (``schema.name-mapping.default``, which ``add_files`` sets), as every Iceberg
     reader reads it; without one, it would look as if it predated the key and its rows were never replaced.
     """
+    by_id = field_names_by_id(pf.schema_arrow, name_mapping)
+    names = [by_id.get(i) for i in field_ids]
+    return None if any(n is None for n in names) else [n for n in names if n is not None]
+
+
+def field_names_by_id(file_schema: pa.Schema, name_mapping: NameMapping | None = None) -> dict[int, str]:
+    """``{Iceberg field id: column name in the file}`` for a data file's top-level columns.
+
+    Files keep the names they were written with (a later rename does not touch them); a file without
+    field ids is read through the table's name mapping, as every Iceberg reader reads it.
+    """
     by_id: dict[int, str] = {}
-    for f in pf.schema_arrow:
+    for f in file_schema:
         fid = (f.metadata or {}).get(b"PARQUET:field_id")
         if fid is not None:
             by_id[int(fid)] = f.name
     if not by_id and name_mapping is not None:
         from pyiceberg.io.pyarrow import pyarrow_to_schema
 
-        mapped = pyarrow_to_schema(pf.schema_arrow, name_mapping=name_mapping, downcast_ns_timestamp_to_us=True)
+        mapped = pyarrow_to_schema(file_schema, name_mapping=name_mapping, downcast_ns_timestamp_to_us=True)
         by_id = {f.field_id: f.name for f in mapped.fields}
-    names = [by_id.get(i) for i in field_ids]
-    return None if any(n is None for n in names) else [n for n in names if n is not None]
+    return by_id
 
 
 def _replaced_positions(

@@ -19,7 +19,7 @@ PyYAML and snowberg's light modules are imported here.
       - name: orders_native
         source: {catalog: lake, table: sales.orders}
         target:
-          kind: native                     # a native Snowflake table, loaded with INSERTs
+          kind: native                     # a native Snowflake table, loaded by COPY (or INSERTs for few rows)
           snowflake_conn_id: snowflake_default
           table: ANALYTICS.SALES.ORDERS_NATIVE
         key_columns: [order_id]            # default: the source's Iceberg identifier fields
@@ -49,6 +49,7 @@ from snowberg.config.fields import (
 from snowberg.config.yaml_loader import merged_entries, read_yaml, read_yaml_selected, validate_entries
 from snowberg.core.identifiers import validate_identifier
 from snowberg.core.models import Duration, StrictModel
+from snowberg.sync.copy_sql import DEFAULT_COPY_MIN_ROWS
 from snowberg.sync.snapshots import OnRewrite
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}", re.ASCII)
@@ -115,7 +116,7 @@ class NativeTarget(StrictModel):
     """A native Snowflake table (created from the source schema if missing)."""
 
     kind: Literal["native"]
-    """``native``: a regular Snowflake table, loaded with INSERT statements."""
+    """``native``: a regular Snowflake table, loaded by COPY from Parquet (bound INSERTs for a few rows)."""
     snowflake_conn_id: ConnectionRef = "snowflake_default"
     """The Airflow connection to Snowflake."""
     table: SnowflakeTableRef
@@ -127,6 +128,33 @@ class NativeTarget(StrictModel):
     """A target column holding each row's source snapshot id; null leaves it out."""
     insert_batch_rows: int = Field(default=1_000, ge=1, le=16_384)
     """Rows per ``INSERT`` statement."""
+    stage: str | None = None
+    """A Snowflake external stage over the lake's storage, ``database.schema.stage``: COPY loads the lake's data
+    files from it as they are (no row passes through the worker). Needs ``stage_url``."""
+    stage_url: str | None = None
+    """The stage's URL as the lake addresses its files (``s3://lake/warehouse/``; ``DESC STAGE`` shows it)."""
+    copy_min_rows: int = Field(default=DEFAULT_COPY_MIN_ROWS, ge=0)
+    """Rows the worker sends (no stage, files with position deletes, nested columns, keyed changes) are written
+    as Parquet, PUT and COPYed from this many on; fewer go as bound ``INSERT`` statements."""
+
+    @field_validator("stage")
+    @classmethod
+    def _stage(cls, v: str | None) -> str | None:
+        if v is not None:
+            parts = v.split(".")
+            if len(parts) != 3:
+                raise ValueError(f"expected database.schema.stage, got {v!r}")
+            for part in parts:
+                validate_identifier(part, "stage")
+        return v
+
+    @model_validator(mode="after")
+    def _stage_pair(self) -> NativeTarget:
+        if (self.stage is None) != (self.stage_url is None):
+            raise ValueError("stage and stage_url go together: the stage, and its URL as the lake addresses it")
+        if self.stage_url is not None and not re.match(r"^[a-z][a-z0-9+.-]*://", self.stage_url):
+            raise ValueError(f"stage_url {self.stage_url!r} must be a URL of the lake's storage (s3://…, file://…)")
+        return self
 
 
 class VisibilityCheckConfig(StrictModel):

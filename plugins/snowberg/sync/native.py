@@ -42,12 +42,12 @@ import json
 import logging
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from datetime import time as dtime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from snowberg.core import faults
 from snowberg.core.identifiers import TableName, quote_identifier
@@ -56,6 +56,7 @@ from snowberg.iceberg.deletes import live_rows
 from snowberg.sync.ddl import TargetColumn, create_table_sql, target_columns
 from snowberg.sync.keys import check_removed, verify_change, verify_plan
 from snowberg.sync.snapshots import (
+    ChangePlan,
     OnRewrite,
     RowChanges,
     SourceRewriteError,
@@ -112,12 +113,41 @@ class NativeLoadResult:
     source_rows: int | None = None  # live rows of the source at to_snapshot_id (None: unknown, equality deletes)
     seconds: float = 0.0
     plan: str = ""
+    load_path: str = "insert"  # how rows travelled: stage_copy, put_copy, insert (joined by + when mixed)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         # Plain strings in XCom: readable by any deserialiser, equal to the members.
         d["status"], d["mode"] = self.status.value, self.mode.value
         return d
+
+
+class StagedRows(Protocol):
+    """Rows a ``RowStager`` prepared before the transaction: COPYs to run inside it, the rest to INSERT."""
+
+    insert_batches: Iterable[tuple[int, pa.RecordBatch]]
+    rows_by_snapshot: dict[str, int]
+
+    @property
+    def load_path(self) -> str: ...
+
+    def copy(self, cur: Any) -> int: ...
+
+
+class RowStager(Protocol):
+    """How a run's rows reach the target other than by INSERT (``sync.copy_load.CopyPaths``)."""
+
+    def stage(
+        self,
+        cur: Any,
+        *,
+        source: Table,
+        plan: ChangePlan,
+        columns: Sequence[TargetColumn],
+        target: TableName,
+        lineage_column: str | None,
+        changes: RowChanges | None,
+    ) -> StagedRows: ...
 
 
 def default_state_table(target: TableName) -> TableName:
@@ -368,11 +398,15 @@ def load_native(
     lineage_column: str | None = DEFAULT_LINEAGE_COLUMN,
     insert_batch_rows: int = 1000,
     key_columns: Sequence[str] | None = None,
+    copy: RowStager | None = None,
 ) -> NativeLoadResult:
     """Sync the source's new snapshots into ``target`` in one Snowflake transaction.
 
     ``key_columns`` (default: the source's Iceberg identifier fields) lets
     overwrite/delete snapshots be applied by key instead of refused/reloaded.
+    ``copy`` (``sync.copy_load.CopyPaths``): load rows with COPY from Parquet
+    (the lake's files through a stage, or files the worker PUTs) inside the
+    same transaction; None: bound INSERTs only.
     """
     started = time.monotonic()
     keyed = resolve_key_columns(source, key_columns)  # before anything is written
@@ -409,8 +443,10 @@ def load_native(
                 source_rows=source_rows(source, plan.to_snapshot_id) if keyed else None,
                 seconds=time.monotonic() - started,
                 plan=plan.describe(),
+                load_path=staged.load_path if staged is not None else "insert",
             )
 
+        staged: StagedRows | None = None
         if plan.mode == SyncMode.NOTHING_NEW:
             return result(Status.NOTHING_NEW, 0, {})
         verified = verify_plan(source, plan, keyed, st.key_columns if st else None, source_label)
@@ -445,6 +481,16 @@ def load_native(
         if changes is not None:
             verify_change(changes, plan.key_columns, source, source_label)
         faults.crash_point("sync_after_read")
+        if copy is not None:
+            staged = copy.stage(
+                cur,
+                source=source,
+                plan=plan,
+                columns=columns,
+                target=target,
+                lineage_column=lineage_column,
+                changes=changes,
+            )
         cur.execute("BEGIN")
         try:
             if plan.mode == SyncMode.FULL_RELOAD:
@@ -462,9 +508,18 @@ def load_native(
                     f"{changes.deleted_keys.num_rows:,}",
                     f"{changes.upsert_rows:,}",
                 )
+            if staged is not None:
+                total = staged.copy(cur)
+                rows_by_snapshot.update(staged.rows_by_snapshot)
             buf: list[tuple[Any, ...]] = []
             nbytes = 0
-            batches = changes.upserts if changes is not None else read_batches(source, plan)
+            batches: Iterable[tuple[int, pa.RecordBatch]] = (
+                staged.insert_batches
+                if staged is not None
+                else changes.upserts
+                if changes is not None
+                else read_batches(source, plan)
+            )
             for snap_id, batch in batches:
                 for row in batch_rows(batch, columns, snap_id if lineage_column else None):
                     buf.append(row)

@@ -353,19 +353,22 @@ def read_batches(
             yield plan.to_snapshot_id, batch
         return
     for step in plan.load_steps:
-        snap = table.snapshot_by_id(step.snapshot_id)
-        assert snap is not None
-        scan = (
-            table.incremental_append_scan(
-                from_snapshot_id_exclusive=snap.parent_snapshot_id,
-                to_snapshot_id_inclusive=step.snapshot_id,
-                selected_fields=fields,
-            )
-            if snap.parent_snapshot_id is not None
-            else table.incremental_append_scan(to_snapshot_id_inclusive=step.snapshot_id, selected_fields=fields)
-        )
-        for batch in scan.to_arrow_batch_reader():
+        for batch in append_scan(table, step.snapshot_id, selected_fields=fields).to_arrow_batch_reader():
             yield step.snapshot_id, batch
+
+
+def append_scan(table: Table, snapshot_id: int, *, selected_fields: tuple[str, ...] = ("*",)) -> Any:
+    """pyiceberg's incremental append scan of the data files one append snapshot added (``selected_fields``:
+    the columns read, all by default)."""
+    snap = table.snapshot_by_id(snapshot_id)
+    assert snap is not None
+    if snap.parent_snapshot_id is None:
+        return table.incremental_append_scan(to_snapshot_id_inclusive=snapshot_id, selected_fields=selected_fields)
+    return table.incremental_append_scan(
+        from_snapshot_id_exclusive=snap.parent_snapshot_id,
+        to_snapshot_id_inclusive=snapshot_id,
+        selected_fields=selected_fields,
+    )
 
 
 @dataclass(kw_only=True)

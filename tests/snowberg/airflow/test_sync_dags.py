@@ -49,3 +49,12 @@ def test_build_sync_dags_reads_the_given_file_and_refuses_to_guess(tmp_path: Pat
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(SYNCS))
     assert sorted(build_sync_dags(path)) == ["snowberg_sync_to_horizon_unchecked", "snowberg_sync_to_native"]
+
+
+def test_a_native_sync_hands_its_stage_and_copy_threshold_to_the_operator(tmp_path: Path) -> None:
+    entry = dict(SYNCS["syncs"][0])
+    entry["target"] = {**entry["target"], "stage": "DB.SHOP.LAKE", "stage_url": "s3://lake/wh/", "copy_min_rows": 0}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"syncs": [entry]}))
+    op = build_sync_dags(path)["snowberg_sync_to_native"].task_dict["sync"]
+    assert (op.stage, op.stage_url, op.copy_min_rows) == ("DB.SHOP.LAKE", "s3://lake/wh/", 0)

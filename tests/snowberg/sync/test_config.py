@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from snowberg.sync.config import IcebergTarget, NativeTarget, SyncConfigError, load_syncs, parse_syncs
+from snowberg.sync.copy_sql import DEFAULT_COPY_MIN_ROWS
 
 ROOT = Path(__file__).resolve().parents[3]
 NATIVE = {
@@ -30,6 +31,16 @@ NATIVE = {
         ),
         ({"target": {"kind": "native", "table": "DB.S.T"}, "on_rewrite": "maybe"}, "field 'on_rewrite'"),
         ({"source": {"catalog": "lake", "table": "no_namespace"}}, "field 'source.table'"),
+        ({"target": {"kind": "native", "table": "DB.S.T", "stage": "DB.S.LAKE"}}, "stage and stage_url go together"),
+        (
+            {"target": {"kind": "native", "table": "DB.S.T", "stage": "LAKE", "stage_url": "s3://l/"}},
+            "expected database.schema.stage",
+        ),
+        (
+            {"target": {"kind": "native", "table": "DB.S.T", "stage": "D.S.L", "stage_url": "/l"}},
+            "must be a URL",
+        ),
+        ({"target": {"kind": "native", "table": "DB.S.T", "copy_min_rows": -1}}, "field 'target.copy_min_rows'"),
     ],
 )
 def test_config_errors_name_the_sync_and_field(entry: dict[str, Any], message: str) -> None:
@@ -74,6 +85,7 @@ def test_a_native_sync_checks_its_own_target_and_takes_the_defaults() -> None:
     assert (cfg.on_rewrite, cfg.schedule, cfg.retries, cfg.retry_delay) == ("fail", "@hourly", 2, timedelta(minutes=2))
     assert cfg.target.lineage_column == "_SNOWBERG_SOURCE_SNAPSHOT_ID" and cfg.target.insert_batch_rows == 1_000
     assert cfg.snowflake_create is None
+    assert (cfg.target.stage, cfg.target.stage_url, cfg.target.copy_min_rows) == (None, None, DEFAULT_COPY_MIN_ROWS)
     checked = parse_syncs({"syncs": [{**NATIVE, "check": {"snowflake_conn_id": "sf2", "table": "DB.S.V"}}]}).syncs[0]
     assert (checked.check_conn_id, checked.check_table) == ("sf2", "DB.S.V")
 

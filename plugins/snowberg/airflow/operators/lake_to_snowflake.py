@@ -17,7 +17,7 @@ Example (what ``dags/snowberg_syncs.py`` builds for each entry of
     )
     sync >> check
 
-    # Into a native Snowflake table (INSERTs and the sync state in one transaction)
+    # Into a native Snowflake table (COPY or INSERTs, and the sync state, in one transaction)
     load = IcebergToSnowflakeNativeOperator(
         task_id="sync", source_catalog="lake", source_table="sales.orders",
         snowflake_conn_id="snowflake_default", target_table="ANALYTICS.SALES.ORDERS_NATIVE",
@@ -163,6 +163,10 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
 
     Rows and the sync state (``state_table``, default
     ``<db>.<schema>.SNOWBERG_SYNC_STATE``) commit in one Snowflake transaction.
+    Rows travel by COPY from Parquet: the lake's own files through ``stage``
+    (an external stage over the lake, whose URL the lake calls ``stage_url``),
+    else Parquet the worker writes and PUTs; fewer than ``copy_min_rows``
+    worker rows go as bound INSERTs (docs/lake-to-snowflake.md).
     ``key_columns`` (default None: the source's Iceberg identifier fields)
     lets overwrite/delete snapshots be applied as deletes + inserts by key.
     Returns the ``NativeLoadResult`` as a dict (XCom).
@@ -175,6 +179,8 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
         "target_table",
         "state_table",
         "on_rewrite",
+        "stage",
+        "stage_url",
     )
     ui_color = "#d9f2e6"
 
@@ -190,6 +196,9 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
         key_columns: Sequence[str] | None = None,
         lineage_column: str | None = "_SNOWBERG_SOURCE_SNAPSHOT_ID",
         insert_batch_rows: int = 1000,
+        stage: str | None = None,
+        stage_url: str | None = None,
+        copy_min_rows: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -202,14 +211,23 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
         self.key_columns = list(key_columns) if key_columns is not None else None
         self.lineage_column = lineage_column
         self.insert_batch_rows = insert_batch_rows
+        self.stage = stage
+        self.stage_url = stage_url
+        self.copy_min_rows = copy_min_rows
 
     @names_lake_connection("source_catalog")
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.airflow.metrics import observed_sync
         from snowberg.snowflake.hook import snowflake_connection
+        from snowberg.sync.copy_load import CopyPaths
+        from snowberg.sync.copy_sql import DEFAULT_COPY_MIN_ROWS, LakeStage
         from snowberg.sync.native import load_native
 
         source, label = _source_table(self.source_catalog, self.source_table)
+        copy = CopyPaths(
+            lake_stage=LakeStage(stage=self.stage, stage_url=self.stage_url) if self.stage and self.stage_url else None,
+            copy_min_rows=DEFAULT_COPY_MIN_ROWS if self.copy_min_rows is None else self.copy_min_rows,
+        )
         with snowflake_connection(self.snowflake_conn_id) as conn:
             result = load_native(
                 source,
@@ -222,6 +240,7 @@ class IcebergToSnowflakeNativeOperator(NativeSyncLineage, BaseOperator):
                 key_columns=self.key_columns,
                 lineage_column=self.lineage_column,
                 insert_batch_rows=self.insert_batch_rows,
+                copy=copy,
             )
             done = result.to_dict()
             record_native_sync(
