@@ -132,19 +132,22 @@ def configs(draw: Any) -> str:
     return text
 
 
+# The same files every run (a failure reproduces), nothing stored between runs, no time limit per file.
+FIXED: dict[str, Any] = {
+    "derandomize": True,
+    "database": None,
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+}
+
+
 def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "tables.yaml"
     path.write_text(text)
     return path
 
 
-@settings(
-    max_examples=150,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(max_examples=150, **FIXED)
 @given(text=configs())
 def test_the_task_parse_picks_the_full_parses_tables_or_falls_back(tmp_path: Path, text: str) -> None:
     path = _write(tmp_path, text)
@@ -174,13 +177,7 @@ def _shape(dag: Any) -> Any:
 
 
 @pytest.mark.timeout(600)
-@settings(
-    max_examples=10,
-    derandomize=True,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@settings(max_examples=10, **FIXED)
 @given(text=configs())
 def test_for_every_dag_id_the_task_parse_builds_the_full_parses_dag(tmp_path: Path, text: str) -> None:
     path = _write(tmp_path, text)
