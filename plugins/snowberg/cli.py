@@ -6,7 +6,7 @@ snowberg demo          quick start: stack up, two loads through Airflow, then th
 snowberg docs          regenerate the generated docs (type mapping, configuration reference, JSON Schemas)
 snowberg validate      check tables.yaml / syncs.yaml: every error with file, line, entry, field (--connect: online)
 snowberg init DIR      write the example project (two-line dags/*.py, include/*.yaml) into DIR
-snowberg inspect T W   a metadata table of lake table T: snapshots|history|files|manifests|partitions|refs
+snowberg inspect T W   a metadata table of lake table T: snapshots|history|files|manifests|partitions|refs|staging
 snowberg read T        rows of T, now or as of a snapshot/time, filtered, limited
 snowberg rollback T    move T (and its watermark, and the Variable) back to a snapshot, before a run, or to a tag
 snowberg tag T NAME    tag T's current (or a given) snapshot; tags survive snapshot expiry

@@ -7,7 +7,10 @@ the cursor) on merge-on-read, so every merge leaves position-delete files:
 * ``sliced`` — the mapped-slices DAG (plan → plan_slices → load_slice… → commit
   → publish); in about one iteration in four its commit is held back: the
   slices write their staged files in one iteration and the commit comes in the
-  next, after the orphan sweep ran with those files older than its age.
+  next, after the orphan sweep ran with those files older than its age; every
+  third iteration (or the next one free of a held commit) the run fails after
+  its slices wrote, before its commit (its staging is abandoned once the next
+  run commits).
 
 Each iteration starts, side by side, a run of each DAG and a maintenance DAG
 run: a scheduled one (compact → expire snapshots → remove orphan files) on one
@@ -34,6 +37,12 @@ held back for the sliced table), then:
 * the lake equals the source: one row per key, the source's current values;
 * the table's watermark covers the source, and the Variable mirrors the table's
   state (same watermark, same snapshot).
+
+After the last iteration, once the orphan age has passed, a final sweep of the
+sliced table must leave no staging of a run that can no longer commit (killed
+runs overtaken by later commits, commits that died before cleaning up): only
+the held slice commit's, if one is waiting. The staging bytes after each
+iteration and after the final sweep are printed.
 
 Seeded: ``SNOWBERG_MAINT_CHAOS_SEED`` (default 20261202). At least
 ``SNOWBERG_MAINT_CHAOS_ITERATIONS`` iterations (default 4) and on until
@@ -78,6 +87,10 @@ ORPHAN_AGE_S = 8  # the floor's role scaled to this test (see the module doc)
 KILL_SHARE = 0.9  # share of processes given a kill time (uniform over their run's span)
 ROLLBACK_EVERY = 3  # every third iteration's maintenance run is a manual rollback instead of the scheduled steps
 HOLD_SLICE_COMMIT = 0.25  # share of sliced runs whose commit comes in the next iteration, after a sweep
+# Every third iteration (or the next one whose sliced run is free) a sliced run writes its slices and fails before
+# its commit (a commit task failing past its retries): its staging is abandoned once the next run commits, and a
+# later sweep must remove it.
+ABANDON_EVERY = 3
 TASK_RETRIES = 2  # a step that fails by itself is retried this many times, as Airflow's retries do
 # What a step may fail with by itself here: a commit that lost a race to another writer (pyiceberg's
 # requirement check), a load whose planned base watermark a rollback moved (re-plan), a rollback refused
@@ -214,6 +227,7 @@ class Run:
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the maintenance steps did
     staged_kept: int = 0  # the sweep's count of staged files it kept
+    staging_removed: int = 0  # abandoned staging folders its sweep removed
     outcome: str = "ok"
 
     def start(self) -> None:
@@ -268,9 +282,18 @@ def slice_finish(r: Run, window: dict[str, Any], results: list[dict[str, Any]]) 
     r.step("publish", window=window)
 
 
+def note_sweep(r: Run, out: dict[str, Any]) -> None:
+    """Note what a sweep did; count the abandoned staging folders it removed."""
+    removed = sum(1 for s in out["staging"] if s["removed"])
+    r.staging_removed += removed
+    r.notes.append(
+        f"swept {out['deleted']} orphans, kept {out['staged_kept']} staged, removed {removed} abandoned staging"
+    )
+
+
 def sweep(r: Run) -> None:
     out = r.step("remove_orphan_files")
-    r.notes.append(f"swept {out['deleted']} orphans, kept {out['staged_kept']} staged")
+    note_sweep(r, out)
     r.staged_kept = int(out["staged_kept"])
 
 
@@ -294,7 +317,7 @@ def maintenance_run(r: Run, params: dict[str, Any] | None) -> None:
         elif step == "expire_snapshots":
             r.notes.append(f"expired {len(out['expired'])}")
         else:
-            r.notes.append(f"swept {out['deleted']} orphans, kept {out['staged_kept']} staged")
+            note_sweep(r, out)
 
 
 def run_safely(r: Run, body: Any) -> Run:
@@ -352,6 +375,21 @@ def lake_equals_source(lab: Lab, name: str, where: str) -> None:
     )
 
 
+def staging_footprint(lab: Lab) -> tuple[int, int, int]:
+    """The sliced table's staging: (staged runs, abandoned ones, bytes of their folders and of the unreferenced data
+    files their staging manifests name)."""
+    from snowberg.iceberg import maintenance as m
+    from snowberg.iceberg import staging
+
+    table = lab.table("sliced")
+    listed = list(staging.list_files(table.io, table.location()))
+    runs = staging.staged_runs(table, listed)
+    size = {staging.path_key(f.path): f.size or 0 for f in listed}
+    named = set().union(*(r.named for r in runs)) - m.referenced_files(table)
+    total = sum(r.bytes for r in runs) + sum(size.get(k, 0) for k in named)
+    return len(runs), sum(r.judgement.verdict.abandoned for r in runs), total
+
+
 def recent_merge_runs(lab: Lab) -> list[tuple[str, str]]:
     """(run id, DAG id) of the merge table's committed load runs still in its history, oldest first."""
     from snowberg.iceberg import state
@@ -397,6 +435,9 @@ def test_maintenance_and_rollbacks_under_sigkill_never_lose_or_corrupt(lab: Lab)
     log.append("spans: " + ", ".join(f"{k} {v:.1f} s" for k, v in span.items()))
 
     held: tuple[str, dict[str, Any], list[dict[str, Any]], float] | None = None  # run id, window, results, when
+    footprints: list[int] = []  # bytes of the sliced table's staging after each iteration
+    abandon_due = False
+    abandoned_runs = staging_removed = 0
     kills = 0
     it = 0
     started = time.monotonic()
@@ -404,6 +445,7 @@ def test_maintenance_and_rollbacks_under_sigkill_never_lose_or_corrupt(lab: Lab)
         while it < ITERATIONS or (kills < MIN_KILLS and it < MAX_ITERATIONS):
             it += 1
             what = mutate(lab, rng, it)
+            abandon_due = abandon_due or it % ABANDON_EVERY == 0
 
             def draw(name: str) -> tuple[float | None, bool]:
                 at = rng.uniform(0, span[name]) if rng.random() < KILL_SHARE else None
@@ -422,6 +464,7 @@ def test_maintenance_and_rollbacks_under_sigkill_never_lose_or_corrupt(lab: Lab)
                     Run(lab=lab, table="sliced", run_id=f"sweep{it}", kill_after=None, retry_killed=True), sweep
                 )
                 assert swept.outcome == "ok", swept.errors
+                staging_removed += swept.staging_removed
                 assert swept.staged_kept > 0, f"iteration {it}: the sweep found no staged file of {run_id} to keep"
                 log.append(f"iter {it:2d} before the held commit of {run_id}: {'; '.join(swept.notes)}")
                 at, retry = draw("sliced")
@@ -443,6 +486,16 @@ def test_maintenance_and_rollbacks_under_sigkill_never_lose_or_corrupt(lab: Lab)
 
                 runs.append(
                     (Run(lab=lab, table="sliced", run_id=f"chaos{it}", kill_after=None, retry_killed=True), hold)
+                )
+            elif abandon_due:
+                abandon_due = False
+                abandoned_runs += 1
+                sliced_what = "slices written, the run fails before its commit"
+                runs.append(
+                    (
+                        Run(lab=lab, table="sliced", run_id=f"chaos{it}", kill_after=None, retry_killed=True),
+                        slice_writes,
+                    )
                 )
             else:
                 sliced_what = "sliced run"
@@ -479,6 +532,7 @@ def test_maintenance_and_rollbacks_under_sigkill_never_lose_or_corrupt(lab: Lab)
                 assert held_run.outcome == "ok", f"iteration {it}: the held slice commit: {held_run.errors}"
             for r in done:
                 kills += len(r.kills)
+                staging_removed += r.staging_removed
                 for e in r.errors:
                     errors[":".join(e.split(":")[:2])] += 1
                 kinds.update(r.kills)
@@ -504,11 +558,29 @@ def test_maintenance_and_rollbacks_under_sigkill_never_lose_or_corrupt(lab: Lab)
             counts = {name: every_snapshot_reads(lab, name, where) for name in ("merge", "sliced")}
             for name, _ in clean:
                 lake_equals_source(lab, name, where)
+            staged_runs, abandoned, staged_bytes = staging_footprint(lab)
+            footprints.append(staged_bytes)
             log.append(
                 f"iter {it:2d} checked: every snapshot reads ({counts}), "
                 + ", ".join(name for name, _ in clean)
-                + " equal the source, Variables mirror the state"
+                + " equal the source, Variables mirror the state; sliced staging: "
+                + f"{staged_runs} run(s), {abandoned} abandoned, {staged_bytes:,} bytes"
             )
+        # Staging is bounded: once the orphan age has passed since the last commit, a sweep leaves only the
+        # staging of a run that may still commit (the held slice commit, if one is waiting).
+        time.sleep(ORPHAN_AGE_S + 1)
+        final = run_safely(Run(lab=lab, table="sliced", run_id="final", kill_after=None, retry_killed=True), sweep)
+        assert final.outcome == "ok", final.errors
+        staging_removed += final.staging_removed
+        staged_runs, abandoned, staged_bytes = staging_footprint(lab)
+        log.append(
+            f"staging of the sliced table: {abandoned_runs} run(s) failed after their slices wrote, "
+            f"{staging_removed} abandoned staging folder(s) removed by sweeps; at most {max(footprints, default=0):,} "
+            f"bytes after an iteration; after a final sweep {staged_runs} run(s), {abandoned} abandoned, "
+            f"{staged_bytes:,} bytes ({'; '.join(final.notes)})"
+        )
+        assert abandoned == 0 and staged_runs == (1 if held is not None else 0), (staged_runs, abandoned)
+        assert staging_removed >= abandoned_runs > 0, (abandoned_runs, staging_removed)
         assert kills >= MIN_KILLS, f"only {kills} processes were killed in {it} iterations"
         unexpected = sorted(e for e in errors if not any(x in e for x in EXPECTED_ERRORS))
         assert not unexpected, f"steps failed with errors no race explains: {unexpected}"

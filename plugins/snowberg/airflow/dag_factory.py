@@ -34,7 +34,14 @@ from snowberg.airflow.parsing import attach_form, form_param, parsing_dag_id
 from snowberg.config.locations import ConfigFile
 from snowberg.config.locations import config_path as config_path_of
 from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
-from snowberg.config.table_config import BrokenEntry, TableConfig, load_config_isolated, load_config_selected
+from snowberg.config.table_config import (
+    DAG_ID_PREFIX,
+    DAG_SUFFIXES,
+    BrokenEntry,
+    TableConfig,
+    load_config_isolated,
+    load_config_selected,
+)
 from snowberg.core.durations import format_duration
 from snowberg.core.identifiers import clip
 from snowberg.streams.params import STREAM_PARAM_DEFAULTS, STREAM_PARAM_SCHEMAS
@@ -382,11 +389,6 @@ def build_maintenance_dag(cfg: TableConfig) -> DAG:
             a >> b
         steps[-1] >> health
     return attach_form(dag, maintenance_params())
-
-
-DAG_ID_PREFIX = "snowberg_"
-# The DAG id suffixes of a table's other DAGs (build_checks_dag, build_unload_dag, build_maintenance_dag).
-DAG_SUFFIXES = ("__checks", "__unload", "__maintenance")
 
 
 def table_names_of(dag_id: str) -> set[str]:

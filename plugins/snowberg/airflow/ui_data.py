@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from snowberg.config.table_config import TableConfig
+from snowberg.core.attempts import split_attempt
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +233,7 @@ def _airflow(status: TableStatus, cfg: TableConfig, session: Any) -> None:
         except (ValueError, AttributeError):
             status.mirror_in_sync = False
     if status.run_id:
-        run_id = status.run_id.split("#clear", 1)[0]  # the attempt id names the run (and its clear number)
+        run_id, _ = split_attempt(status.run_id)  # the attempt id names the run (and its clear number)
         durations = session.scalars(
             select(TaskInstance.duration).where(
                 TaskInstance.dag_id == cfg.dag_id,

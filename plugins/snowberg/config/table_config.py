@@ -52,6 +52,17 @@ class ConfigError(ValueError):
     """The table config is invalid. The message names the table and the field."""
 
 
+DAG_ID_PREFIX = "snowberg_"
+# The DAG id suffixes of a table's other DAGs: its checks, unload and maintenance DAGs (``TableConfig.dag_ids``).
+DAG_SUFFIXES = ("__checks", "__unload", "__maintenance")
+
+
+def possible_dag_ids(name: str) -> set[str]:
+    """Every DAG id a table of this name may build, whatever its other settings."""
+    base = DAG_ID_PREFIX + name
+    return {base, *(base + s for s in DAG_SUFFIXES)}
+
+
 class NullCursorPolicy(StrEnum):
     """What to do with source rows whose cursor column is NULL.
 
@@ -356,7 +367,18 @@ class TableConfig(StrictModel):
 
     @property
     def dag_id(self) -> str:
-        return f"snowberg_{self.name}"
+        return f"{DAG_ID_PREFIX}{self.name}"
+
+    @property
+    def dag_ids(self) -> list[str]:
+        """The DAG ids the DAG factory builds for this table (``snowberg.airflow.dag_factory.table_dags``)."""
+        checks, unload, maintenance = (self.dag_id + s for s in DAG_SUFFIXES)
+        ids = [self.dag_id, checks]
+        if self.unload is not None and self.stream is None:
+            ids.append(unload)
+        if self.maintenance.enabled:
+            ids.append(maintenance)
+        return ids
 
     @property
     def effective_write_mode(self) -> WriteMode:
@@ -381,15 +403,47 @@ class SnowbergConfig(StrictModel):
 
 
 def parse_config(data: Any, *, source: str = "<config>") -> SnowbergConfig:
-    """Validate a parsed YAML document strictly: any bad entry fails the whole file."""
+    """Validate a parsed YAML document strictly: any bad entry fails the whole file (``Claims`` included)."""
     cfg = validate_entries(data, SnowbergConfig, list_key="tables", entity="table", source=source, error=ConfigError)
-    seen: dict[str, str] = {}
-    for t in cfg.tables:
-        for key in (t.name, t.target):
-            if key in seen:
-                raise ConfigError(f"{source}: table {t.name!r}: duplicate name or target {key!r}")
-            seen[key] = t.name
+    claims = Claims()
+    for i, t in enumerate(cfg.tables):
+        clash = claims.clash(t)
+        if clash is not None:
+            raise ConfigError(f"{source}: table {t.name!r}: {clash}")
+        claims.add(t, i)
     return cfg
+
+
+class Claims:
+    """What the tables accepted so far own: their names, targets and DAG ids. A later table may own none of them.
+
+    Two tables of one name or target would write one Iceberg table twice; two
+    DAGs of one id make Airflow keep only the last one built, so a table named
+    ``orders__checks`` would silently replace the checks DAG of ``orders``.
+    The entry that comes later in the file is the one refused.
+    """
+
+    def __init__(self) -> None:
+        self.keys: dict[str, str] = {}  # a name or target → the table that has it
+        self.dag_ids: dict[str, tuple[str, int]] = {}  # a DAG id → (the table that builds it, its position)
+
+    def clash(self, t: TableConfig) -> str | None:
+        """Why ``t`` may not come after the tables accepted so far (None: it may)."""
+        dup = next((key for key in (t.name, t.target) if key in self.keys), None)
+        if dup is not None:
+            return f"duplicate name or target {dup!r}"
+        built = next((d for d in t.dag_ids if d in self.dag_ids), None)
+        if built is not None:
+            other, i = self.dag_ids[built]
+            return (
+                f"DAG id {built!r} is also built for table {other!r} (entry #{i + 1}), and Airflow would keep only "
+                "one of them: rename one of the two tables"
+            )
+        return None
+
+    def add(self, t: TableConfig, index: int) -> None:
+        self.keys.update({t.name: t.name, t.target: t.name})
+        self.dag_ids.update({d: (t.name, index) for d in t.dag_ids})
 
 
 def load_config(path: str | Path) -> SnowbergConfig:
@@ -424,12 +478,14 @@ def parse_config_isolated(data: Any, *, source: str = "<config>") -> IsolatedCon
 
     Problems with the file itself (not YAML, bad ``defaults``, unknown
     top-level keys) still fail the whole file: no entry can be trusted then.
-    A duplicate ``name`` or ``target`` breaks the later entry only.
+    An entry claiming what an earlier table owns (``Claims``: its name,
+    target or a DAG id) breaks the later entry only. A stand-in never takes a
+    DAG id a table builds.
     """
     merged = merged_entries(data, list_key="tables", source=source, error=ConfigError)
     tables: list[TableConfig] = []
     failed: list[tuple[int, Any, str]] = []
-    seen: dict[str, str] = {}
+    claims = Claims()
     for i, entry in enumerate(merged):
         try:
             t = SnowbergConfig.model_validate({"tables": [entry]}).tables[0]
@@ -439,21 +495,30 @@ def parse_config_isolated(data: Any, *, source: str = "<config>") -> IsolatedCon
             )
             failed.append((i, entry, f"{source}: {msg}"))
             continue
-        dup = next((key for key in (t.name, t.target) if key in seen), None)
-        if dup is not None:
-            failed.append((i, entry, f"{source}: table {t.name!r}: duplicate name or target {dup!r}"))
+        clash = claims.clash(t)
+        if clash is not None:
+            failed.append((i, entry, f"{source}: table {t.name!r}: {clash}"))
             continue
-        seen.update({t.name: t.name, t.target: t.name})
+        claims.add(t, i)
         tables.append(t)
-    used = {t.name for t in tables}
+    used = set(claims.dag_ids)
     broken = []
     for i, entry, msg in failed:
         name = entry.get("name") if isinstance(entry, dict) else None
-        if not (isinstance(name, str) and _NAME.fullmatch(name) and name not in used):
-            name = f"invalid_entry_{i + 1}"
-        used.add(name)
+        if not (isinstance(name, str) and _NAME.fullmatch(name) and DAG_ID_PREFIX + name not in used):
+            name = _stand_in_name(f"invalid_entry_{i + 1}", used)
+        used.add(DAG_ID_PREFIX + name)
         broken.append(BrokenEntry(index=i, name=name, error=msg, raw=entry))
     return IsolatedConfig(tables=tables, broken=broken)
+
+
+def _stand_in_name(name: str, used: Collection[str]) -> str:
+    """``name``, or ``name_2``, ``name_3`` … : the first whose DAG id is not in ``used``."""
+    n, candidate = 1, name
+    while DAG_ID_PREFIX + candidate in used:
+        n += 1
+        candidate = f"{name}_{n}"
+    return candidate
 
 
 def load_config_isolated(path: str | Path) -> IsolatedConfig:
@@ -469,27 +534,36 @@ def parse_config_selected(data: Any, names: Collection[str], *, source: str = "<
     number of tables). The answer is what ``parse_config_isolated`` would
     give for these names, or None: when no entry has one of the names, when
     a named entry is invalid (its stand-in's name depends on the others),
-    or when an earlier entry could claim the same name or target (the later
-    one is then the broken duplicate). The caller falls back to the full
-    parse for None. Problems with the file itself fail as in the full parse.
+    or when an earlier entry could claim the same name or target or a DAG id
+    of the same (``possible_dag_ids``; the later one is then the broken
+    duplicate). The caller falls back to the full parse for None. Problems
+    with the file itself fail as in the full parse. Entries not named are
+    stubs holding their name and target only (``read_yaml_selected``), which
+    is all an earlier entry's claims depend on.
     """
     merged = merged_entries(data, list_key="tables", source=source, error=ConfigError)
     picked: list[TableConfig] = []
     for i, entry in enumerate(merged):
-        if not (isinstance(entry, dict) and entry.get("name") in names):
+        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] in names):
             continue
         try:
             t = SnowbergConfig.model_validate({"tables": [entry]}).tables[0]
         except ValidationError:
             return None
-        claims = {t.name, t.target}
-        if any(
-            isinstance(e, dict) and claims & {v for v in (e.get("name"), e.get("target")) if isinstance(v, str)}
-            for e in merged[:i]
-        ):
+        if any(_may_claim(e, t) for e in merged[:i]):
             return None
         picked.append(t)
     return picked or None
+
+
+def _may_claim(entry: Any, t: TableConfig) -> bool:
+    """Could ``entry``, if valid, own the name or target of ``t`` or a DAG id ``t`` builds (``Claims``)?"""
+    if not isinstance(entry, dict):
+        return False
+    name = entry.get("name")
+    if {v for v in (name, entry.get("target")) if isinstance(v, str)} & {t.name, t.target}:
+        return True
+    return isinstance(name, str) and not possible_dag_ids(name).isdisjoint(t.dag_ids)
 
 
 def load_config_selected(path: str | Path, names: Collection[str]) -> list[TableConfig] | None:

@@ -188,16 +188,11 @@ class Report:
 
 
 def table_dag_ids(t: TableConfig) -> list[str]:
-    """The DAG ids the DAG factory builds for a valid table (``snowberg.airflow.dag_factory.table_dags``).
+    """The DAG ids the DAG factory builds for a valid table (``TableConfig.dag_ids``).
 
     A test builds the DAGs of a config and compares, so this list cannot drift from the factory.
     """
-    ids = [t.dag_id, f"{t.dag_id}__checks"]
-    if t.unload is not None and t.stream is None:
-        ids.append(f"{t.dag_id}__unload")
-    if t.maintenance.enabled:
-        ids.append(f"{t.dag_id}__maintenance")
-    return ids
+    return t.dag_ids
 
 
 def _table_conflicts(entries: list[tuple[int, Any]]) -> list[tuple[int, str, str]]:

@@ -131,13 +131,20 @@ STUB_KEYS = ("name", "target")
 def read_yaml_selected(path: str | Path, list_key: str, names: Collection[str], error: type[Exception]) -> Any:
     """``read_yaml`` of ``path``, but entries of ``data[list_key]`` not named in ``names`` become stubs.
 
-    A stub keeps only the plain scalar ``name`` and ``target`` of its entry
-    (``STUB_KEYS``); every other value of it is never built. For a task
-    process, which needs one table's entry: building the Python objects of a
-    file of a thousand entries costs time in proportion to its size, reading
-    its events does not cost much. Returns None when the file uses what an
-    entry cannot be read alone with (anchors and aliases, several
-    documents, another shape): the caller then reads it whole.
+    A stub holds the ``name`` and ``target`` of its entry (``STUB_KEYS``),
+    exactly as the full read builds them; every other value of it is never
+    built. For a task process, which needs one table's entry: building the
+    Python objects of a file of a thousand entries costs time in proportion
+    to its size, reading its events does not cost much.
+
+    Whatever a stub could get wrong, the entry is built whole instead: an
+    explicit tag anywhere in it (``!!str orders`` is a name; ``!!int 5`` is
+    not; an unknown tag fails the file, as in the full read), a merge key
+    (``<<:`` sets keys the stub would not see), a key that is not a scalar, a
+    name or target that is not a string. A key written twice counts with its
+    last value, as the loader keeps it. Returns None when the file uses what
+    an entry cannot be read alone with (aliases, a merge key at the top,
+    several documents, another shape): the caller then reads it whole.
     """
     import yaml
 
@@ -151,6 +158,10 @@ def read_yaml_selected(path: str | Path, list_key: str, names: Collection[str], 
 
 class _Unselectable(Exception):
     """The document cannot be cut into entries by its events; read it whole."""
+
+
+class _BuildWhole(Exception):
+    """A stub of this entry could differ from the entry as the loader builds it: build the entry."""
 
 
 def _selected(events: Any, list_key: str, names: set[str]) -> Any:
@@ -169,24 +180,31 @@ def _selected(events: Any, list_key: str, names: set[str]) -> Any:
 
     starts, ends = (ev.MappingStartEvent, ev.SequenceStartEvent), (ev.MappingEndEvent, ev.SequenceEndEvent)
 
-    def node(first: Any, it: Any) -> list[Any]:
-        """The events of one node that starts with ``first`` (an alias anywhere: read the file whole)."""
+    def node(first: Any, it: Any) -> tuple[list[Any], bool]:
+        """The events of one node that starts with ``first``, and whether any of them carries an explicit tag.
+
+        An alias anywhere: read the file whole.
+        """
         out = [first]
         kind = type(first)
         if kind is ev.AliasEvent:
             raise _Unselectable
+        tagged = first.tag is not None
         if kind not in starts:
-            return out
+            return out, tagged
         append, depth = out.append, 1
         for e in it:
             append(e)
             kind = type(e)
-            if kind in starts:
+            if kind is ev.ScalarEvent:
+                tagged = tagged or e.tag is not None
+            elif kind in starts:
                 depth += 1
+                tagged = tagged or e.tag is not None
             elif kind in ends:
                 depth -= 1
                 if not depth:
-                    return out
+                    return out, tagged
             elif kind is ev.AliasEvent:
                 raise _Unselectable
         raise _Unselectable  # the stream ended inside the node
@@ -194,13 +212,17 @@ def _selected(events: Any, list_key: str, names: set[str]) -> Any:
     resolver = yaml.resolver.Resolver()
 
     def text(e: Any) -> str | None:
-        """A scalar's value when the loader would build a string from it, else None."""
+        """An untagged scalar's value when the loader would build a string from it, else None."""
         if not isinstance(e, ev.ScalarEvent) or e.tag is not None:
             return None
         if not e.implicit[0]:  # quoted: always a string
             return str(e.value)
         tag = resolver.resolve(yaml.ScalarNode, e.value, (True, False))
         return str(e.value) if tag == "tag:yaml.org,2002:str" else None
+
+    def merge_key(e: Any) -> bool:
+        """Is ``e`` the plain scalar ``<<``, a merge key to the loader?"""
+        return isinstance(e, ev.ScalarEvent) and e.tag is None and e.implicit[0] and e.value == "<<"
 
     def end(item: list[Any], i: int) -> int:
         """The index just after the node that starts at ``item[i]``."""
@@ -215,20 +237,31 @@ def _selected(events: Any, list_key: str, names: set[str]) -> Any:
             if depth == 0:
                 return i
 
-    def stub(item: list[Any]) -> Any:
-        """A stub of the entry (``STUB_KEYS`` that are strings), or the whole entry: selected, or no mapping."""
-        if not isinstance(item[0], ev.MappingStartEvent):
-            return build(item)
+    def stub_keys(item: list[Any]) -> dict[str, str]:
+        """The ``STUB_KEYS`` of an untagged mapping entry as the loader builds them; ``_BuildWhole`` if unsure."""
         kept: dict[str, str] = {}
         i = 1
         while i < len(item) - 1:
             value_at = end(item, i)
             key = item[i]
-            if type(key) is ev.ScalarEvent and key.value in STUB_KEYS and text(key) is not None:
+            if type(key) is not ev.ScalarEvent or merge_key(key):
+                raise _BuildWhole
+            if text(key) in STUB_KEYS:
                 value = text(item[value_at])
-                if value is not None:
-                    kept[key.value] = value
+                if value is None:
+                    raise _BuildWhole
+                kept[key.value] = value  # a key written twice: the last value wins, as in the loader
             i = end(item, value_at)
+        return kept
+
+    def stub(item: list[Any], tagged: bool) -> Any:
+        """A stub of the entry (``STUB_KEYS``), or the whole entry: selected, no plain mapping, or unsure."""
+        if tagged or not isinstance(item[0], ev.MappingStartEvent):
+            return build(item)
+        try:
+            kept = stub_keys(item)
+        except _BuildWhole:
+            return build(item)
         if kept.get("name") in names:
             return build(item)
         return kept
@@ -244,16 +277,17 @@ def _selected(events: Any, list_key: str, names: set[str]) -> Any:
             e = next(it)
             if isinstance(e, ev.MappingEndEvent):
                 break
-            if not isinstance(e, ev.ScalarEvent) or e.anchor is not None:
+            if not isinstance(e, ev.ScalarEvent) or e.anchor is not None or merge_key(e):
                 raise _Unselectable
             first = next(it)
-            if e.value == list_key and isinstance(first, ev.SequenceStartEvent) and first.anchor is None:
+            listed = isinstance(first, ev.SequenceStartEvent) and first.anchor is None and first.tag is None
+            if listed and text(e) == list_key:
                 items = []
                 while not isinstance(nxt := next(it), ev.SequenceEndEvent):
-                    items.append(stub(node(nxt, it)))
-                data[e.value] = items
+                    items.append(stub(*node(nxt, it)))
+                data[list_key] = items
             else:
-                data[build([e])] = build(node(first, it))
+                data[build([e])] = build(node(first, it)[0])
         if not isinstance(next(it), ev.DocumentEndEvent) or not isinstance(next(it), ev.StreamEndEvent):
             raise _Unselectable
     except (_Unselectable, StopIteration):

@@ -32,6 +32,7 @@ class MetadataTable(StrEnum):
     MANIFESTS = "manifests"
     PARTITIONS = "partitions"
     REFS = "refs"
+    STAGING = "staging"  # snowberg's own: the staging folders of mapped slices, and whether each may still commit
 
 
 # Columns shown in the terminal (``--json`` has all of them).
@@ -58,6 +59,7 @@ TERMINAL_COLUMNS: dict[MetadataTable, list[str]] = {
     ],
     MetadataTable.PARTITIONS: ["partition", "record_count", "file_count", "total_data_file_size_in_bytes"],
     MetadataTable.REFS: ["name", "type", "snapshot_id"],
+    MetadataTable.STAGING: ["run_id", "verdict", "since", "files", "data_files", "bytes", "why"],
 }
 
 
@@ -68,12 +70,21 @@ class InspectError(ValueError):
 def metadata_rows(table: Table, which: MetadataTable | str) -> list[dict[str, Any]]:
     """One metadata table as rows; snapshot summaries become a mapping, with snowberg's state lifted out.
 
+    ``staging`` is snowberg's: one row per staging folder of mapped slices,
+    with the table's verdict on whether its run may still commit
+    (``iceberg.staging.staged_runs``); an abandoned one is removed by the
+    orphan sweep once that is older than the orphan age.
+
     ``partial_of`` (snapshots): for a snapshot that is not the last of its
     commit (a merge's removal), the commit's last snapshot — the one to roll
     back to or tag; ``"?"`` when that one is gone. ``dag_id``: the DAG whose run
     committed it.
     """
     kind = MetadataTable(which)
+    if kind is MetadataTable.STAGING:
+        from snowberg.iceberg import staging
+
+        return [r.row() for r in staging.staged_runs(table, list(staging.list_files(table.io, table.location())))]
     rows: list[dict[str, Any]] = getattr(table.inspect, kind.value)().to_pylist()
     for r in rows:  # pyiceberg gives commit times as zone-less epoch timestamps: they are UTC instants
         r.update({k: v.replace(tzinfo=UTC) for k, v in r.items() if isinstance(v, datetime) and v.tzinfo is None})

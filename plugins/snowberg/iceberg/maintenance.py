@@ -22,8 +22,10 @@ one rule that keeps the exactly-once invariant:
 * **orphans** only deletes files under the table location that no retained
   metadata references and that are older than a safety age of at least a day
   (a running load's fresh files are never touched), and never a file staged
-  for a pending commit (mapped slices' staging folder and every file a staging
-  manifest names), however old.
+  for a commit that may still come (mapped slices' staging folder and every
+  file a staging manifest names), however old; the staging of a run the
+  table shows can no longer commit goes once that is older than the safety
+  age (``iceberg.staging``).
 
 ``MaintenanceSettings`` is the ``maintenance:`` section of a table config; it
 imports nothing heavy, so DAG parsing stays cheap.
@@ -44,7 +46,6 @@ from snowberg.config.maintenance_settings import DEFAULT_DELETE_RATIO, check_orp
 from snowberg.core import faults
 from snowberg.iceberg import deletes, staging, state
 from snowberg.iceberg.gate import check_added_files_exist, refuse_rebase
-from snowberg.iceberg.staging import ListedFile
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -717,9 +718,11 @@ def _delete_quietly_path(io: Any, path: str) -> None:
 class OrphanResult:
     """Files under the table location no snapshot references, and what was done with them.
 
-    ``staged_kept``: files kept because a pending commit may need them (the staging folder and every file a
-    staging manifest names); ``data_files_held``: unreferenced files kept this time because a staging manifest
-    being written could not be read yet.
+    ``staged_kept``: files kept because a pending commit may need them (a staging folder and every file its
+    staging manifests name); ``data_files_held``: unreferenced files kept this time because a staging manifest
+    being written could not be read yet; ``staging``: every run's staging folder as the table judges it
+    (``staging.StagedRun.row``), with ``removed`` telling whether this sweep removed it (abandoned for longer
+    than the orphan age); ``staging_bytes_kept``: the bytes kept for pending commits.
     """
 
     orphans: list[str]
@@ -731,19 +734,11 @@ class OrphanResult:
     older_than: str
     staged_kept: int = 0
     data_files_held: int = 0
+    staging: list[dict[str, Any]] = field(default_factory=list)
+    staging_bytes_kept: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _strip(path: str) -> str:
-    """A path without its scheme and authority, so ``file:///a`` and ``/a`` compare equal."""
-    if "://" in path:
-        path = path.split("://", 1)[1]
-        if not path.startswith("/"):
-            path = path.split("/", 1)[1] if "/" in path else ""
-            return "/" + path
-    return path
 
 
 def referenced_files(table: Table) -> set[str]:
@@ -765,44 +760,39 @@ def referenced_files(table: Table) -> set[str]:
             # its own manifests reference the file.
             for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
                 out.add(e.data_file.file_path)
-    return {_strip(p) for p in out}
+    return {staging.path_key(p) for p in out}
 
 
-def _staged_names(table: Table, listed: list[ListedFile], cutoff: datetime) -> tuple[set[str], bool]:
-    """The files staging manifests name, and whether an unreadable one may still be being written.
+def _held_by_a_write(runs: Iterable[staging.StagedRun], cutoff: datetime) -> bool:
+    """Is a staging manifest of a kept run unreadable and maybe still being written (it could name any file)?
 
-    A staging manifest that cannot be read and was written after the cutoff
-    may be half-written by a slice right now: it could name any unreferenced
-    data file, so the caller keeps them all this time. One written before the
-    cutoff was left by a slice that died (a slice hands its manifest to the
-    commit only once it is complete): what it names is never committed.
+    One written before the cutoff was left by a slice that died (a slice hands its manifest to the commit only
+    once it is complete): what it names is never committed.
     """
-    names: set[str] = set()
     hold = False
-    for f in listed:
-        if not staging.is_staging_manifest(f.path):
-            continue
-        try:
-            names.update(_strip(d.file_path) for d in staging.read_staging_manifest(table.io, f.path))
-        except Exception as exc:  # noqa: BLE001 - any unreadable manifest: decided by its age below
+    for run in runs:
+        for f in run.unreadable:
             if f.modified is None or f.modified > cutoff:
                 hold = True
                 log.warning(
-                    "orphans: staging manifest %s cannot be read yet (%s); it may be being written, so no "
-                    "unreferenced data file is deleted this time",
+                    "orphans: staging manifest %s cannot be read yet; it may be being written, so no unreferenced "
+                    "data file is deleted this time",
                     f.path,
-                    exc,
                 )
             else:
                 log.warning(
-                    "orphans: staging manifest %s cannot be read (%s) and was last written %s: left by a slice that "
-                    "died; the files it names are never committed. It is kept (staging is never swept): delete it "
-                    "by hand.",
+                    "orphans: staging manifest %s cannot be read and was last written %s: left by a slice that "
+                    "died; the files it names are never committed. It is kept while its run may commit.",
                     f.path,
-                    exc,
                     f.modified,
                 )
-    return names, hold
+    return hold
+
+
+def _deletion_order(path: str) -> tuple[bool, bool, str]:
+    """Data files first, then staging files, each run's record last: a sweep that dies half way leaves every
+    folder it did not finish with its record, judged again by the next sweep."""
+    return (staging.is_staged(path), staging.is_run_record(path), path)
 
 
 def remove_orphan_files(
@@ -815,37 +805,63 @@ def remove_orphan_files(
 ) -> OrphanResult:
     """Delete (or, in a dry run, list) unreferenced files under the table location older than ``older_than``.
 
-    Never deleted, whatever their age: files retained metadata references,
-    the staging folder (``iceberg.staging``), and every file a staging manifest
-    names (slices waiting for their commit). ``older_than`` below a day is
-    refused unless ``allow_short_age`` (``maintenance.allow_short_orphan_age``):
-    the write in flight is what a short age deletes. A file whose age cannot
-    be read is kept.
+    Never deleted, whatever their age: files retained metadata references, and
+    the staging of a run that may still commit (``staging.staged_runs``: its
+    staging folder and every file its staging manifests name). The staging of
+    a run that can no longer commit goes once the table has shown that for
+    longer than ``older_than`` (``StagedRun.removable``): its folder, and the
+    data files only it named, aged by their own time or, where the listing
+    gives none, by the table's. ``older_than`` below a day is refused unless
+    ``allow_short_age`` (``maintenance.allow_short_orphan_age``): the write in
+    flight is what a short age deletes. Any other file whose age cannot be
+    read is kept.
     """
     check_orphan_age(older_than, allow_short_age)
     now = now or datetime.now(UTC)
     cutoff = now - older_than
     refs = referenced_files(table)
     listed = list(staging.list_files(table.io, table.location()))
-    staged, hold = _staged_names(table, listed, cutoff)
-    metadata_dir = _strip(f"{table.location().rstrip('/')}/metadata/")
+    runs = staging.staged_runs(table, listed)
+    gone = [r for r in runs if r.removable(cutoff)]
+    kept = [r for r in runs if not r.removable(cutoff)]
+    removed = set() if dry_run else {r.folder for r in gone}
+    staged: set[str] = set().union(*(r.named for r in kept))
+    hold = _held_by_a_write(kept, cutoff)
+    in_gone = {staging.path_key(f.path) for r in gone for f in r.files}
+    # A data file only an abandoned run named: its age, or the time the table showed the run abandoned.
+    abandoned_at = {k: r.judgement.since for r in gone for k in r.named}
+    metadata_dir = staging.path_key(f"{table.location().rstrip('/')}/metadata/")
     orphans: list[str] = []
-    young = staged_kept = held = 0
+    young = staged_kept = held = staged_bytes = 0
     for f in listed:
-        key = _strip(f.path)
+        key = staging.path_key(f.path)
         if key in refs:
             continue
-        if staging.is_staged(f.path) or key in staged:
+        modified = f.modified or abandoned_at.get(key)
+        if key in in_gone:
+            orphans.append(f.path)
+        elif staging.is_staged(f.path) or key in staged:
             staged_kept += 1
-        elif f.modified is None or f.modified > cutoff:
+            staged_bytes += f.size or 0
+        elif modified is None or modified > cutoff:
             young += 1
         elif hold and not key.startswith(metadata_dir):
             held += 1
         else:
             orphans.append(f.path)
-    orphans.sort()
+    orphans.sort(key=_deletion_order)
     for p in orphans:
         log.info("orphan%s: %s", " (dry run, kept)" if dry_run else "", p)
+    for r in runs:
+        if r.judgement.verdict.abandoned:
+            log.info(
+                "orphans: staging of run %s is abandoned (%s: %s, since %s): %s",
+                r.record.run_id if r.record else "?",
+                r.judgement.verdict,
+                r.judgement.why,
+                r.judgement.since,
+                "removed" if r.folder in removed else "kept until it is older than the orphan age",
+            )
     deleted = 0
     if not dry_run:
         for p in orphans:
@@ -853,7 +869,7 @@ def remove_orphan_files(
             deleted += 1
     log.info(
         "orphans: %d files under %s, %d referenced, %d staged for a pending commit (kept), %d unreferenced but "
-        "younger than %s (kept)%s, %d %s",
+        "younger than %s (kept)%s, %d abandoned staging folder(s) removed, %d %s",
         len(listed),
         table.location(),
         len(refs),
@@ -861,6 +877,7 @@ def remove_orphan_files(
         young,
         older_than,
         f", {held} held while a staging manifest is written" if held else "",
+        len(removed),
         len(orphans),
         "listed (dry run)" if dry_run else "deleted",
     )
@@ -874,4 +891,6 @@ def remove_orphan_files(
         older_than=str(older_than),
         staged_kept=staged_kept,
         data_files_held=held,
+        staging=[{**r.row(), "removed": r.folder in removed} for r in runs],
+        staging_bytes_kept=staged_bytes,
     )

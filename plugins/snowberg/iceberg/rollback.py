@@ -10,10 +10,12 @@ head and finds the state that snapshot carried. What rollback must add:
   are set to the rolled-back values in the same commit;
 * the commit asserts main's head as planned, so a load landing in between
   fails the rollback instead of being silently undone;
-* the commit records the head it undid (``state.UNDONE_HEAD``): a run that
-  read the table just before the rollback may write the undone state back
-  into the Variable, and the next reconcile adopts the table instead of
-  refusing a Variable "ahead of the table".
+* the commit records the head it undid (``state.UNDONE_HEAD``) and its
+  target (``state.ROLLBACK_TARGET``): a run that read the table just before
+  the rollback may write the undone state back into the Variable, and the
+  next reconcile adopts the table instead of refusing a Variable "ahead of
+  the table" — while main still holds the target (a rollback by another
+  engine after this one is refused like any outside rollback).
 
 The next scheduled run then plans from the rolled-back watermark and reloads
 that window once, like any other window.
@@ -383,8 +385,10 @@ def rollback(
     updates: dict[str, str] = {k: v for k, v in plan.identity_after.items() if v is not None}
     if plan.current_snapshot_id is not None:
         # A run that read the table before this commit may write the undone state back into the Variable;
-        # recording the undone head lets the next reconcile recognise that state as rolled back, not lost.
+        # recording the undone head and the target lets the next reconcile recognise that state as rolled back,
+        # not lost, while main is where this rollback left it (``state.undone_by_rollback``).
         updates[state.UNDONE_HEAD] = str(plan.current_snapshot_id)
+        updates[state.ROLLBACK_TARGET] = str(plan.target_snapshot_id)
     removed = [k for k, v in plan.identity_after.items() if v is None]
     mirrored = {k for k in table.properties if k.startswith(STATE_PROPERTY_PREFIX)}
     if mirrored:

@@ -56,9 +56,11 @@ DAG_ID = PREFIX + "dag-id"  # the DAG whose run wrote the commit: run ids (sched
 # A cursor-less table's full refresh: the source's INFORMATION_SCHEMA version it read (JSON); the next
 # scheduled run skips the reload while Snowflake reports the same (snowberg.snowflake.source_version).
 SOURCE_VERSION = PREFIX + "source-version"
-# Table property set by ``rollback.rollback`` in its commit: the head it moved main away from. A Variable naming
-# that head (or an ancestor of it that main no longer holds) was undone by snowberg, not lost (``reconcile``).
+# Table properties set by ``rollback.rollback`` in its commit: the head it moved main away from, and the snapshot
+# it moved main to. A Variable naming that head, or an ancestor of it above that target, was undone by snowberg,
+# not lost (``undone_by_rollback``).
 UNDONE_HEAD = PREFIX + "rollback.undone-head"
+ROLLBACK_TARGET = PREFIX + "rollback.target"
 COMMIT_ID = PREFIX + "commit-id"  # on the last snapshot of a commit: the commit's id
 PARTIAL_OF = PREFIX + "partial-of"  # on every earlier snapshot of the commit: the id of the commit it is part of
 # What a partial snapshot records besides PARTIAL_OF: who wrote its commit (for rollback --before-run and inspect).
@@ -421,16 +423,24 @@ class MetadataDbVariables:
 
 
 def undone_by_rollback(table: Table | None, snapshot_id: int) -> bool:
-    """Did a snowberg rollback move main away from ``snapshot_id`` (its head then, or an ancestor of it)?
+    """Did the last snowberg rollback undo ``snapshot_id``, and is main still where that rollback left it?
 
-    Only a rollback snowberg committed records the head it undid (``UNDONE_HEAD``); another engine's rollback,
-    or a catalog restored to older metadata, leaves a Variable ahead of the table that someone must look at.
+    A rollback snowberg committed records the head it undid (``UNDONE_HEAD``) and the snapshot it moved main
+    to (``ROLLBACK_TARGET``): it undid that head and its ancestors down to, not including, the target. The
+    record speaks for main only while main still holds the target: main below it (another engine's rollback,
+    a catalog restored to older metadata) was moved by someone else, and a Variable ahead of the table is
+    then for a person to look at, as after any rollback made outside snowberg. So is a record without a
+    target (written before rollbacks recorded one): nothing tells the undone snapshots from the target.
     """
     if table is None:
         return False
-    undone = table.properties.get(UNDONE_HEAD, "")
-    if not undone.isdigit() or any(s.snapshot_id == snapshot_id for s in ancestors(table)):
+    undone, target = table.properties.get(UNDONE_HEAD, ""), table.properties.get(ROLLBACK_TARGET, "")
+    if not (undone.isdigit() and target.isdigit()):
         return False
+    on_main = {s.snapshot_id for s in ancestors(table)}
+    if snapshot_id in on_main or int(target) not in on_main:
+        return False
+    # With the target on main, so is every ancestor of it: what main lacks of the undone head's chain lies above it.
     return any(s.snapshot_id == snapshot_id for s in ancestors(table, int(undone)))
 
 

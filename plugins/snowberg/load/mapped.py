@@ -14,11 +14,16 @@ missing slice fails the commit and nothing is committed.
 Staging manifests are Iceberg's own serialisation of DataFile metadata
 (stats, partition values, sizes), written next to the table's metadata but
 never referenced by it (``iceberg.staging``). The commit reads them back and
-appends their files, then removes the run's staging folder. Until then the
-orphan sweep keeps the staging folder and every file a staging manifest
-names, however old: the commit of a slice cleared and retried may come days
-later. A staged file that is gone anyway fails the commit (the gate checks
-every file it adds right before committing).
+appends their files, then removes the run's staging folder. Before the
+slices write, ``prepare_slices`` puts the run's record into that folder:
+the state the run was planned on and what names its commit. While the run
+may still commit, the orphan sweep keeps the staging folder and every file
+a staging manifest names, however old: the commit of a slice cleared and
+retried may come days later. Once the table shows the run can no longer
+commit (committed, superseded by a later attempt, or overtaken by another
+run's commit: ``iceberg.staging.judge``) for longer than the orphan age, the
+sweep removes them. A staged file that is gone anyway fails the commit (the
+gate checks every file it adds right before committing).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from snowberg.config.table_config import TableConfig
 from snowberg.core.progress import Progress
 from snowberg.core.results import LoadResult, Status
 from snowberg.core.window import Window
-from snowberg.iceberg import gate, staging
+from snowberg.iceberg import gate, staging, state
 from snowberg.iceberg.identity import identity_properties
 from snowberg.iceberg.keys import KeyCollector, check_keys_not_null
 from snowberg.iceberg.tables import (
@@ -143,11 +148,26 @@ def prepare_slices(
     planned = plan_slices(cfg, conn, w, max_rows=max_rows, method=method)
     parts = slice_windows(planned)
     schema_id = table.metadata.current_schema_id
+    staging.write_run_record(table, run_record(table, w))
     log.info("%s: %d slice task(s) for window %s (schema id %d)", cfg.name, len(parts), describe_window(w), schema_id)
     return [
         SliceTask(index=i, count=len(parts), window=p.to_dict(), run_id=w.run_id, schema_id=schema_id).to_dict()
         for i, p in enumerate(parts)
     ]
+
+
+def run_record(table: Table, w: Window) -> staging.RunRecord:
+    """What the orphan sweep needs to tell whether this run may still commit (``iceberg.staging.judge``)."""
+    st = state.read_state(table)
+    return staging.RunRecord(
+        run_id=w.run_id,
+        dag_id=w.dag_id,
+        mode=w.mode,
+        identity=gate.window_identity(w),
+        base_watermark=w.base_watermark,
+        base_run_id=st.run_id if st else None,
+        watermarked=w.cursor_kind is not None,
+    )
 
 
 def write_slice(cfg: TableConfig, conn: Any, catalog: Catalog, task: SliceTask | dict[str, Any]) -> dict[str, Any]:

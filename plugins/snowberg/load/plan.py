@@ -231,15 +231,19 @@ def _initial_low(cfg: TableConfig, kind: CursorKind, scale: int, zone: ZoneInfo)
 
 
 def recorded_source_version(table: Table | None) -> source_version.SourceVersion | None:
-    """The source version the table's last load recorded, if the lake still holds exactly what that load left.
+    """The source version the table's last load recorded, if the lake provably holds exactly what that load left.
 
-    None (reload) when the state's snapshot is not the table's current one:
-    another engine wrote to the table since, so its rows may no longer be the
-    source's. Commits that carry the state forward (compaction, propagated
+    Proof is the table's current snapshot being the one that carries the
+    state. None (reload) otherwise: another engine wrote to the table since,
+    so its rows may no longer be the source's. A state read from the table
+    properties proves nothing: it is read only when no snapshot on main
+    carries the state any more (expiry took it after another engine's
+    commits), and its snapshot id is then the table's current one whoever
+    wrote it. Commits that carry the state forward (compaction, propagated
     deletes) carry the version with it.
     """
     st = state.read_state(table)
-    if table is None or st is None:
+    if table is None or st is None or st.from_properties:
         return None
     current = table.current_snapshot()
     if current is None or current.snapshot_id != st.snapshot_id:

@@ -452,9 +452,14 @@ def _apply_changelog(
     return progress.rows, snap.snapshot_id
 
 
-def committed_through(cfg: TableConfig, stream: StreamSource, catalog: Catalog) -> int:
-    """The batch id every target has committed (read back from the tables themselves)."""
-    through = cp.committed_batch(load_table_or_none(catalog, cfg))
+def committed_through(
+    cfg: TableConfig, stream: StreamSource, catalog: Catalog, *, target_batch_id: int | None = None
+) -> int:
+    """The batch id every target has committed (read back from the tables themselves).
+
+    ``target_batch_id``: the target table's, when the caller has just read it (the table is not loaded again).
+    """
+    through = cp.committed_batch(load_table_or_none(catalog, cfg)) if target_batch_id is None else target_batch_id
     ccfg = changelog_config(cfg, stream)
     if ccfg is not None:
         through = min(through, cp.committed_batch(load_table_or_none(catalog, ccfg)))

@@ -132,6 +132,9 @@ def last_generation(conn: Any, staging: TableName, iceberg_generation: str | Non
 def nothing_to_consume(conn: Any, stream: StreamSource, *, committed_batch_id: int) -> bool:
     """True when the stream has no change data and no staged row waits for the lake (one statement).
 
+    ``committed_batch_id``: the lowest batch id the lake tables committed (the target's, or its changelog's
+    when that is behind): staged rows above it wait for one of them.
+
     An idle scheduled run then ends before the consume transaction (docs/streams.md). Any doubt counts as
     work: a probe that fails (a stale or missing stream, no staging table yet) answers False, and the
     consume path reports what is wrong with its own errors.

@@ -62,9 +62,14 @@ def idle_step(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalo
 
     Checks the config against the table first, as the consume does, so a changed key or source is refused on
     a quiet stream too. Before the first commit there is always work (the table, the generation marker).
+    Staged rows are counted above the batch every target committed: a changelog behind the target (its commit
+    failed after the target's) still has a staged batch to load.
     """
     st = _checked_state(cfg, stream, catalog, mode=Mode.INCREMENTAL)
-    if st is None or not nothing_to_consume(conn, stream, committed_batch_id=st.batch_id):
+    if st is None:
+        return None
+    lowest = committed_through(cfg, stream, catalog, target_batch_id=st.batch_id)
+    if not nothing_to_consume(conn, stream, committed_batch_id=lowest):
         return None
     return st
 

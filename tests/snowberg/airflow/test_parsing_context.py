@@ -136,3 +136,98 @@ def test_the_sync_dag_builder_honours_the_parsing_context(tmp_path: Path, monkey
     assert shape(only["snowberg_sync_s1"]) == shape(full["snowberg_sync_s1"])
     monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", "snowberg_sync_gone")
     assert set(build_sync_dags(path)) == set(full)
+
+
+def _task_dags(path: Path, dag_id: str) -> dict[str, Any]:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return build_dags(path, dag_id=dag_id)
+
+
+def _full_dags(path: Path) -> dict[str, Any]:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return build_dags(path)
+
+
+def test_a_tagged_name_is_a_name_to_the_task_parse_too(tmp_path: Path) -> None:
+    """``name: !!str orders`` is the string ``orders``: the duplicate after it is the broken entry in both parses.
+
+    The old task parse read only untagged scalars from the entries it did not build, saw no earlier ``orders``
+    and built the duplicate (loading DB.OTHER.PAYROLL into hr.payroll) under the scheduler's DAG id.
+    """
+    text = """
+tables:
+  - name: !!str orders
+    source: {table: DB.SHOP.ORDERS}
+    target: shop.orders
+  - name: orders
+    source: {table: DB.OTHER.PAYROLL}
+    target: hr.payroll
+"""
+    path = write(tmp_path, text)
+    full = _full_dags(path)
+    assert full["snowberg_orders"].get_task("plan").source["table"] == "DB.SHOP.ORDERS"
+    assert "snowberg_invalid_entry_2" in full
+    only = _task_dags(path, "snowberg_orders")
+    assert only["snowberg_orders"].get_task("plan").source["table"] == "DB.SHOP.ORDERS"
+    assert shape(only["snowberg_orders"]) == shape(full["snowberg_orders"])
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # A table named orders__checks would replace the checks DAG of orders, and orders' checks would vanish.
+        ("orders", "orders__checks"),
+        # The other way round: orders' checks DAG would replace the load DAG of the table orders__checks.
+        ("orders__checks", "orders"),
+        ("orders", "orders__maintenance"),
+    ],
+)
+def test_dag_ids_that_collide_refuse_the_later_entry_in_both_parses(tmp_path: Path, first: str, second: str) -> None:
+    doc = {
+        "tables": [
+            {"name": first, "source": {"table": "DB.S.A"}, "target": "ns.a", "freshness_sla": "2h"},
+            {"name": second, "source": {"table": "DB.S.B"}, "target": "ns.b", "freshness_sla": "2h"},
+        ]
+    }
+    path = write(tmp_path, doc)
+    full = _full_dags(path)
+    # The first entry's DAGs are whole: its load, checks and maintenance DAGs.
+    for suffix in ("", "__checks", "__maintenance"):
+        dag = full[f"snowberg_{first}{suffix}"]
+        assert "invalid-config" not in dag.tags, (first, suffix)
+        assert all(t.table_name == first for t in dag.tasks if hasattr(t, "table_name")), (first, suffix)
+    # The later one is a broken stand-in naming both entries, under a DAG id nobody else builds.
+    stand_ins = {k: d for k, d in full.items() if "invalid-config" in d.tags}
+    assert len(stand_ins) == 1, sorted(full)
+    [(stand_in_id, stand_in)] = stand_ins.items()
+    error = stand_in.get_task("config_error").error
+    assert repr(first) in error and repr(second) in error and "DAG id" in error, error
+    for dag_id in sorted(full):
+        only = _task_dags(path, dag_id)
+        assert dag_id in only
+        assert shape(only[dag_id]) == shape(full[dag_id]), dag_id
+
+
+def test_a_stand_in_never_takes_the_dag_id_of_a_table(tmp_path: Path) -> None:
+    """A broken entry is named by its own name, else by its position: neither may be a DAG id a table builds."""
+    doc = {
+        "tables": [
+            {"name": "orders", "source": {"table": "DB.S.A"}, "target": "ns.a"},
+            {"name": "invalid_entry_3", "source": {"table": "DB.S.B"}, "target": "ns.b"},
+            {"name": "orders__checks", "source": {"table": "DB.S.C"}, "target": "ns.c", "cursor": {"colum": "x"}},
+        ]
+    }
+    path = write(tmp_path, doc)
+    full = _full_dags(path)
+    assert "invalid-config" not in full["snowberg_orders__checks"].tags
+    assert "invalid-config" not in full["snowberg_invalid_entry_3"].tags
+    stand_ins = [d for d in full.values() if "invalid-config" in d.tags]
+    assert len(stand_ins) == 1 and "cursor.colum" in stand_ins[0].get_task("config_error").error
+    for dag_id in sorted(full):
+        assert shape(_task_dags(path, dag_id)[dag_id]) == shape(full[dag_id]), dag_id

@@ -53,6 +53,19 @@ def test_every_metadata_table_renders_its_terminal_columns_and_dumps_as_json(
     catalog: Any, which: MetadataTable
 ) -> None:
     t = small_table(catalog, 2, partitioned=True)
+    if which is MetadataTable.STAGING:  # a run staged for a later commit (tests/snowberg/iceberg/test_staging.py)
+        from snowberg.iceberg import staging
+
+        record = staging.RunRecord(
+            run_id="r",
+            dag_id="d",
+            mode="incremental",
+            identity={},
+            base_watermark="2",
+            base_run_id=None,
+            watermarked=True,
+        )
+        staging.write_run_record(t, record)
     rows = metadata_rows(t, which)
     assert rows
     text = render_metadata(rows, which)

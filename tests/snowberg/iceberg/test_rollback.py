@@ -505,3 +505,33 @@ def test_a_variable_naming_a_head_undone_outside_snowberg_is_still_refused(
     t = catalog.load_table("ns.t")
     with pytest.raises(state.StateError, match="ahead of the table"):
         state.reconcile(cfg.variable_key, state.read_state(t), variables, t)
+
+
+def test_another_engines_rollback_below_a_snowberg_rollbacks_target_is_refused(
+    src: Any, catalog: Any, variables: Any
+) -> None:
+    """The record of a snowberg rollback covers the snapshots it undid, not its own target or anything below it.
+
+    snowberg rolls back before r3 (main → r2, the Variable follows), then another engine sets main to r1. The
+    Variable names r2, an ancestor of the undone head that main no longer holds, but no snowberg rollback undid
+    it: the next reconcile must refuse, as for any rollback made outside snowberg.
+    """
+    cfg = _two_runs(src, catalog, variables)
+    _change(src, "4", "third")
+    load(cfg, src, catalog, variables, "r3")
+    undone = state.read_state(catalog.load_table("ns.t"))
+    rb.rollback(
+        catalog.load_table("ns.t"), cfg.name, variables=variables, variable_key=cfg.variable_key, before_run="r3"
+    )
+    assert json.loads(variables[cfg.variable_key])["run_id"] == "r2"
+    t = catalog.load_table("ns.t")
+    r1 = next(s for s in state.run_commits(t) if s.summary[state.RUN_ID] == "r1")
+    t.manage_snapshots().set_current_snapshot(r1.snapshot_id).commit()  # another engine's rollback
+    t = catalog.load_table("ns.t")
+    with pytest.raises(state.StateError, match="ahead of the table"):
+        state.reconcile(cfg.variable_key, state.read_state(t), variables, t)
+    assert json.loads(variables[cfg.variable_key])["run_id"] == "r2"
+    # Nor is the head snowberg undid adopted any more (a racing run wrote it back): main left the rollback's target.
+    variables[cfg.variable_key] = state.mirror_value(undone)
+    with pytest.raises(state.StateError, match="ahead of the table"):
+        state.reconcile(cfg.variable_key, state.read_state(t), variables, t)

@@ -161,6 +161,19 @@ def test_commit_refuses_files_already_in_the_table(sfdb: Any, catalog: Any) -> N
     assert lake_rows(catalog).num_rows == 2_000
 
 
+def _staged_slices(sfdb: Any, catalog: Any) -> tuple[Any, Window, list[dict[str, Any]], set[str]]:
+    """Run m1 plans 6,000 rows as 3 slices, which write their files: (config, window, results, staged data files)."""
+    from snowberg.load.mapped import SliceResult, read_staging_manifest, write_slice
+
+    src = make_orders(sfdb, 6_000)
+    cfg = table_cfg(src, number_as_long=["order_id"])
+    w, tasks = _mapped(cfg, sfdb.conn, catalog, "m1", 2_000)
+    results = [write_slice(cfg, sfdb.conn, catalog, t) for t in tasks]
+    table = catalog.load_table("shop.orders")
+    staged = {f.file_path for r in results for f in read_staging_manifest(table, SliceResult.from_dict(r))}
+    return cfg, w, results, staged
+
+
 def test_a_slice_commit_days_after_an_orphan_sweep_still_finds_every_staged_file(sfdb: Any, catalog: Any) -> None:
     """A failed slice tells users to clear and retry it, so the commit may come days after the other slices wrote.
 
@@ -171,14 +184,10 @@ def test_a_slice_commit_days_after_an_orphan_sweep_still_finds_every_staged_file
     from datetime import UTC, datetime, timedelta
 
     from snowberg.iceberg import maintenance as m
-    from snowberg.load.mapped import SliceResult, commit_slices, read_staging_manifest, write_slice
+    from snowberg.load.mapped import commit_slices
 
-    src = make_orders(sfdb, 6_000)
-    cfg = table_cfg(src, number_as_long=["order_id"])
-    w, tasks = _mapped(cfg, sfdb.conn, catalog, "m1", 2_000)
-    results = [write_slice(cfg, sfdb.conn, catalog, t) for t in tasks]
+    cfg, w, results, staged = _staged_slices(sfdb, catalog)
     table = catalog.load_table("shop.orders")
-    staged = {f.file_path for r in results for f in read_staging_manifest(table, SliceResult.from_dict(r))}
     staging = {p for r in results for p in (r["manifest_path"], r["keys_path"]) if p}
     assert len(staged) >= 3 and staging
 
@@ -187,6 +196,47 @@ def test_a_slice_commit_days_after_an_orphan_sweep_still_finds_every_staged_file
     assert swept.staged_kept >= len(staged) + len(staging)
 
     assert commit_slices(cfg, catalog, w, results)["rows"] == 6_000
+    ids = lake_rows(catalog).column("order_id").to_pylist()
+    assert len(ids) == len(set(ids)) == 6_000
+
+
+def test_the_staging_of_a_run_that_can_no_longer_commit_is_swept_once_older_than_the_orphan_age(
+    sfdb: Any, catalog: Any
+) -> None:
+    """Another run commits first: the slice commit is refused, and nothing will ever commit the staged files.
+
+    The old sweep kept everything under the staging folder and every file a staging manifest names, whatever
+    its age: a sweep with the clock a year ahead deleted none of them. Once the table's state shows the run
+    cannot commit (here: another run moved the watermark it was planned on) and that is older than the
+    orphan age, the sweep removes its staging folder and the data files only it named; before, it keeps them.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    from snowberg.iceberg import maintenance as m
+    from snowberg.iceberg import staging
+    from snowberg.iceberg.state import ConcurrentCommitError
+    from snowberg.load.extract import load_window
+    from snowberg.load.mapped import commit_slices
+
+    cfg, w, results, staged = _staged_slices(sfdb, catalog)
+    table = catalog.load_table("shop.orders")
+    folder = staging.staging_location(table, "m1")
+    in_folder = {f.path for f in staging.list_files(table.io, folder)}
+    assert len(staged) >= 3 and len(in_folder) >= 3
+
+    w2 = plan_window(cfg, sfdb.conn, catalog, "m2")  # planned on the same (empty) state …
+    assert load_window(cfg, sfdb.conn, catalog, w2).status == "committed"  # … and committed first
+    with pytest.raises(ConcurrentCommitError):
+        commit_slices(cfg, catalog, w, results)
+
+    table = catalog.load_table("shop.orders")
+    soon = m.remove_orphan_files(table, older_than=timedelta(days=3), now=datetime.now(UTC) + timedelta(days=1))
+    assert not (set(soon.orphans) & (staged | in_folder)), "removed before the orphan age"
+    later = m.remove_orphan_files(table, older_than=timedelta(days=3), now=datetime.now(UTC) + timedelta(days=365))
+    assert staged | in_folder <= set(later.orphans), f"kept {len((staged | in_folder) - set(later.orphans))}"
+    assert list(staging.list_files(table.io, folder)) == []
+    [run] = [r for r in later.staging if r["run_id"] == "m1"]
+    assert (run["verdict"], run["removed"]) == ("overtaken", True) and "m2" in run["why"]
     ids = lake_rows(catalog).column("order_id").to_pylist()
     assert len(ids) == len(set(ids)) == 6_000
 

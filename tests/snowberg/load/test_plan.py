@@ -483,6 +483,28 @@ def test_a_commit_by_another_writer_after_the_load_makes_the_next_run_reload(
     assert lake_ids(catalog) == [1, 2, 3]
 
 
+def test_a_commit_by_another_writer_still_reloads_once_expiry_took_snowbergs_snapshot(
+    cursorless: TableConfig, sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    """The state then comes from the table properties, which name no snapshot: nothing proves the rows are the load's.
+
+    Another engine deletes a row, then snapshot expiry removes snowberg's snapshot. The source is unchanged, but the
+    lake is not what the load left: the next run must reload, not skip and prove the stale table fresh.
+    """
+    conn = DocumentedMetadata(sfdb.conn, ("BASE TABLE", ALTERED, 3, 2048))
+    plan_load(cursorless, conn, catalog, variables, "scheduled__1")
+    t = catalog.load_table("ns.t")
+    loaded = t.current_snapshot().snapshot_id
+    t.delete("id = 1")  # another engine's commit
+    catalog.load_table("ns.t").maintenance.expire_snapshots().by_id(loaded).commit()  # another engine's expiry
+    t = catalog.load_table("ns.t")
+    st = state.read_state(t)
+    assert st is not None and st.from_properties and t.snapshot_by_id(loaded) is None
+    w, r = plan_load(cursorless, conn, catalog, variables, "scheduled__2")
+    assert (w.mode, r.status) == ("full_refresh", "committed")
+    assert lake_ids(catalog) == [1, 2, 3]
+
+
 def test_on_the_emulator_an_unchanged_source_is_skipped_and_a_change_reloads(
     cursorless: TableConfig, sfdb: Any, catalog: Any, variables: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

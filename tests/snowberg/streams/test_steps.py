@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 import streams_scenarios as sc
@@ -65,3 +67,40 @@ def test_recovery_that_died_after_consuming_is_finished_by_a_plain_rerun(harness
     res = h.run()
     assert res["load"]["refresh"] is True
     assert h.target_rows() == h.source_rows()
+
+
+def test_a_run_is_not_idle_while_the_changelog_lags_the_target(
+    fakesnow_server: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The changelog commit failed after the target's: the staged batch waits for the changelog alone.
+
+    The stream is empty and nothing is staged above the target's batch, but the changelog is a batch behind:
+    the run must load it (the idle probe counts staged rows above the lower of the two batch ids).
+    """
+    from snowberg.streams import apply
+    from snowberg.streams.steps import idle_step, load_step
+
+    h = Harness(fakesnow_server, tmp_path, changelog=True)
+    try:
+        h.insert((1, "new", "10.00"))
+        h.run()
+        h.update(1, "paid")
+        conn, cat = h.connect(), h.catalog()
+        consumed = consume_step(h.cfg, h.stream, conn, cat, run_id="r2")
+
+        def catalog_down(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("injected: the catalog is unreachable for the changelog commit")
+
+        with monkeypatch.context() as m:
+            m.setattr(apply, "_apply_changelog", catalog_down)
+            with pytest.raises(RuntimeError, match="injected"):
+                load_step(h.cfg, h.stream, conn, cat, run_id="r2", consumed=consumed)
+        assert [r["status"] for r in h.target_rows()] == ["paid"]
+        assert {r["snowberg_batch_id"] for r in h.changelog_rows()} == {consumed["batch_id"] - 1}
+
+        assert idle_step(h.cfg, h.stream, conn, cat) is None  # the changelog waits for the staged batch
+        h.run()
+        assert {r["snowberg_batch_id"] for r in h.changelog_rows()} == {consumed["batch_id"] - 1, consumed["batch_id"]}
+        assert idle_step(h.cfg, h.stream, h.connect(), h.catalog()) is not None  # both at the staged batch: idle
+    finally:
+        h.close()

@@ -53,6 +53,7 @@ from snowberg.config.table_config import (
     TableConfig,
     WriteMode,
 )
+from snowberg.core.attempts import attempt_id
 
 
 def _attempt_id(context: Any) -> str:
@@ -64,8 +65,7 @@ def _attempt_id(context: Any) -> str:
     plan must reload its window, not find the earlier commit and skip.
     """
     dag_run = context.get("dag_run")
-    n = getattr(dag_run, "clear_number", 0) or 0
-    return str(context["run_id"]) if n == 0 else f"{context['run_id']}#clear{n}"
+    return attempt_id(str(context["run_id"]), getattr(dag_run, "clear_number", 0) or 0)
 
 
 class SnowbergTableOperator(TableSettings, BaseOperator):
