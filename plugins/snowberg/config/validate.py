@@ -35,8 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from snowberg.config.table_config import TableConfig
-from snowberg.config.yaml_loader import LocatedYaml, YamlPath, entry_label, error_path, locate_yaml
+from snowberg.config.table_config import TABLE_DEFAULTS_REPLACE, TableConfig
+from snowberg.config.yaml_loader import LocatedYaml, YamlPath, entry_label, error_path, locate_yaml, merge_entry
 from snowberg.core.identifiers import clip
 
 
@@ -94,6 +94,7 @@ class FileSpec:
     # (position, field, message) for entries that clash with an earlier one, given the valid entries.
     conflicts: Callable[[list[tuple[int, Any]]], list[tuple[int, str, str]]]
     hidden_locs: tuple[str, ...] = ()  # pydantic's names for the members of tagged unions
+    replaces: dict[str, str] = field(default_factory=dict)  # ``yaml_loader.merge_entry``: own keys that drop defaults
 
 
 @dataclass(kw_only=True)
@@ -229,6 +230,7 @@ TABLES = FileSpec(
     model=TableConfig,
     dag_ids=table_dag_ids,
     conflicts=_table_conflicts,
+    replaces=TABLE_DEFAULTS_REPLACE,
 )
 
 
@@ -367,7 +369,7 @@ def _entries(result: FileResult, entry_check: EntryCheck | None) -> None:
     spec = result.spec
     defaults = result.located.data.get("defaults") or {}
     for i, raw in enumerate(result.raw_entries()):
-        entry = {**defaults, **raw} if isinstance(raw, dict) else raw
+        entry = merge_entry(defaults, raw, spec.replaces) if isinstance(raw, dict) else raw
         label = entry_label(entry, i)
         if isinstance(raw, dict):
             result.issues += _shallow_merge_warnings(result, i, label, defaults, raw)
