@@ -11,7 +11,8 @@ from snowberg.core.window import Window
 from snowberg.iceberg import state
 from snowberg.iceberg.current import CurrentProof, record_proof
 from snowberg.iceberg.tables import load_table_or_none
-from snowberg.load.plan import BACKFILL, INCREMENTAL
+from snowberg.iceberg.watch_state import finish_run
+from snowberg.load.plan import BACKFILL, INCREMENTAL, WATCH_SIGNAL
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -45,6 +46,15 @@ def publish(
             snapshot_id=st.snapshot_id if st else None,
         )
         record_proof(cfg.target, proof, variables)
+    if WATCH_SIGNAL in w.extra:
+        # The triggerer compares the source with what this run saw only once its rows are in the lake.
+        finish_run(
+            cfg.target,
+            variables,
+            run_id=w.run_id,
+            watermark=st.watermark if st else None,
+            snapshot_id=st.snapshot_id if st else None,
+        )
     summary = {
         "table": cfg.target,
         "rows_loaded": int(snap.summary.additional_properties.get(state.ROWS, "0"))

@@ -128,3 +128,42 @@ class DocumentedCursor:
 
     def close(self) -> None:
         pass
+
+
+class TokensOver:
+    """An emulator connection whose watch-poll statements the documented double answers, every other one the emulator.
+
+    The local emulator does not serve ``SYSTEM$LAST_CHANGE_COMMIT_TIME``; a test that runs a watched
+    table's plan on it routes that one statement here (``account.dml`` moves the token when the test
+    changes the source).
+    """
+
+    def __init__(self, conn: Any, account: DocumentedSnowflake) -> None:
+        self.conn = conn
+        self.account = account
+
+    def cursor(self, *args: Any, **kwargs: Any) -> _RoutingCursor:
+        return _RoutingCursor(self.conn.cursor(*args, **kwargs), self.account)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+class _RoutingCursor:
+    def __init__(self, cur: Any, account: DocumentedSnowflake) -> None:
+        self.cur = cur
+        self.account = account
+        self.row: tuple[Any, ...] | None = None
+
+    def execute(self, sql: str, params: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if CALL.search(sql):
+            self.row = self.account.answer(sql, params or {})
+            return self
+        self.row = None
+        return self.cur.execute(sql, params, *args, **kwargs)
+
+    def fetchone(self) -> Any:
+        return self.row if self.row is not None else self.cur.fetchone()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cur, name)
