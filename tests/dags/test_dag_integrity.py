@@ -143,3 +143,33 @@ def test_scale_out_and_unload_tables(tmp_path: Path, monkeypatch: pytest.MonkeyP
     unload = bag.dags["snowberg_big__unload"]
     assert unload.schedule is None or str(unload.timetable.summary) in ("None", "")
     assert [t.task_id for t in unload.topological_sort()] == ["plan", "unload", "publish"]
+
+
+def test_watched_tables_parse_offline_with_their_watcher_and_keep_manual_runs_and_the_trigger_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_network: None, warm_airflow: None
+) -> None:
+    """A watched table, a watched cursor-less table and a watched stream table (docs/event-driven.md)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    cfg = tmp_path / "tables.yaml"
+    cfg.write_text(
+        "defaults: {watch: {poll_interval: 30s}}\n"
+        "tables:\n"
+        "  - {name: orders, source: {table: D.S.ORDERS}, target: n.orders, cursor: {column: u}, primary_key: [id]}\n"
+        "  - {name: dim, source: {table: D.S.DIM}, target: n.dim, watch: {poll_interval: 30s, max_interval: null}}\n"
+        "  - {name: cdc, source: {table: D.S.T}, target: n.cdc, primary_key: [id], stream: {name: D.S.T_STREAM}}\n"
+        "  - {name: hourly, source: {table: D.S.H}, target: n.hourly, cursor: {column: u}, schedule: '@hourly'}\n"
+    )
+    monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(cfg))
+    bag = DagBag(dag_folder=str(DAGS / "snowberg_tables.py"))
+    assert not bag.import_errors, bag.import_errors
+    for name in ("orders", "dim", "cdc"):
+        dag = bag.dags[f"snowberg_{name}"]
+        [asset] = dag.timetable.asset_condition.objects
+        [watcher] = asset.watchers
+        assert watcher.trigger.shared_stream_key() == ("snowberg-watch", "snowflake_default", 30.0)
+        assert dag.max_active_runs == 1
+    # The trigger form (window, full refresh, dry run) is the same as on a scheduled table's DAG.
+    assert set(bag.dags["snowberg_orders"].params) == set(bag.dags["snowberg_hourly"].params)
+    assert "Watch" in (bag.dags["snowberg_orders"].doc_md or "")
+    assert type(bag.dags["snowberg_hourly"].timetable).__name__ == "CronDataIntervalTimetable"

@@ -259,8 +259,9 @@ class TableConfig(StrictModel):
     ] = None
     """Run the load when the source changes instead of on a schedule: the triggerer asks Snowflake's change
     metadata (no task starts, no row is read) and starts a run when the table or stream changed
-    (docs/event-driven.md). ``true`` takes the defaults. Refused together with a ``schedule``; a table's own ``watch`` or ``schedule`` replaces the
-    other one given in ``defaults``. Needs ``source.table`` (a table or view) or ``stream``."""
+    (docs/event-driven.md). ``true`` takes the defaults. Refused together with a ``schedule``; a table's own
+    ``watch`` or ``schedule`` replaces the other one given in ``defaults``. Needs ``source.table`` (a table or
+    view) or ``stream``."""
     freshness_sla: Duration | None = None
     """The freshness check (in the ``snowberg_<name>__checks`` DAG) fails when the pipeline has not proven the
     lake current for longer than this (``freshness_measure``)."""

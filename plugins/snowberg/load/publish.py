@@ -11,8 +11,8 @@ from snowberg.core.window import Window
 from snowberg.iceberg import state
 from snowberg.iceberg.current import CurrentProof, record_proof
 from snowberg.iceberg.tables import load_table_or_none
-from snowberg.iceberg.watch_state import finish_run
-from snowberg.load.plan import BACKFILL, INCREMENTAL, WATCH_SIGNAL
+from snowberg.iceberg.watch_state import finish_run, idle_run, start_run
+from snowberg.load.plan import BACKFILL, INCREMENTAL, WATCH_DUE, WATCH_SIGNAL
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -89,3 +89,21 @@ def reconcile_before_plan(
     table = load_table_or_none(catalog, cfg)
     st = state.read_state(table)
     return table, state.reconcile(cfg.variable_key, st, variables, table)
+
+
+def record_watched_plan(target: str, w: Window, variables: state.VariableStore, *, idle: bool) -> None:
+    """A watched table's plan records what it saw of the source (``snowberg.iceberg.watch_state``): ``done`` when
+    the run found nothing to load, else ``running`` until ``publish``; other runs (no token read) record nothing."""
+    if WATCH_SIGNAL not in w.extra:
+        return
+    seen = {
+        "run_id": w.run_id,
+        "dag_id": w.dag_id,
+        "observed_at": w.planned_at,
+        "signal": w.extra[WATCH_SIGNAL],
+        "due": w.extra.get(WATCH_DUE),
+    }
+    if idle:
+        idle_run(target, variables, watermark=w.base_watermark, snapshot_id=w.base_snapshot_id, **seen)
+    else:
+        start_run(target, variables, **seen)

@@ -157,7 +157,7 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
         from snowberg.iceberg.gate import nothing_new
         from snowberg.iceberg.state import AirflowVariables, read_state
         from snowberg.load.plan import check_backfill_request, plan_run
-        from snowberg.load.publish import reconcile_before_plan
+        from snowberg.load.publish import reconcile_before_plan, record_watched_plan
         from snowberg.load.slices import plan_slices
         from snowberg.snowflake.hook import snowflake_connection
 
@@ -194,7 +194,7 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
                 # A large window is cut by cursor value now, so retries read the same slices.
                 window = plan_slices(cfg, conn, window)
         idle = nothing_new(window)
-        record_watched_plan(self.target, window, idle=idle)
+        record_watched_plan(self.target, window, AirflowVariables(), idle=idle)
         if idle:
             self._end_idle_run(context, window)
         return window.to_dict()
@@ -360,27 +360,3 @@ class SnowbergPublishOperator(SnowbergTableOperator):
             raise AirflowSkipException(f"dry run of {w.mode} window: nothing committed, nothing to publish")
         with lake_errors(self.catalog):
             return publish(cfg, open_catalog(self.catalog), w, AirflowVariables())
-
-
-def record_watched_plan(target: str, window: Any, *, idle: bool) -> None:
-    """A watched table's plan records what it saw of the source (``snowberg.iceberg.watch_state``): ``done`` when
-    the run found nothing to load, else ``running`` until publish; other runs record nothing."""
-    from snowberg.iceberg.state import AirflowVariables
-    from snowberg.iceberg.watch_state import idle_run, start_run
-    from snowberg.load.plan import WATCH_DUE, WATCH_SIGNAL
-
-    if WATCH_SIGNAL not in window.extra:
-        return
-    seen = {
-        "run_id": window.run_id,
-        "dag_id": window.dag_id,
-        "observed_at": window.planned_at,
-        "signal": window.extra[WATCH_SIGNAL],
-        "due": window.extra.get(WATCH_DUE),
-    }
-    if idle:
-        idle_run(
-            target, AirflowVariables(), watermark=window.base_watermark, snapshot_id=window.base_snapshot_id, **seen
-        )
-    else:
-        start_run(target, AirflowVariables(), **seen)
