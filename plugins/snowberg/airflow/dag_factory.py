@@ -84,6 +84,7 @@ def watched_source_asset(cfg: TableConfig) -> Asset:
         snowflake_conn_id=cfg.snowflake_conn_id,
         poll_interval=cfg.watch.poll_interval.total_seconds(),
         alerts=cfg.alerts.model_dump(mode="json") if cfg.alerts is not None else None,
+        freshness_sla=cfg.freshness_sla.total_seconds() if cfg.freshness_sla is not None else None,
     )
     path = "/".join(p.lower() for p in str(TableName.parse(source)).split("."))
     return Asset(

@@ -14,8 +14,9 @@ A poll:
    dictionary lookup and nothing else;
 3. fires a table's trigger once per change (``Assessment.token``), and again when nothing recorded
    progress after ``stall_after`` (a run that failed before it planned, say);
-4. records what it found in the connection's poll record, at most every ``PROOF_EVERY`` unless a
-   table's status changed.
+4. records what it found in the connection's poll record, at most every ``PROOF_EVERY`` (or a quarter
+   of the shortest ``freshness_sla`` of its tables, whichever is shorter; never more often than it polls)
+   unless a table's status changed.
 
 What this memory holds only spares reads and events: what was loaded comes from the run records, so
 a new loop (a restarted triggerer, a trigger moved elsewhere) fires for every table that waits.
@@ -68,6 +69,7 @@ class WatchTarget:
     kind: SignalKind
     source: str  # the table/view, or the stream, ``database.schema.name``
     alerts: Mapping[str, Any] | None = None  # the table's ``alerts`` section
+    freshness_sla: timedelta | None = None  # the table's: its proof is written at least four times within it
 
     def watched(self) -> WatchedSource:
         return WatchedSource(key=self.dag_id, kind=self.kind, name=TableName.parse(self.source))
@@ -317,7 +319,9 @@ class WatchLoop:
         """Write the poll record when a table's status changed, else at most every ``proof_every``."""
         entries = {t.target: self._entry(t, now) for t in targets if self._mem(t).polled_at or self._mem(t).failures}
         status = {k: (e.state, e.error, e.changed_at, e.run_id, e.due) for k, e in entries.items()}
-        stale = self.last_written is None or now - self.last_written >= self.proof_every
+        slas = [t.freshness_sla / 4 for t in targets if t.freshness_sla is not None]
+        every = max(min([self.proof_every, *slas]), self.poll_interval)
+        stale = self.last_written is None or now - self.last_written >= every
         if not entries or (status == self.written and not stale):
             return
         try:

@@ -56,6 +56,8 @@ class SourceChangeTrigger(BaseEventTrigger):
     :param snowflake_conn_id: the Airflow connection the poll reads through.
     :param poll_interval: seconds between polls.
     :param alerts: the table's ``alerts`` section (a dict), for ``watch_failure`` alerts.
+    :param freshness_sla: the table's ``freshness_sla`` in seconds: the poll proves a quiet table current at
+        least four times within it (``WatchLoop``).
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class SourceChangeTrigger(BaseEventTrigger):
         snowflake_conn_id: str,
         poll_interval: float,
         alerts: dict[str, Any] | None = None,
+        freshness_sla: float | None = None,
     ) -> None:
         super().__init__()
         self.dag_id = dag_id
@@ -79,6 +82,7 @@ class SourceChangeTrigger(BaseEventTrigger):
         self.snowflake_conn_id = snowflake_conn_id
         self.poll_interval = float(poll_interval)
         self.alerts = alerts
+        self.freshness_sla = freshness_sla
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -92,6 +96,7 @@ class SourceChangeTrigger(BaseEventTrigger):
                 "snowflake_conn_id": self.snowflake_conn_id,
                 "poll_interval": self.poll_interval,
                 "alerts": self.alerts,
+                "freshness_sla": self.freshness_sla,
             },
         )
 
@@ -109,6 +114,7 @@ class SourceChangeTrigger(BaseEventTrigger):
             kind=SignalKind(self.kind),
             source=self.source,
             alerts=self.alerts,
+            freshness_sla=timedelta(seconds=self.freshness_sla) if self.freshness_sla is not None else None,
         )
 
     @classmethod

@@ -38,13 +38,14 @@ INTERVAL = timedelta(seconds=30)
 
 
 class Clock:
-    """The loop's clock: real time plus what a test skips ahead."""
+    """The loop's clock: real time (or ``base``) plus what a test skips ahead."""
 
-    def __init__(self) -> None:
+    def __init__(self, base: datetime | None = None) -> None:
+        self.base = base
         self.ahead = timedelta(0)
 
     def __call__(self) -> datetime:
-        return datetime.now(UTC) + self.ahead
+        return (self.base or datetime.now(UTC)) + self.ahead
 
 
 class Watched:
@@ -364,3 +365,51 @@ def test_a_quiet_poll_reads_no_variable_and_sends_one_statement_per_database(tab
     loop.poll(targets)
     assert len(account.statements) - statements == 2  # two databases
     assert [k for k in reads if k.endswith("__watch")] == []  # no run record read for an unchanged table
+
+
+@pytest.mark.parametrize(
+    ("sla", "every"), [(None, timedelta(minutes=5)), (timedelta(minutes=2), timedelta(seconds=30))]
+)
+def test_the_poll_record_is_written_on_a_change_or_every_proof_interval_not_every_poll(
+    variables: Any, sla: timedelta | None, every: timedelta
+) -> None:
+    """One write per connection per proof interval while nothing changes (5 minutes, or a quarter of the
+    shortest freshness SLA of its tables): a quiet watched table costs no Variable write of its own."""
+    account = DocumentedSnowflake()
+    account.table("DB.S.T")
+    target = WatchTarget(
+        dag_id="d", table="t", target="ns.t", kind=SignalKind.TABLE, source="DB.S.T", freshness_sla=sla
+    )
+    idle_run(
+        "ns.t",
+        variables,
+        run_id="r",
+        dag_id="d",
+        observed_at="2026-12-01T00:00:00+00:00",
+        signal=account.token("DB.S.T"),
+        watermark=None,
+        snapshot_id=None,
+    )
+    writes: list[datetime] = []
+    clock = Clock(base=datetime(2026, 12, 1, tzinfo=UTC))
+
+    class Store(dict):  # type: ignore[type-arg]
+        def set(self, key: str, value: str) -> None:
+            if key.startswith("snowberg__watch__"):
+                writes.append(clock())
+            self[key] = value
+
+    store = Store(variables)
+    loop = WatchLoop(
+        snowflake_conn_id="sf", poll_interval=timedelta(seconds=10), variables=store, connect=account.connect, now=clock
+    )
+    for step in range(60):  # ten minutes of polls every 10 s
+        clock.ahead = step * timedelta(seconds=10)
+        loop.poll([target])
+    gaps = {b - a for a, b in zip(writes, writes[1:], strict=False)}
+    assert gaps == {every}
+    account.dml("DB.S.T")  # a change is written at once
+    clock.ahead += timedelta(seconds=10)
+    loop.poll([target])
+    assert writes[-1] == clock()
+    assert read_poll_record("sf", store)["ns.t"].state is WatchState.PENDING
