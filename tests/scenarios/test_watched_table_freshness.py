@@ -12,7 +12,6 @@ triggerer's loop is the real ``WatchLoop`` of the DAG's own trigger, on Airflow'
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from datetime import timedelta
@@ -20,27 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from table_dags import table_dags
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "snowberg" / "snowflake"))
 from documented_snowflake import DocumentedSnowflake, TokensOver  # noqa: E402
 
 SLA_SECONDS = 8
 POLL = timedelta(seconds=1)
-
-
-def _dags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: dict[str, Any]) -> dict[str, Any]:
-    dags = tmp_path / "dags"
-    dags.mkdir()
-    shutil.copy(Path(__file__).resolve().parents[2] / "dags" / "snowberg_tables.py", dags)
-    (tmp_path / "tables.yaml").write_text(yaml.safe_dump({"tables": [entry]}))
-    monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(tmp_path / "tables.yaml"))
-    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(dags))
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(dags))
-    assert not bag.import_errors, bag.import_errors
-    return dict(bag.dags)
 
 
 def _freshness(checks: Any) -> str:
@@ -78,7 +63,7 @@ def test_a_quiet_watched_table_stays_green_without_runs_and_failing_or_stopped_p
         "freshness_sla": f"{SLA_SECONDS}s",
         "watch": {"poll_interval": "10s"},
     }
-    bag = _dags(tmp_path, monkeypatch, entry)
+    bag = table_dags(tmp_path, monkeypatch, entry)
     load, checks = bag[f"snowberg_{name}"], bag[f"snowberg_{name}__checks"]
     target = load.timetable.asset_condition.objects[0].watchers[0].trigger.watch_target()
     loop = WatchLoop(

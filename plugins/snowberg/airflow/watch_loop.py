@@ -87,6 +87,7 @@ class Decision:
 class _Memory:
     """Per table, between polls (see the module doc: nothing here is the truth about the lake)."""
 
+    source: WatchedSource | None = None  # the target's, parsed once
     signal: str | None = None
     assessment: Assessment | None = None
     record: WatchRecord | None = None
@@ -101,6 +102,13 @@ class _Memory:
     next_attempt: datetime | None = None
     alerted_at: datetime | None = None
     first_run_checked: bool = False
+
+
+def _status(m: _Memory) -> tuple[Any, ...]:
+    """What the poll record says of a table beyond times: a change of it is written at once."""
+    a = m.assessment
+    state = WatchState.FAILING if m.failures else (a.state if a is not None else WatchState.PENDING)
+    return (state, m.error, m.changed_at, m.record.run_id if m.record else None, a.due if a else None)
 
 
 def utc_now() -> datetime:
@@ -183,7 +191,7 @@ class WatchLoop:
                     reads={t.dag_id: SignalRead(key=t.dag_id, error=why) for t in due}, statements=0, broken=True
                 )
         alone = {t.dag_id for t in due if self._mem(t).failures}
-        outcome = read_signals(self.conn, [t.watched() for t in due], alone=alone)
+        outcome = read_signals(self.conn, [self._source(t) for t in due], alone=alone)
         self.statements += outcome.statements
         if outcome.broken:
             self.close()
@@ -317,13 +325,14 @@ class WatchLoop:
 
     def _record(self, targets: Sequence[WatchTarget], now: datetime) -> None:
         """Write the poll record when a table's status changed, else at most every ``proof_every``."""
-        entries = {t.target: self._entry(t, now) for t in targets if self._mem(t).polled_at or self._mem(t).failures}
-        status = {k: (e.state, e.error, e.changed_at, e.run_id, e.due) for k, e in entries.items()}
+        polled = [(t, m) for t in targets if (m := self._mem(t)).polled_at or m.failures]
+        status = {t.dag_id: _status(m) for t, m in polled}
         slas = [t.freshness_sla / 4 for t in targets if t.freshness_sla is not None]
         every = max(min([self.proof_every, *slas]), self.poll_interval)
         stale = self.last_written is None or now - self.last_written >= every
-        if not entries or (status == self.written and not stale):
+        if not polled or (status == self.written and not stale):
             return
+        entries = {t.target: self._entry(t, now) for t, _ in polled}
         try:
             write_poll_record(self.conn_id, entries, self.variables, now=now)
         except Exception:  # noqa: BLE001 - the poll goes on; the record is written on the next occasion
@@ -334,7 +343,16 @@ class WatchLoop:
     # -- memory ---------------------------------------------------------------------------------
 
     def _mem(self, t: WatchTarget) -> _Memory:
-        return self.memory.setdefault(t.dag_id, _Memory())
+        m = self.memory.get(t.dag_id)
+        if m is None:
+            m = self.memory[t.dag_id] = _Memory()
+        return m
+
+    def _source(self, t: WatchTarget) -> WatchedSource:
+        m = self._mem(t)
+        if m.source is None:
+            m.source = t.watched()
+        return m.source
 
     def _forget_all_but(self, targets: Sequence[WatchTarget]) -> None:
         keep = {t.dag_id for t in targets}

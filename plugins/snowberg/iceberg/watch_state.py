@@ -128,24 +128,32 @@ def record_watch(target: str, rec: WatchRecord, variables: VariableStore) -> Non
     log.info("%s: run %s %s (signal %s%s)", key, rec.run_id, rec.phase.value, rec.signal, _due_text(rec.due))
 
 
-def start_run(
+def record_run(
     target: str,
     variables: VariableStore,
     *,
+    phase: RunPhase,
     run_id: str,
     dag_id: str,
     observed_at: str,
     signal: str | None,
     due: str | None = None,
+    watermark: str | None = None,
+    snapshot_id: int | None = None,
 ) -> None:
-    """A run has read the source (``signal`` at ``observed_at``) and fixed what it loads: record it ``running``."""
-    record_watch(
-        target,
-        WatchRecord(
-            phase=RunPhase.RUNNING, signal=signal, observed_at=observed_at, run_id=run_id, dag_id=dag_id, due=due
-        ),
-        variables,
+    """A run has read the source (``signal`` at ``observed_at``): record it ``running`` until its rows are in the
+    lake (``finish_run``), or ``done`` at once when it found nothing to load (with the lake's watermark)."""
+    rec = WatchRecord(
+        phase=phase,
+        signal=signal,
+        observed_at=observed_at,
+        run_id=run_id,
+        dag_id=dag_id,
+        due=due,
+        watermark=watermark,
+        snapshot_id=snapshot_id,
     )
+    record_watch(target, rec, variables)
 
 
 def finish_run(
@@ -163,35 +171,6 @@ def finish_run(
         done = replace(rec, phase=RunPhase.DONE, watermark=watermark, snapshot_id=snapshot_id)
         record_watch(target, done, variables)
     return True
-
-
-def idle_run(
-    target: str,
-    variables: VariableStore,
-    *,
-    run_id: str,
-    dag_id: str,
-    observed_at: str,
-    signal: str | None,
-    watermark: str | None,
-    snapshot_id: int | None,
-    due: str | None = None,
-) -> None:
-    """A run found nothing to load: record it ``done`` at once."""
-    record_watch(
-        target,
-        WatchRecord(
-            phase=RunPhase.DONE,
-            signal=signal,
-            observed_at=observed_at,
-            run_id=run_id,
-            dag_id=dag_id,
-            due=due,
-            watermark=watermark,
-            snapshot_id=snapshot_id,
-        ),
-        variables,
-    )
 
 
 def _due_text(due: str | None) -> str:
@@ -293,9 +272,13 @@ class PollEntry:
         return cls(**{k: v for k, v in d.items() if k in known})
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        # By hand, not ``asdict``: a poll record of a thousand tables is written whole (asdict deep-copies).
+        d = {f: getattr(self, f) for f in _POLL_ENTRY_FIELDS}
         d["state"] = self.state.value
         return d
+
+
+_POLL_ENTRY_FIELDS = tuple(f.name for f in fields(PollEntry))
 
 
 def poll_record_key(snowflake_conn_id: str) -> str:
@@ -303,38 +286,58 @@ def poll_record_key(snowflake_conn_id: str) -> str:
     return f"snowberg__watch__{snowflake_conn_id}"
 
 
-def read_poll_record(snowflake_conn_id: str, variables: VariableStore) -> dict[str, PollEntry]:
-    """The poll record of a connection, by Iceberg target; empty when there is none or it cannot be read."""
+def _poll_tables(snowflake_conn_id: str, variables: VariableStore) -> dict[str, dict[str, Any]]:
+    """The raw entries of a connection's poll record, by target (entries that are no mapping are dropped)."""
     key = poll_record_key(snowflake_conn_id)
     raw = variables.get(key)
     if not raw:
         return {}
     try:
         tables = json.loads(raw)["tables"]
-        return {str(t): PollEntry.from_dict(e) for t, e in tables.items()}
+        return {str(t): e for t, e in tables.items() if isinstance(e, dict)}
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         log.warning("Variable %s does not hold a poll record (%s): ignored", key, exc)
         return {}
 
 
+def read_poll_record(snowflake_conn_id: str, variables: VariableStore) -> dict[str, PollEntry]:
+    """The poll record of a connection, by Iceberg target; empty when there is none or it cannot be read."""
+    out = {}
+    for target, e in _poll_tables(snowflake_conn_id, variables).items():
+        try:
+            out[target] = PollEntry.from_dict(e)
+        except (TypeError, ValueError) as exc:
+            log.warning(
+                "poll record of %s: the entry of %s cannot be read (%s): ignored", snowflake_conn_id, target, exc
+            )
+    return out
+
+
+def _written_at(entry: Mapping[str, Any]) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(entry.get("updated_at")))
+    except ValueError:
+        return None
+
+
 def write_poll_record(
     snowflake_conn_id: str, entries: Mapping[str, PollEntry], variables: VariableStore, *, now: datetime
-) -> dict[str, PollEntry]:
-    """Merge ``entries`` (by target) into the connection's poll record and write it; returns what was written.
+) -> None:
+    """Merge ``entries`` (by target) into the connection's poll record and write it.
 
     Per table the newer entry wins, so two triggerers polling different tables of one connection (or a
     moved trigger) never erase each other; an entry not written for ``FORGET_AFTER`` is dropped. A write
-    lost to a concurrent one only makes a proof older: never a proof that did not happen.
+    lost to a concurrent one only makes a proof older: never a proof that did not happen. The other
+    entries are carried as they were read (not rebuilt), so a write costs one JSON read and one dump.
     """
-    merged = read_poll_record(snowflake_conn_id, variables)
+    merged = _poll_tables(snowflake_conn_id, variables)
     for target, entry in entries.items():
-        old = merged.get(target)
-        if old is None or datetime.fromisoformat(old.updated_at) <= datetime.fromisoformat(entry.updated_at):
-            merged[target] = entry
-    merged = {t: e for t, e in merged.items() if now - datetime.fromisoformat(e.updated_at) <= FORGET_AFTER}
-    payload = {"updated_at": now.isoformat(), "tables": {t: e.to_dict() for t, e in sorted(merged.items())}}
+        old_at = _written_at(merged[target]) if target in merged else None
+        if old_at is None or old_at <= datetime.fromisoformat(entry.updated_at):
+            merged[target] = entry.to_dict()
+    kept = {t: e for t, e in merged.items() if (at := _written_at(e)) is not None and now - at <= FORGET_AFTER}
+    payload = {"updated_at": now.isoformat(), "tables": dict(sorted(kept.items()))}
     variables.set(poll_record_key(snowflake_conn_id), json.dumps(payload, sort_keys=True))
-    return merged
 
 
 def poll_proof(target: str, snowflake_conn_id: str, variables: VariableStore) -> CurrentProof | None:

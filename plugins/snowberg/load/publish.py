@@ -11,7 +11,7 @@ from snowberg.core.window import Window
 from snowberg.iceberg import state
 from snowberg.iceberg.current import CurrentProof, record_proof
 from snowberg.iceberg.tables import load_table_or_none
-from snowberg.iceberg.watch_state import finish_run, idle_run, start_run
+from snowberg.iceberg.watch_state import RunPhase, finish_run, record_run
 from snowberg.load.plan import BACKFILL, INCREMENTAL, WATCH_DUE, WATCH_SIGNAL
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def record_watched_plan(target: str, w: Window, variables: state.VariableStore, 
     the run found nothing to load, else ``running`` until ``publish``; other runs (no token read) record nothing."""
     if WATCH_SIGNAL not in w.extra:
         return
-    seen = {
+    seen: dict[str, Any] = {
         "run_id": w.run_id,
         "dag_id": w.dag_id,
         "observed_at": w.planned_at,
@@ -104,6 +104,5 @@ def record_watched_plan(target: str, w: Window, variables: state.VariableStore, 
         "due": w.extra.get(WATCH_DUE),
     }
     if idle:
-        idle_run(target, variables, watermark=w.base_watermark, snapshot_id=w.base_snapshot_id, **seen)
-    else:
-        start_run(target, variables, **seen)
+        seen.update(watermark=w.base_watermark, snapshot_id=w.base_snapshot_id)
+    record_run(target, variables, phase=RunPhase.DONE if idle else RunPhase.RUNNING, **seen)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -57,6 +57,10 @@ class WatchedSource:
     key: str
     kind: SignalKind
     name: TableName
+    quoted: str = field(init=False)  # the name as the functions take it, validated and quoted once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "quoted", self.name.quoted())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,12 +81,15 @@ class PollOutcome:
     broken: bool = False
 
 
-def signal_sql(kind: SignalKind, names: Sequence[TableName]) -> tuple[str, dict[str, str]]:
-    """One ``SELECT`` of ``kind``'s function for each name (columns ``S0``, ``S1``, …), names bound as values."""
+def signal_sql(kind: SignalKind, names: Sequence[TableName | str]) -> tuple[str, dict[str, str]]:
+    """One ``SELECT`` of ``kind``'s function for each name (columns ``S0``, ``S1``, …), names bound as values.
+
+    A name is a ``TableName``, or the text of one already quoted (``WatchedSource.quoted``).
+    """
     if not names:
         raise ValueError("no source to poll")
     cols = ", ".join(f'{kind.function}(%(n{i})s) AS "S{i}"' for i in range(len(names)))
-    return f"SELECT {cols}", {f"n{i}": n.quoted() for i, n in enumerate(names)}
+    return f"SELECT {cols}", {f"n{i}": n if isinstance(n, str) else n.quoted() for i, n in enumerate(names)}
 
 
 def poll_groups(sources: Iterable[WatchedSource], alone: Collection[str] = ()) -> list[list[WatchedSource]]:
@@ -129,7 +136,7 @@ def is_statement_error(exc: BaseException) -> bool:
 
 
 def _execute(conn: Any, kind: SignalKind, members: Sequence[WatchedSource]) -> list[Any]:
-    sql, params = signal_sql(kind, [m.name for m in members])
+    sql, params = signal_sql(kind, [m.quoted for m in members])
     cur = conn.cursor()
     try:
         cur.execute(sql, params)

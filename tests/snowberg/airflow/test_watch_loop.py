@@ -28,7 +28,7 @@ from documented_snowflake import DocumentedSnowflake, TokensOver  # noqa: E402
 from snowberg.airflow.watch_loop import ALERT_AFTER, WatchLoop, WatchTarget  # noqa: E402
 from snowberg.config.table_config import TableConfig, parse_config  # noqa: E402
 from snowberg.iceberg.gate import nothing_new  # noqa: E402
-from snowberg.iceberg.watch_state import WatchState, idle_run, read_poll_record, read_watch  # noqa: E402
+from snowberg.iceberg.watch_state import RunPhase, WatchState, read_poll_record, read_watch, record_run  # noqa: E402
 from snowberg.load.extract import load_window  # noqa: E402
 from snowberg.load.plan import plan_run  # noqa: E402
 from snowberg.load.publish import publish, reconcile_before_plan, record_watched_plan  # noqa: E402
@@ -344,9 +344,10 @@ def test_a_quiet_poll_reads_no_variable_and_sends_one_statement_per_database(tab
 
     store = Counting()
     for t in targets:  # every table loaded up to its token now
-        idle_run(
+        record_run(
             t.target,
             store,
+            phase=RunPhase.DONE,
             run_id="r",
             dag_id=t.dag_id,
             observed_at="2026-12-01T00:00:00+00:00",
@@ -380,9 +381,10 @@ def test_the_poll_record_is_written_on_a_change_or_every_proof_interval_not_ever
     target = WatchTarget(
         dag_id="d", table="t", target="ns.t", kind=SignalKind.TABLE, source="DB.S.T", freshness_sla=sla
     )
-    idle_run(
+    record_run(
         "ns.t",
         variables,
+        phase=RunPhase.DONE,
         run_id="r",
         dag_id="d",
         observed_at="2026-12-01T00:00:00+00:00",

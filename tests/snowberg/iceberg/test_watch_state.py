@@ -19,12 +19,11 @@ from snowberg.iceberg.watch_state import (
     assess,
     finish_run,
     freshness_proof,
-    idle_run,
     poll_proof,
     read_poll_record,
     read_watch,
     record_key,
-    start_run,
+    record_run,
     watch_status,
     write_poll_record,
 )
@@ -93,19 +92,22 @@ def test_a_stream_is_pending_while_it_holds_data_once_per_run_record() -> None:
 
 
 def test_runs_write_running_then_done_and_a_slower_run_never_moves_the_record_back(variables: Any) -> None:
-    start_run("ns.t", variables, run_id="r1", dag_id="d", observed_at=T0.isoformat(), signal="100")
+    record_run(
+        "ns.t", variables, phase=RunPhase.RUNNING, run_id="r1", dag_id="d", observed_at=T0.isoformat(), signal="100"
+    )
     assert read_watch("ns.t", variables) == rec(RunPhase.RUNNING)
     # A later run starts before r1 finishes: r1's finish leaves the later record alone.
     later = (T0 + timedelta(minutes=1)).isoformat()
-    start_run("ns.t", variables, run_id="r2", dag_id="d", observed_at=later, signal="200")
+    record_run("ns.t", variables, phase=RunPhase.RUNNING, run_id="r2", dag_id="d", observed_at=later, signal="200")
     assert not finish_run("ns.t", variables, run_id="r1", watermark="w1", snapshot_id=1)
     assert finish_run("ns.t", variables, run_id="r2", watermark="w2", snapshot_id=2)
     done = read_watch("ns.t", variables)
     assert done is not None and (done.phase, done.signal, done.watermark) == (RunPhase.DONE, "200", "w2")
     # An idle run observed earlier than the record: kept out.
-    idle_run(
+    record_run(
         "ns.t",
         variables,
+        phase=RunPhase.DONE,
         run_id="r0",
         dag_id="d",
         observed_at=T0.isoformat(),
@@ -130,10 +132,12 @@ def test_the_poll_record_merges_per_table_the_newer_entry_wins_and_old_ones_are_
     write_poll_record("sf", {"ns.a": entry(T0, current_at=T0.isoformat())}, variables, now=T0)
     # Another triggerer (or a moved trigger) writes other tables, and an older entry for ns.a: kept out.
     other = {"ns.b": entry(T0), "ns.a": entry(T0 - timedelta(minutes=1), current_at="old")}
-    merged = write_poll_record("sf", other, variables, now=T0)
+    write_poll_record("sf", other, variables, now=T0)
+    merged = read_poll_record("sf", variables)
     assert set(merged) == {"ns.a", "ns.b"} and merged["ns.a"].current_at == T0.isoformat()
     later = T0 + FORGET_AFTER + timedelta(seconds=1)
-    assert set(write_poll_record("sf", {"ns.b": entry(later)}, variables, now=later)) == {"ns.b"}
+    write_poll_record("sf", {"ns.b": entry(later)}, variables, now=later)
+    assert set(read_poll_record("sf", variables)) == {"ns.b"}
     assert json.loads(variables["snowberg__watch__sf"])["tables"]["ns.b"]["state"] == "current"
     assert read_poll_record("other", variables) == {}
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,37 +21,21 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "streams"))
-from streams_harness import LIVE_ENV, live_connect  # noqa: E402
+from streams_harness import LIVE_LANE, live_database  # noqa: E402
 
 from snowberg.core.identifiers import TableName  # noqa: E402
 from snowberg.snowflake.change_signal import SignalKind, WatchedSource, read_signals  # noqa: E402
 
-pytestmark = [
-    pytest.mark.live,
-    pytest.mark.skipif(
-        not all(os.environ.get(k) for k in LIVE_ENV), reason="live Snowflake lane: set " + ", ".join(LIVE_ENV)
-    ),
-]
+pytestmark = LIVE_LANE
 
 
 @pytest.fixture
 def account() -> Iterator[tuple[Any, str]]:
-    db = f"SNOWBERG_TEST_{uuid.uuid4().hex[:10].upper()}"
-    conn = live_connect(None)
-    cur = conn.cursor()
-    for sql in (
-        f"CREATE DATABASE {db}",
-        f"CREATE SCHEMA {db}.S",
-        f"CREATE TABLE {db}.S.ORDERS (ID NUMBER(38,0))",
-        f"CREATE TABLE {db}.S.GONE (ID NUMBER(38,0))",
-        f"CREATE STREAM {db}.S.ORDERS_STREAM ON TABLE {db}.S.ORDERS",
-    ):
-        cur.execute(sql)
-    try:
-        yield conn, db
-    finally:
-        cur.execute(f"DROP DATABASE IF EXISTS {db}")
-        conn.close()
+    yield from live_database(
+        "CREATE TABLE {db}.S.ORDERS (ID NUMBER(38,0))",
+        "CREATE TABLE {db}.S.GONE (ID NUMBER(38,0))",
+        "CREATE STREAM {db}.S.ORDERS_STREAM ON TABLE {db}.S.ORDERS",
+    )
 
 
 def watched(db: str) -> list[WatchedSource]:

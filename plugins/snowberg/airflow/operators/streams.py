@@ -120,7 +120,7 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import lake_errors, open_catalog
         from snowberg.iceberg.state import AirflowVariables
-        from snowberg.iceberg.watch_state import idle_run, start_run
+        from snowberg.iceberg.watch_state import RunPhase, record_run
         from snowberg.streams.params import resolve_stream_params
         from snowberg.streams.steps import consume_step, idle_step
 
@@ -132,30 +132,23 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
                 catalog = open_catalog(self.catalog)
                 probed_at = datetime.now(UTC)
                 idle = None if request.recover else idle_step(cfg, stream, conn, catalog)
+                # A watched table's record: done when idle; else running, as the stream's offset moved
+                # (change data from now on is the next run's) and the batch is not in the lake yet.
+                seen = {"run_id": context["run_id"], "dag_id": self.dag_id, "observed_at": probed_at.isoformat()}
                 if idle is not None:
                     if cfg.watch is not None:
-                        idle_run(
+                        record_run(
                             cfg.target,
                             AirflowVariables(),
-                            run_id=context["run_id"],
-                            dag_id=self.dag_id,
-                            observed_at=probed_at.isoformat(),
+                            phase=RunPhase.DONE,
                             signal="false",
-                            watermark=None,
                             snapshot_id=idle.snapshot_id,
+                            **seen,
                         )
                     return self._end_idle_run(context, cfg, idle, probed_at)
                 consumed = consume_step(cfg, stream, conn, catalog, run_id=context["run_id"], recover=request.recover)
                 if cfg.watch is not None:
-                    # The stream's offset moved: change data from now on is the next run's.
-                    start_run(
-                        cfg.target,
-                        AirflowVariables(),
-                        run_id=context["run_id"],
-                        dag_id=self.dag_id,
-                        observed_at=probed_at.isoformat(),
-                        signal=None,
-                    )
+                    record_run(cfg.target, AirflowVariables(), phase=RunPhase.RUNNING, signal=None, **seen)
                 return consumed
         finally:
             conn.close()
