@@ -30,6 +30,7 @@ lasts.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -156,11 +157,17 @@ class WatchLoop:
         self.statements = 0  # sent since the loop began (the cost of polling, for logs and benchmarks)
         self.polls = 0
         self._seeded = False
+        # poll and close come from worker threads; the connector is not thread-safe: one at a time.
+        self._lock = threading.Lock()
 
     # -- one poll -------------------------------------------------------------------------------
 
     def poll(self, targets: Sequence[WatchTarget]) -> dict[str, Decision]:
         """Read every due source of ``targets``, decide, record; the decisions by DAG id (fires only)."""
+        with self._lock:
+            return self._poll(targets)
+
+    def _poll(self, targets: Sequence[WatchTarget]) -> dict[str, Decision]:
         now = self.now()
         self.polls += 1
         self._forget_all_but(targets)
@@ -194,7 +201,7 @@ class WatchLoop:
         outcome = read_signals(self.conn, [self._source(t) for t in due], alone=alone)
         self.statements += outcome.statements
         if outcome.broken:
-            self.close()
+            self._close()
         return outcome
 
     def _read_ok(self, t: WatchTarget, signal: str, now: datetime) -> Decision | None:
@@ -375,7 +382,11 @@ class WatchLoop:
                 self._mem(t).changed_at = datetime.fromisoformat(entry.changed_at)
 
     def close(self) -> None:
-        """Close the Snowflake connection (the next poll opens another)."""
+        """Close the Snowflake connection (the next poll opens another); waits for a poll under way."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         conn, self.conn = self.conn, None
         if conn is not None:
             try:

@@ -94,7 +94,8 @@ class FileSpec:
     # (position, field, message) for entries that clash with an earlier one, given the valid entries.
     conflicts: Callable[[list[tuple[int, Any]]], list[tuple[int, str, str]]]
     hidden_locs: tuple[str, ...] = ()  # pydantic's names for the members of tagged unions
-    replaces: dict[str, str] = field(default_factory=dict)  # ``yaml_loader.merge_entry``: own keys that drop defaults
+    # ``yaml_loader.merge_entry``: (key, default it drops when an entry gives the key); pairs, so a spec hashes
+    replaces: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -230,7 +231,7 @@ TABLES = FileSpec(
     model=TableConfig,
     dag_ids=table_dag_ids,
     conflicts=_table_conflicts,
-    replaces=TABLE_DEFAULTS_REPLACE,
+    replaces=tuple(TABLE_DEFAULTS_REPLACE.items()),
 )
 
 
@@ -369,7 +370,7 @@ def _entries(result: FileResult, entry_check: EntryCheck | None) -> None:
     spec = result.spec
     defaults = result.located.data.get("defaults") or {}
     for i, raw in enumerate(result.raw_entries()):
-        entry = merge_entry(defaults, raw, spec.replaces) if isinstance(raw, dict) else raw
+        entry = merge_entry(defaults, raw, dict(spec.replaces)) if isinstance(raw, dict) else raw
         label = entry_label(entry, i)
         if isinstance(raw, dict):
             result.issues += _shallow_merge_warnings(result, i, label, defaults, raw)
