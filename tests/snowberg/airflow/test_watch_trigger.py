@@ -241,3 +241,20 @@ def test_a_slow_poll_never_blocks_the_triggerers_event_loop(account: DocumentedS
     assert polls >= 2  # the slow polls really ran meanwhile
     assert threaded < 0.25, threaded
     assert blocking > 0.9, blocking
+
+
+def test_airflows_backfill_cuts_a_watched_dag_by_max_interval_and_refuses_one_without() -> None:
+    """What Airflow's backfill reads (``airflow.models.backfill``): the scheduler's DAG, ``timetable.periodic`` and
+    ``iter_dagrun_infos_between``. The plan then reloads each run's data interval, as on a scheduled table."""
+    from datetime import UTC, datetime
+
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    def scheduler_dag(c: TableConfig) -> Any:
+        return DagSerialization.from_dict(DagSerialization.to_dict(build_dag(c)))
+
+    daily = scheduler_dag(cfg("orders"))
+    assert daily.timetable.periodic
+    infos = list(daily.iter_dagrun_infos_between(datetime(2026, 2, 1, tzinfo=UTC), datetime(2026, 2, 3, tzinfo=UTC)))
+    assert [(i.data_interval.start.day, i.data_interval.end.day) for i in infos] == [(1, 2), (2, 3), (3, 4)]
+    assert not scheduler_dag(cfg("quiet", watch={"max_interval": None})).timetable.periodic
