@@ -83,7 +83,9 @@ def watched_source_asset(cfg: TableConfig) -> Asset:
         source=source,
         snowflake_conn_id=cfg.snowflake_conn_id,
         poll_interval=cfg.watch.poll_interval.total_seconds(),
-        alerts=cfg.alerts.model_dump(mode="json") if cfg.alerts is not None else None,
+        # Without webhook_url: the trigger's arguments are part of the serialised DAG, which the UI and the API
+        # show, and such a URL carries its token (webhook_conn_id keeps it in a connection).
+        alerts=cfg.alerts.model_dump(mode="json", exclude={"webhook_url"}) if cfg.alerts is not None else None,
         freshness_sla=cfg.freshness_sla.total_seconds() if cfg.freshness_sla is not None else None,
     )
     path = "/".join(p.lower() for p in str(TableName.parse(source)).split("."))

@@ -8,6 +8,7 @@ hand the loop that connection and in-memory Variables.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -80,6 +81,8 @@ def test_the_trigger_survives_airflows_serialisation_as_the_triggerer_reads_it()
     assert BaseEventTrigger.hash(*trigger.serialize()) == BaseEventTrigger.hash(encoded["classpath"], encoded["kwargs"])
     assert trigger.alerts == {**kwargs["alerts"]} and trigger.poll_interval == 30.0
     assert trigger.watch_target().source == "DB.S.ORDERS"
+    # A webhook URL carries its token: it stays out of the serialised DAG (the UI and the API show it).
+    assert "hooks.example.com" not in json.dumps(watcher_of(dag)) and "webhook_url" not in trigger.alerts
 
 
 def test_tables_of_one_connection_and_interval_share_one_poll() -> None:
