@@ -741,3 +741,25 @@ def test_covered_from_is_none_when_the_window_covers_the_newest_row() -> None:
     assert covered_from(CursorKind.TIMESTAMP_NTZ, datetime(2026, 1, 1), "2026-01-01 00:00:00", timedelta(0), z) is None
     assert covered_from(CursorKind.NUMBER, Decimal(10), "5", timedelta(0), z) is None  # NUMBER windows end at newest
     assert covered_from(CursorKind.TIMESTAMP_NTZ, None, None, timedelta(0), z) is None  # an empty source
+
+
+def test_a_watched_table_without_a_cursor_records_the_token_its_full_refresh_covered(
+    cursorless: TableConfig, sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    from snowberg.iceberg.watch_state import RunPhase, read_watch
+    from snowberg.load.plan import WATCH_DUE, WATCH_SIGNAL
+    from snowberg.load.publish import record_watched_plan
+
+    d = documented()
+    account = d.DocumentedSnowflake()
+    account.table(sfdb.table("SRC"))
+    cfg = config(sfdb, None, watch=True)  # the cursorless fixture's table, watched
+    conn = d.TokensOver(sfdb.conn, account)
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, conn, table, run_id="r1")
+    assert w.extra[WATCH_SIGNAL] == account.token(sfdb.table("SRC")) and WATCH_DUE not in w.extra
+    record_watched_plan(cfg.target, w, variables, idle=False)
+    load_window(cfg, conn, catalog, w)
+    publish(cfg, catalog, w, variables)
+    rec = read_watch(cfg.target, variables)
+    assert rec is not None and (rec.phase, rec.signal, rec.due) == (RunPhase.DONE, w.extra[WATCH_SIGNAL], None)
