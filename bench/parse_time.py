@@ -13,6 +13,10 @@ Snowflake connector, pandas) was imported by the parse.
 ``--sliced`` also times the same tables with the mapped-slice load
 (``operators.scale.sliced_load``) in every DAG, to show what opting all
 tables in to scale-out would cost at parse time.
+
+``--watch`` makes every table a watched one (``watch:``, docs/event-driven.md; the query
+sources become table sources, which is what a watched table needs): each load DAG is then
+scheduled on its source Asset with its watcher's trigger.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ TARGET_S_PER_1000 = 5.0
 HEAVY = ("pyarrow", "pyiceberg", "snowflake.connector", "pandas", "duckdb", "fakesnow")
 
 
-def tables_config(n: int) -> dict[str, Any]:
-    """N tables, mixing table and query sources, partitions, cursors, keys, SLAs."""
+def tables_config(n: int, *, watch: bool = False) -> dict[str, Any]:
+    """N tables, mixing table and query sources, partitions, cursors, keys, SLAs; ``watch``: every table watched."""
     tables = []
     for i in range(n):
         t: dict[str, Any] = {
@@ -55,6 +59,10 @@ def tables_config(n: int) -> dict[str, Any]:
             t["partition_by"] = ["day(updated_at)"]
         if i % 3 == 1:
             t["freshness_sla"] = "2h"
+        if watch:
+            t["source"] = {"table": f"DB{i % 4}.S.SRC{i}"}
+            t["watch"] = {"poll_interval": "1m"} if i % 2 else True
+            del t["schedule"]
         tables.append(t)
     return {"defaults": {"snowflake_conn_id": "snowflake_default", "catalog": "lake", "retries": 2}, "tables": tables}
 
@@ -124,6 +132,7 @@ def parse_once(
     repo: Path = REPO,
     reference: bool = False,
     timeout: float = 600,
+    watch: bool = False,
 ) -> dict[str, Any]:
     """One fresh-process parse of the DAG file for n tables.
 
@@ -134,9 +143,9 @@ def parse_once(
     plain Airflow DAGs in the same process first (``reference_cpu_s``).
     """
     workdir = workdir or Path(tempfile.mkdtemp(prefix="snowberg-parse-"))
-    config = workdir / f"tables-{n}.yaml"
+    config = workdir / f"tables-{n}{'-watch' if watch else ''}.yaml"
     if not config.exists():
-        config.write_text(yaml.safe_dump(tables_config(n), sort_keys=False))
+        config.write_text(yaml.safe_dump(tables_config(n, watch=watch), sort_keys=False))
     env = child_env(config)
     if dag_id is not None:
         env.update(_AIRFLOW_PARSING_CONTEXT_DAG_ID=dag_id, _AIRFLOW_PARSING_CONTEXT_TASK_ID="plan")
@@ -163,7 +172,7 @@ def parse_once(
     return dict(json.loads(line[len("PARSE ") :]))
 
 
-def task_parse_pairs(n: int, runs: int, *, workdir: Path, repo: Path = REPO) -> dict[str, Any]:
+def task_parse_pairs(n: int, runs: int, *, workdir: Path, repo: Path = REPO, watch: bool = False) -> dict[str, Any]:
     """A task's parse of the DAG file with 1 and with n tables, alternating: medians and the ratio of each pair.
 
     The task is ``snowberg_t0000``'s (the first table of both configs). Each
@@ -172,8 +181,8 @@ def task_parse_pairs(n: int, runs: int, *, workdir: Path, repo: Path = REPO) -> 
     """
     one, many, ratios = [], [], []
     for _ in range(runs):
-        a = parse_once(1, workdir=workdir, dag_id="snowberg_t0000", repo=repo)
-        b = parse_once(n, workdir=workdir, dag_id="snowberg_t0000", repo=repo)
+        a = parse_once(1, workdir=workdir, dag_id="snowberg_t0000", repo=repo, watch=watch)
+        b = parse_once(n, workdir=workdir, dag_id="snowberg_t0000", repo=repo, watch=watch)
         for r in (a, b):
             if r["errors"] or "snowberg_t0000" not in r["ids"]:
                 raise RuntimeError(f"task parse failed: {r['errors'] or r['ids'][:5]}")
@@ -196,11 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sliced", action="store_true", help="also time DAGs with the mapped-slice load in every DAG")
     ap.add_argument("--task", action="store_true", help="time a task's parse (parsing context set): 1 vs N tables")
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout to parse (default: this one)")
+    ap.add_argument("--watch", action="store_true", help="every table watched (scheduled on its source Asset)")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="snowberg-parse-"))
     if args.task:
-        parse_once(args.tables, workdir=work, dag_id="snowberg_t0000", repo=args.repo)  # warm the bytecode cache
-        r = task_parse_pairs(args.tables, args.runs, workdir=work, repo=args.repo)
+        parse_once(args.tables, workdir=work, dag_id="snowberg_t0000", repo=args.repo, watch=args.watch)  # warm up
+        r = task_parse_pairs(args.tables, args.runs, workdir=work, repo=args.repo, watch=args.watch)
         print(f"| task parse (context snowberg_t0000) | 1 table s | {args.tables} tables s | ratio (median of pairs) |")
         print("|---|---|---|---|")
         print(
@@ -208,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             f"[{min(r['ratios']):.2f}–{max(r['ratios']):.2f}] |"
         )
         return 0
-    parse_once(args.tables, workdir=work, repo=args.repo)  # warm the bytecode cache
+    parse_once(args.tables, workdir=work, repo=args.repo, watch=args.watch)  # warm the bytecode cache
     shapes = [False, True] if args.sliced else [False]
     print(
         f"| DAG shape | tables | DAGs | tasks | parse s (median [range] of {args.runs}) | CPU s "
@@ -217,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     for sliced in shapes:
         runs = [
-            parse_once(args.tables, sliced=sliced, workdir=work, repo=args.repo, reference=True)
+            parse_once(args.tables, sliced=sliced, workdir=work, repo=args.repo, reference=True, watch=args.watch)
             for _ in range(args.runs)
         ]
         secs = [r["parse_s"] for r in runs]
@@ -228,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"import errors: {r0['errors']}")
             return 1
         label = "plan → load → publish (+ checks DAG)" if not sliced else "with mapped slices in every DAG"
+        label += ", watched" if args.watch else ""
         print(
             f"| {label} | {args.tables} | {r0['dags']} | {r0['tasks']} | {statistics.median(secs):.2f} "
             f"[{min(secs):.2f}–{max(secs):.2f}] | {statistics.median(cpu):.2f} | {ratio:.1f} "

@@ -101,18 +101,26 @@ def test_bad_entry_gets_a_dag_that_fails_with_its_error(tmp_path: Path, monkeypa
     assert "table 'broken'" in err and "field 'partition_by.0'" in err and "bad partition transform" in err
 
 
-def test_stream_tables_get_a_capture_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _tables_bag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str) -> Any:
+    """The DAG file parsed with the tables config ``config`` (YAML text); it must import cleanly."""
     from airflow.dag_processing.dagbag import DagBag
 
     cfg = tmp_path / "tables.yaml"
-    cfg.write_text(
-        "tables:\n"
-        "  - {name: cdc, source: {table: D.S.T}, target: n.cdc, primary_key: [id], "
-        "stream: {name: D.S.T_STREAM, create: true}}\n"
-    )
+    cfg.write_text(config)
     monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(cfg))
     bag = DagBag(dag_folder=str(DAGS / "snowberg_tables.py"))
     assert not bag.import_errors, bag.import_errors
+    return bag
+
+
+def test_stream_tables_get_a_capture_dag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bag = _tables_bag(
+        tmp_path,
+        monkeypatch,
+        "tables:\n"
+        "  - {name: cdc, source: {table: D.S.T}, target: n.cdc, primary_key: [id], "
+        "stream: {name: D.S.T_STREAM, create: true}}\n",
+    )
     dag = bag.dags["snowberg_cdc"]
     assert {"consume", "load", "cleanup", "stream_staleness"} <= {t.task_id for t in dag.tasks}
     assert "recover_stale_stream" in dag.params
@@ -143,3 +151,29 @@ def test_scale_out_and_unload_tables(tmp_path: Path, monkeypatch: pytest.MonkeyP
     unload = bag.dags["snowberg_big__unload"]
     assert unload.schedule is None or str(unload.timetable.summary) in ("None", "")
     assert [t.task_id for t in unload.topological_sort()] == ["plan", "unload", "publish"]
+
+
+def test_watched_tables_parse_offline_with_their_watcher_and_keep_manual_runs_and_the_trigger_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_network: None, warm_airflow: None
+) -> None:
+    """A watched table, a watched cursor-less table and a watched stream table (docs/event-driven.md)."""
+    bag = _tables_bag(
+        tmp_path,
+        monkeypatch,
+        "defaults: {watch: {poll_interval: 30s}}\n"
+        "tables:\n"
+        "  - {name: orders, source: {table: D.S.ORDERS}, target: n.orders, cursor: {column: u}, primary_key: [id]}\n"
+        "  - {name: dim, source: {table: D.S.DIM}, target: n.dim, watch: {poll_interval: 30s, max_interval: null}}\n"
+        "  - {name: cdc, source: {table: D.S.T}, target: n.cdc, primary_key: [id], stream: {name: D.S.T_STREAM}}\n"
+        "  - {name: hourly, source: {table: D.S.H}, target: n.hourly, cursor: {column: u}, schedule: '@hourly'}\n",
+    )
+    for name in ("orders", "dim", "cdc"):
+        dag = bag.dags[f"snowberg_{name}"]
+        [asset] = dag.timetable.asset_condition.objects
+        [watcher] = asset.watchers
+        assert watcher.trigger.shared_stream_key() == ("snowberg-watch", "snowflake_default", 30.0)
+        assert dag.max_active_runs == 1
+    # The trigger form (window, full refresh, dry run) is the same as on a scheduled table's DAG.
+    assert set(bag.dags["snowberg_orders"].params) == set(bag.dags["snowberg_hourly"].params)
+    assert "Watch" in (bag.dags["snowberg_orders"].doc_md or "")
+    assert type(bag.dags["snowberg_hourly"].timetable).__name__ == "CronDataIntervalTimetable"

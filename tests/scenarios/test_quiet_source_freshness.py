@@ -10,31 +10,16 @@ and it sends exactly one statement to Snowflake.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from table_dags import table_dags
 
 # Long enough for the idle run and the checks run that follow its plan (a few seconds on a slow CI machine),
 # short enough that the two waits past it keep this test under half a minute.
 SLA_SECONDS = 10
-
-
-def _dags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: dict[str, Any]) -> dict[str, Any]:
-    dags = tmp_path / "dags"
-    dags.mkdir()
-    shutil.copy(Path(__file__).resolve().parents[2] / "dags" / "snowberg_tables.py", dags)
-    (tmp_path / "tables.yaml").write_text(yaml.safe_dump({"tables": [entry]}))
-    monkeypatch.setenv("SNOWBERG_TABLES_CONFIG", str(tmp_path / "tables.yaml"))
-    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(dags))
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(dags))
-    assert not bag.import_errors, bag.import_errors
-    return dict(bag.dags)
 
 
 def _states(run: Any) -> dict[str, str]:
@@ -93,7 +78,7 @@ def test_quiet_source_stays_green_and_a_stopped_pipeline_alerts(
         "retries": 0,
         "freshness_sla": f"{SLA_SECONDS}s",
     }
-    bag = _dags(tmp_path, monkeypatch, entry)
+    bag = table_dags(tmp_path, monkeypatch, entry)
     load, checks = bag[f"snowberg_{name}"], bag[f"snowberg_{name}__checks"]
 
     first = load.test()

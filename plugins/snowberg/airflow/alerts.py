@@ -135,6 +135,8 @@ class Alert:
             return f"load failed ({self.task_id or 'task'})"
         if self.event is AlertEvent.SCHEMA_CHANGE:
             return "source schema changed"
+        if self.event is AlertEvent.WATCH_FAILURE:
+            return "cannot tell whether the source changed (watch poll failing)"
         return self.event.value.replace("_", " ")
 
     @property
@@ -572,6 +574,54 @@ def send_event(
     return sent
 
 
+def send_watch_failure(
+    *,
+    table: str,
+    dag_id: str,
+    alerts_config: AlertsConfig | Mapping[str, Any] | None,
+    error: str,
+    details: Mapping[str, Any],
+) -> int:
+    """Send a ``watch_failure`` alert for ``table`` through its channels (from the triggerer: no task, no run).
+
+    Returns how many channels took it. Without a channel for the event, the failure is logged as an
+    error (the triggerer's log is then where it shows), never dropped. Delivery errors are logged.
+    """
+    notifiers = [
+        n for n in build_notifiers(alerts_config, table=table, dag_id=dag_id) if AlertEvent.WATCH_FAILURE in n.events
+    ]
+    base = base_url()
+    alert = Alert(
+        event=AlertEvent.WATCH_FAILURE,
+        table=table,
+        dag_id=dag_id,
+        run_id=None,
+        task_id=None,
+        try_number=None,
+        logical_date=None,
+        check=None,
+        lake_table=None,
+        observed=None,
+        expected=None,
+        error=(error[:_MAX_ERROR] + "…") if len(error) > _MAX_ERROR else error,
+        run_url=f"{base}/dags/{quote(dag_id, safe='')}",
+        task_url=None,
+        sent_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        details=dict(details),
+    )
+    if not notifiers:
+        log.error("snowberg: %s for %s, no alert channel takes it: %s (%s)", alert.title, table, error, dict(details))
+        return 0
+    sent = 0
+    for n in notifiers:
+        try:
+            n.send(alert, {})
+            sent += 1
+        except Exception as exc:  # noqa: BLE001 - one channel down must not silence the others
+            log.error("snowberg: watch_failure alert for %s via %s failed: %s", table, n.channel, redact_urls(str(exc)))
+    return sent
+
+
 def build_notifiers(
     alerts_config: AlertsConfig | Mapping[str, Any] | None, *, table: str, dag_id: str
 ) -> list[SnowbergNotifier]:
@@ -619,6 +669,7 @@ __all__ = [
     "build_notifiers",
     "event_alert",
     "send_event",
+    "send_watch_failure",
     "run_url",
 ]
 

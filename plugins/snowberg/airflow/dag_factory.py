@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Asset, CronDataIntervalTimetable
+from airflow.sdk import (
+    DAG,
+    Asset,
+    AssetOrTimeSchedule,
+    AssetWatcher,
+    CronDataIntervalTimetable,
+    DeltaDataIntervalTimetable,
+)
 
 from snowberg.airflow.alerts import build_notifiers
 from snowberg.airflow.operators.arguments import operator_arguments
@@ -31,6 +38,7 @@ from snowberg.airflow.operators.storage import VerifyExternalVolumeOperator
 from snowberg.airflow.operators.streams import build_stream_tasks
 from snowberg.airflow.operators.volume import FULL_VERIFICATION_PARAM, VolumeCheckOperator
 from snowberg.airflow.parsing import attach_form, form_param, parsing_dag_id
+from snowberg.airflow.watch_trigger import SourceChangeTrigger
 from snowberg.config.locations import ConfigFile
 from snowberg.config.locations import config_path as config_path_of
 from snowberg.config.run_params import PARAM_DEFAULTS, PARAM_SCHEMAS
@@ -43,7 +51,7 @@ from snowberg.config.table_config import (
     load_config_selected,
 )
 from snowberg.core.durations import format_duration
-from snowberg.core.identifiers import clip
+from snowberg.core.identifiers import TableName, clip
 from snowberg.streams.params import STREAM_PARAM_DEFAULTS, STREAM_PARAM_SCHEMAS
 
 START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
@@ -60,6 +68,54 @@ def table_asset(cfg: TableConfig) -> Asset:
     return Asset(
         uri=f"iceberg://{cfg.catalog}/{n.namespace}/{n.table}", name=f"iceberg_{cfg.catalog}_{n.namespace}_{n.table}"
     )
+
+
+def watched_source_asset(cfg: TableConfig) -> Asset:
+    """The Snowflake source of a watched table as an Asset whose watcher starts the load (docs/event-driven.md).
+
+    ``snowflake://<connection id>/<database>/<schema>/<name>?snowberg_table=<table>``: the Snowflake
+    provider's URI rule wants an account in the host position, which lives in the connection a DAG file
+    must not read, so the connection id stands in for it (as for a sync's target); the table's name in the
+    query keeps two tables watching one source apart (each has its own watcher and its own run record).
+    The watched object is the stream for a stream table, else the table or view.
+    """
+    assert cfg.watch is not None
+    kind, source = ("stream", cfg.stream.name) if cfg.stream is not None else ("table", cfg.source.table)
+    assert source is not None  # TableConfig refuses watch on a query source
+    trigger = SourceChangeTrigger(
+        dag_id=cfg.dag_id,
+        table=cfg.name,
+        target=cfg.target,
+        kind=kind,
+        source=source,
+        snowflake_conn_id=cfg.snowflake_conn_id,
+        poll_interval=cfg.watch.poll_interval.total_seconds(),
+        # Without webhook_url: the trigger's arguments are part of the serialised DAG, which the UI and the API
+        # show, and such a URL carries its token (webhook_conn_id keeps it in a connection).
+        alerts=cfg.alerts.model_dump(mode="json", exclude={"webhook_url"}) if cfg.alerts is not None else None,
+        freshness_sla=cfg.freshness_sla.total_seconds() if cfg.freshness_sla is not None else None,
+    )
+    path = "/".join(p.lower() for p in str(TableName.parse(source)).split("."))
+    return Asset(
+        uri=f"snowflake://{cfg.snowflake_conn_id.lower()}/{path}?snowberg_table={cfg.name}",
+        name=f"snowberg_source_{cfg.name}",
+        watchers=[AssetWatcher(name=f"snowberg_watch_{cfg.name}", trigger=trigger)],
+    )
+
+
+def load_schedule(cfg: TableConfig) -> Any:
+    """The load DAG's schedule: ``schedule``, or for a watched table its source Asset or ``max_interval``.
+
+    Airflow's asset-or-time schedule runs the DAG when the watcher fires and on the ``max_interval``
+    timetable (real data intervals, so the Backfill dialog cuts runs by it); with ``max_interval: null``
+    only the Asset schedules it.
+    """
+    if cfg.watch is None:
+        return _timetable(cfg.schedule)
+    asset = watched_source_asset(cfg)
+    if cfg.watch.max_interval is None:
+        return [asset]
+    return AssetOrTimeSchedule(timetable=DeltaDataIntervalTimetable(cfg.watch.max_interval), assets=[asset])
 
 
 def _doc(cfg: TableConfig) -> str:
@@ -90,6 +146,13 @@ def _doc(cfg: TableConfig) -> str:
         lines.append(
             f"* **Freshness SLA**: {format_duration(cfg.freshness_sla)} ({cfg.freshness_measure.value}), "
             "checked by the checks DAG"
+        )
+    if cfg.watch is not None:
+        lines.append(
+            f"* **Watch**: runs when the source changes (a metadata poll every "
+            f"{format_duration(cfg.watch.poll_interval)} in the triggerer)"
+            + (f", and at least every {format_duration(cfg.watch.max_interval)}" if cfg.watch.max_interval else "")
+            + "; see docs/event-driven.md"
         )
     if cfg.cursor is None and cfg.stream is None:
         lines.append(
@@ -161,6 +224,7 @@ def _checks(cfg: TableConfig, *, freshness: bool = True) -> list[Any]:
                 table_name=cfg.name,
                 cursor_timezone=cfg.cursor.timezone if cfg.cursor else "UTC",
                 measure=cfg.freshness_measure,
+                watch_conn_id=cfg.snowflake_conn_id if cfg.watch is not None else None,
             ),
         )
     return tasks
@@ -220,7 +284,7 @@ def build_stream_dag(cfg: TableConfig) -> DAG:
     params = {k: form_param(STREAM_PARAM_DEFAULTS[k], **s) for k, s in STREAM_PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=cfg.dag_id,
-        schedule=cfg.schedule,
+        schedule=load_schedule(cfg) if cfg.watch is not None else cfg.schedule,
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,
@@ -239,7 +303,7 @@ def build_dag(cfg: TableConfig) -> DAG:
     params = {k: form_param(PARAM_DEFAULTS[k], **schema) for k, schema in PARAM_SCHEMAS.items()}
     with DAG(
         dag_id=cfg.dag_id,
-        schedule=_timetable(cfg.schedule),
+        schedule=load_schedule(cfg),
         start_date=START_DATE,
         catchup=False,
         max_active_runs=1,

@@ -33,7 +33,7 @@ OPERATOR_MODULES = (
     "snowberg.airflow.operators.lake_to_snowflake",
 )
 HOOK_MODULES = ("snowberg.snowflake.hook",)
-TRIGGER_MODULES = ("snowberg.airflow.operators.freshness",)
+TRIGGER_MODULES = ("snowberg.airflow.operators.freshness", "snowberg.airflow.watch_trigger")
 NOTIFIERS = (
     "snowberg.airflow.alerts.EmailAlertNotifier",
     "snowberg.airflow.alerts.SlackAlertNotifier",

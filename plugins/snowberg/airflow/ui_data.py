@@ -181,8 +181,8 @@ def _lake(status: TableStatus, cfg: TableConfig) -> None:
     from snowberg.core.durations import format_duration
     from snowberg.iceberg import state
     from snowberg.iceberg.catalogs import open_catalog
-    from snowberg.iceberg.current import proof_for
     from snowberg.iceberg.state import MetadataDbVariables
+    from snowberg.iceberg.watch_state import freshness_proof
 
     n = cfg.iceberg_name
     try:
@@ -199,7 +199,12 @@ def _lake(status: TableStatus, cfg: TableConfig) -> None:
         max_watermark_lag=cfg.max_watermark_lag,
         cursor_timezone=cfg.cursor.timezone if cfg.cursor else "UTC",
         measure=cfg.freshness_measure,
-        proof=proof_for(cfg.target, cfg.freshness_measure, MetadataDbVariables()),
+        proof=freshness_proof(
+            cfg.target,
+            cfg.freshness_measure,
+            MetadataDbVariables(),
+            watch_conn_id=cfg.snowflake_conn_id if cfg.watch is not None else None,
+        ),
     )
     status.fresh, status.hours_since_last_write, status.freshness_reasons = (
         f.fresh,

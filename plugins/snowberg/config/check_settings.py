@@ -65,6 +65,8 @@ class AlertEvent(StrEnum):
     volume_mismatch:     the lake and Snowflake disagree on a table's rows
     volume_anomaly:      a run's volume breaks the table's own history
     maintenance_failure: expiry, compaction or orphan-file removal failed
+    watch_failure:       the triggerer cannot tell whether a watched table's source changed: its metadata
+                         poll keeps failing (network, credentials, a dropped object, a revoked grant)
     """
 
     LOAD_FAILURE = "load_failure"
@@ -73,6 +75,7 @@ class AlertEvent(StrEnum):
     VOLUME_MISMATCH = "volume_mismatch"
     VOLUME_ANOMALY = "volume_anomaly"
     MAINTENANCE_FAILURE = "maintenance_failure"
+    WATCH_FAILURE = "watch_failure"
 
 
 # Applied with fullmatch: ``$`` would also accept a value ending in a newline.

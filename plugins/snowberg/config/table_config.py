@@ -32,6 +32,7 @@ from snowberg.config.maintenance_settings import MaintenanceSettings
 from snowberg.config.query import single_select
 from snowberg.config.stream_settings import StreamSource, stream_table_problems
 from snowberg.config.volume_settings import VolumeSettings
+from snowberg.config.watch_settings import WatchRefused, WatchSettings, parse_watch, watch_given
 from snowberg.config.yaml_loader import (
     format_validation_error,
     merged_entries,
@@ -262,7 +263,16 @@ class TableConfig(StrictModel):
     """The partition spec of a new table: ``identity(c)`` or ``c``, ``year(c)``, ``month(c)``, ``day(c)``,
     ``hour(c)``, ``bucket[N](c)``, ``truncate[W](c)``."""
     schedule: str | None = "@hourly"
-    """The load DAG's schedule: a cron expression or preset (``@hourly``, ``@daily``); null: manual runs only."""
+    """The load DAG's schedule: a cron expression or preset (``@hourly``, ``@daily``); null: manual runs only.
+    Not with ``watch`` (a watched table runs when its source changes)."""
+    watch: Annotated[
+        WatchSettings | None, BeforeValidator(parse_watch, json_schema_input_type=bool | WatchSettings | None)
+    ] = None
+    """Run the load when the source changes instead of on a schedule: the triggerer asks Snowflake's change
+    metadata (no task starts, no row is read) and starts a run when the table or stream changed
+    (docs/event-driven.md). ``true`` takes the defaults. Refused together with a ``schedule``; a table's own
+    ``watch`` or ``schedule`` replaces the other one given in ``defaults``. Needs ``source.table`` (a table or
+    view) or ``stream``."""
     freshness_sla: Duration | None = None
     """The freshness check (in the ``snowberg_<name>__checks`` DAG) fails when the pipeline has not proven the
     lake current for longer than this (``freshness_measure``)."""
@@ -333,6 +343,17 @@ class TableConfig(StrictModel):
             raise ValueError(f"name {clip(v)} must be lower-case letters, digits or '_' (it becomes the DAG id)")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _watch_fits(cls, data: Any) -> Any:
+        """A watched table has no schedule of its own; a watch it cannot have is refused on the ``watch`` field."""
+        if not isinstance(data, dict) or not watch_given(data.get("watch")):
+            return data
+        reason = watch_refusal(data)
+        if reason is not None:
+            return {**data, "watch": WatchRefused(reason)}
+        return {**data, "schedule": None}
+
     @model_validator(mode="after")
     def _consistency(self) -> TableConfig:
         if self.stream is not None:
@@ -396,6 +417,29 @@ class TableConfig(StrictModel):
         return self.iceberg_name.variable_key("watermark")
 
 
+def watch_refusal(entry: dict[str, Any]) -> str | None:
+    """Why the table ``entry`` (a raw dict with ``watch`` given) cannot be watched; None when it can."""
+    if entry.get("schedule") is not None:
+        return (
+            f"watch and schedule ({clip(entry['schedule'])}) are both set: a watched table runs when its source "
+            "changes (and every watch.max_interval). Remove schedule, or remove watch to run on the schedule; "
+            "a table's own watch or schedule replaces the other one given in defaults"
+        )
+    source = entry.get("source")
+    query = source.get("query") if isinstance(source, dict) else getattr(source, "query", None)
+    if query is not None and entry.get("stream") is None:
+        return (
+            "watch needs a source Snowflake reports changes of, and a custom query is none: Snowflake's change "
+            "token (SYSTEM$LAST_CHANGE_COMMIT_TIME) takes a table or a view. Create a view with the query and set "
+            "source.table to it, or run the table on a schedule"
+        )
+    return None
+
+
+# A table's own non-null value of one of these keys replaces the other one given in ``defaults``.
+TABLE_DEFAULTS_REPLACE = {"watch": "schedule", "schedule": "watch"}
+
+
 class SnowbergConfig(StrictModel):
     """A whole ``tables.yaml`` (``parse_config`` also refuses two tables of one name)."""
 
@@ -404,7 +448,15 @@ class SnowbergConfig(StrictModel):
 
 def parse_config(data: Any, *, source: str = "<config>") -> SnowbergConfig:
     """Validate a parsed YAML document strictly: any bad entry fails the whole file (``Claims`` included)."""
-    cfg = validate_entries(data, SnowbergConfig, list_key="tables", entity="table", source=source, error=ConfigError)
+    cfg = validate_entries(
+        data,
+        SnowbergConfig,
+        list_key="tables",
+        entity="table",
+        source=source,
+        error=ConfigError,
+        replaces=TABLE_DEFAULTS_REPLACE,
+    )
     claims = Claims()
     for i, t in enumerate(cfg.tables):
         clash = claims.clash(t)
@@ -482,7 +534,7 @@ def parse_config_isolated(data: Any, *, source: str = "<config>") -> IsolatedCon
     target or a DAG id) breaks the later entry only. A stand-in never takes a
     DAG id a table builds.
     """
-    merged = merged_entries(data, list_key="tables", source=source, error=ConfigError)
+    merged = merged_entries(data, list_key="tables", source=source, error=ConfigError, replaces=TABLE_DEFAULTS_REPLACE)
     tables: list[TableConfig] = []
     failed: list[tuple[int, Any, str]] = []
     claims = Claims()
@@ -541,7 +593,7 @@ def parse_config_selected(data: Any, names: Collection[str], *, source: str = "<
     stubs holding their name and target only (``read_yaml_selected``), which
     is all an earlier entry's claims depend on.
     """
-    merged = merged_entries(data, list_key="tables", source=source, error=ConfigError)
+    merged = merged_entries(data, list_key="tables", source=source, error=ConfigError, replaces=TABLE_DEFAULTS_REPLACE)
     picked: list[TableConfig] = []
     for i, entry in enumerate(merged):
         if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] in names):

@@ -37,8 +37,16 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from snowberg.config.table_config import TableConfig
-from snowberg.config.yaml_loader import LocatedYaml, YamlPath, entry_label, error_path, locate_yaml, unknown_key
+from snowberg.config.table_config import TABLE_DEFAULTS_REPLACE, TableConfig
+from snowberg.config.yaml_loader import (
+    LocatedYaml,
+    YamlPath,
+    entry_label,
+    error_path,
+    locate_yaml,
+    merge_entry,
+    unknown_key,
+)
 from snowberg.core.identifiers import clip
 
 
@@ -102,6 +110,8 @@ class FileSpec:
     # The lake tables an entry writes and reads, as (field, catalog, namespace.table).
     lake_writes: Callable[[Any], list[LakeUse]] = field(default=lambda _: [])
     lake_reads: Callable[[Any], list[LakeUse]] = field(default=lambda _: [])
+    # ``yaml_loader.merge_entry``: (key, default it drops when an entry gives the key); pairs, so a spec hashes
+    replaces: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(kw_only=True)
@@ -240,6 +250,7 @@ TABLES = FileSpec(
     dag_ids=table_dag_ids,
     conflicts=_table_conflicts,
     lake_writes=_table_writes,
+    replaces=tuple(TABLE_DEFAULTS_REPLACE.items()),
 )
 
 
@@ -409,7 +420,7 @@ def _entries(result: FileResult, entry_check: EntryCheck | None) -> None:
     spec = result.spec
     defaults = result.located.data.get("defaults") or {}
     for i, raw in enumerate(result.raw_entries()):
-        entry = {**defaults, **raw} if isinstance(raw, dict) else raw
+        entry = merge_entry(defaults, raw, dict(spec.replaces)) if isinstance(raw, dict) else raw
         label = entry_label(entry, i)
         if isinstance(raw, dict):
             result.issues += _shallow_merge_warnings(result, i, label, defaults, raw)

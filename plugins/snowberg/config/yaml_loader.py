@@ -8,7 +8,7 @@ error points at the entry and the field to fix.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -76,9 +76,10 @@ def validate_entries(
     source: str,
     error: type[Exception],
     hidden_locs: Collection[str] = (),
+    replaces: Mapping[str, str] | None = None,
 ) -> M:
-    """Merge ``defaults`` into each entry of ``data[list_key]`` and validate the whole file."""
-    merged = merged_entries(data, list_key=list_key, source=source, error=error)
+    """Merge ``defaults`` into each entry of ``data[list_key]`` (``merge_entry``) and validate the whole file."""
+    merged = merged_entries(data, list_key=list_key, source=source, error=error, replaces=replaces)
     try:
         return model.model_validate({list_key: merged})
     except ValidationError as exc:
@@ -90,8 +91,27 @@ def validate_entries(
         ) from None
 
 
-def merged_entries(data: Any, *, list_key: str, source: str, error: type[Exception]) -> list[Any]:
-    """The entries of ``data[list_key]`` with ``defaults`` merged in; the file's shape is checked here."""
+def merge_entry(
+    defaults: Mapping[str, Any], entry: Mapping[str, Any], replaces: Mapping[str, str] | None = None
+) -> Any:
+    """``entry`` over ``defaults``, per top-level key; an entry key of ``replaces`` also drops a default.
+
+    ``replaces`` maps a key to the key whose default it replaces when the entry gives it a value (not
+    null or false): a table's own ``watch`` replaces the ``schedule`` of ``defaults``, and its own
+    ``schedule`` the ``watch``, so each can be a default without every entry that wants the other
+    having to unset it.
+    """
+    base = dict(defaults)
+    for key, other in (replaces or {}).items():
+        if entry.get(key) is not None and entry.get(key) is not False:
+            base.pop(other, None)
+    return {**base, **entry}
+
+
+def merged_entries(
+    data: Any, *, list_key: str, source: str, error: type[Exception], replaces: Mapping[str, str] | None = None
+) -> list[Any]:
+    """The entries of ``data[list_key]`` with ``defaults`` merged in (``merge_entry``); the file's shape is checked."""
     if not isinstance(data, dict):
         raise error(f"{source}: expected a mapping with '{list_key}'")
     unknown = set(data) - {"defaults", list_key}
@@ -103,7 +123,7 @@ def merged_entries(data: Any, *, list_key: str, source: str, error: type[Excepti
     entries = data.get(list_key)
     if not isinstance(entries, list) or not entries:
         raise error(f"{source}: '{list_key}' must be a non-empty list")
-    return [({**defaults, **e} if isinstance(e, dict) else e) for e in entries]
+    return [(merge_entry(defaults, e, replaces) if isinstance(e, dict) else e) for e in entries]
 
 
 def read_yaml(path: str | Path, error: type[Exception]) -> Any:

@@ -17,11 +17,13 @@ from zoneinfo import ZoneInfo
 
 from snowberg.config.table_config import NullCursorPolicy, TableConfig
 from snowberg.core.cursor import CursorKind
+from snowberg.core.identifiers import TableName
 from snowberg.core.window import Mode, Window
 from snowberg.iceberg import state
 from snowberg.iceberg.identity import check_identity
 from snowberg.mapping.columns import SnowflakeColumn, TypeMappingError
 from snowberg.snowflake import source_version
+from snowberg.snowflake.change_signal import SignalKind, read_signal
 from snowberg.snowflake.source import SourceQuery, cursor_kind, describe_cursor
 
 if TYPE_CHECKING:
@@ -41,6 +43,12 @@ INCREMENTAL, BACKFILL, FULL_REFRESH = Mode.INCREMENTAL, Mode.BACKFILL, Mode.FULL
 
 # Window.extra key of a cursor-less run that reads nothing because the source is unchanged: why.
 SKIPPED = "skipped_because"
+# Window.extra keys of a watched table's run (docs/event-driven.md): the source's change token read before
+# the plan's query, and when rows beyond the window (if any) are covered by a run.
+WATCH_SIGNAL = "watch_signal"
+WATCH_DUE = "watch_due"
+# Added to a due time: the triggerer's clock and Snowflake's may differ by a little.
+DUE_MARGIN = timedelta(minutes=1)
 
 
 class PlanError(ValueError):
@@ -74,6 +82,9 @@ def plan_run(
     sq = SourceQuery(cfg)
     if mode is Mode.BACKFILL:
         check_backfill_request(cfg, st, start, end)
+    # Read before anything else: a change committed after it moves the token again, so the triggerer
+    # starts another run for what this one may not see (docs/event-driven.md, "No row stays behind").
+    watched = watch_signal(cfg, conn, mode, dry_run)
     if cfg.cursor is None:
         # Without a cursor nothing tells new rows from old: a run replaces the table, unless Snowflake
         # reports the source unchanged since the last load (scheduled runs only; a full_refresh always reloads).
@@ -92,7 +103,7 @@ def plan_run(
                     run_id=run_id,
                     dag_id=dag_id,
                     dry_run=dry_run,
-                    extra={SKIPPED: why},
+                    extra={SKIPPED: why, **watched},
                 )
             log.info(
                 "table %s has no cursor: this run is a full refresh (one replace commit): %s",
@@ -107,7 +118,7 @@ def plan_run(
             run_id=run_id,
             dag_id=dag_id,
             dry_run=dry_run,
-            extra={state.SOURCE_VERSION: observed.version.to_text()} if observed.version else {},
+            extra=({state.SOURCE_VERSION: observed.version.to_text()} if observed.version else {}) | watched,
         )
     zone = ZoneInfo(cfg.cursor.timezone)
 
@@ -191,6 +202,15 @@ def plan_run(
             # was raised, or clocks differ): never move the watermark back.
             log.warning("window high %s is below the watermark %s; nothing to read this run", high, base_wm)
             high, rows = base_wm, 0
+    if watched and (due := covered_from(kind, res["newest"], high, cfg.cursor.commit_lag, zone)) is not None:
+        watched = {**watched, WATCH_DUE: due.isoformat()}
+        log.info(
+            "table %s: rows up to %s lie beyond this window (ends %s): a run covers them from %s",
+            cfg.name,
+            res["newest"],
+            high,
+            watched[WATCH_DUE],
+        )
     w = Window(
         mode=mode,
         cursor_column=cfg.cursor.column,
@@ -210,10 +230,42 @@ def plan_run(
         run_id=run_id,
         dag_id=dag_id,
         dry_run=dry_run,
-        extra={"min_cursor": _str(res["min_cursor"]), "max_cursor": _str(res["max_cursor"])},
+        extra={"min_cursor": _str(res["min_cursor"]), "max_cursor": _str(res["max_cursor"])} | watched,
     )
     log.info("planned %s window for %s: %s", mode, cfg.name, describe_window(w))
     return w
+
+
+def watch_signal(cfg: TableConfig, conn: Any, mode: Mode, dry_run: bool) -> dict[str, Any]:
+    """``{WATCH_SIGNAL: token}`` for a watched table's run that loads up to the source's end, else nothing.
+
+    Only incremental and full-refresh runs cover the source's newest rows; a backfill or a dry run
+    proves nothing the triggerer could rely on. A stream table's runs do not plan (``snowberg.streams``).
+    """
+    if cfg.watch is None or cfg.stream is not None or dry_run or mode is Mode.BACKFILL or not cfg.source.table:
+        return {}
+    name = TableName.parse(cfg.source.table)
+    return {WATCH_SIGNAL: read_signal(conn, SignalKind.TABLE, name)}
+
+
+def covered_from(kind: CursorKind, newest: Any, high: str | None, lag: timedelta, zone: ZoneInfo) -> datetime | None:
+    """When a run's window first covers ``newest`` (the source's newest cursor value), if this one ends before it.
+
+    A window ends at Snowflake's clock minus ``commit_lag`` (a DATE window at the last closed day), so a
+    row beyond it (written within the lag, by a clock ahead of ``cursor.timezone``, dated today) is
+    covered by a run that plans after ``newest + commit_lag`` (for a DATE: the next day's midnight in
+    ``cursor.timezone`` plus the lag), plus ``DUE_MARGIN`` for the clocks. None when the window covers it.
+    """
+    if newest is None or high is None or kind is CursorKind.NUMBER:
+        return None  # a NUMBER window ends at the newest value
+    newest_text = kind.format_value(newest)
+    if kind.parse_value(newest_text) <= kind.parse_value(high):
+        return None
+    if kind is CursorKind.DATE:
+        newest_text = kind.format_value(kind.parse_value(newest_text) + timedelta(days=1))
+    at = kind.as_instant(newest_text, zone)
+    assert at is not None  # time-like kinds only
+    return at + lag + DUE_MARGIN
 
 
 def _initial_low(cfg: TableConfig, kind: CursorKind, scale: int, zone: ZoneInfo) -> str:

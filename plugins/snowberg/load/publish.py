@@ -11,7 +11,8 @@ from snowberg.core.window import Window
 from snowberg.iceberg import state
 from snowberg.iceberg.current import CurrentProof, record_proof
 from snowberg.iceberg.tables import load_table_or_none
-from snowberg.load.plan import BACKFILL, INCREMENTAL
+from snowberg.iceberg.watch_state import RunPhase, finish_run, record_run
+from snowberg.load.plan import BACKFILL, INCREMENTAL, WATCH_DUE, WATCH_SIGNAL
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -45,6 +46,15 @@ def publish(
             snapshot_id=st.snapshot_id if st else None,
         )
         record_proof(cfg.target, proof, variables)
+    if WATCH_SIGNAL in w.extra:
+        # The triggerer compares the source with what this run saw only once its rows are in the lake.
+        finish_run(
+            cfg.target,
+            variables,
+            run_id=w.run_id,
+            watermark=st.watermark if st else None,
+            snapshot_id=st.snapshot_id if st else None,
+        )
     summary = {
         "table": cfg.target,
         "rows_loaded": int(snap.summary.additional_properties.get(state.ROWS, "0"))
@@ -79,3 +89,20 @@ def reconcile_before_plan(
     table = load_table_or_none(catalog, cfg)
     st = state.read_state(table)
     return table, state.reconcile(cfg.variable_key, st, variables, table)
+
+
+def record_watched_plan(target: str, w: Window, variables: state.VariableStore, *, idle: bool) -> None:
+    """A watched table's plan records what it saw of the source (``snowberg.iceberg.watch_state``): ``done`` when
+    the run found nothing to load, else ``running`` until ``publish``; other runs (no token read) record nothing."""
+    if WATCH_SIGNAL not in w.extra:
+        return
+    seen: dict[str, Any] = {
+        "run_id": w.run_id,
+        "dag_id": w.dag_id,
+        "observed_at": w.planned_at,
+        "signal": w.extra[WATCH_SIGNAL],
+        "due": w.extra.get(WATCH_DUE),
+    }
+    if idle:
+        seen.update(watermark=w.base_watermark, snapshot_id=w.base_snapshot_id)
+    record_run(target, variables, phase=RunPhase.DONE if idle else RunPhase.RUNNING, **seen)

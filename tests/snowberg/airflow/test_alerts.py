@@ -335,6 +335,47 @@ def test_event_filter(http_receiver: tuple[str, HttpSink]) -> None:
     assert len(sink.requests) == 1 and req["json"]["event"] == "check_failure"
 
 
+def test_a_watch_failure_arrives_through_the_tables_channels_and_without_one_is_an_error_log(
+    http_receiver: tuple[str, HttpSink], caplog: pytest.LogCaptureFixture
+) -> None:
+    """From the triggerer (no task, no run): the table's webhook gets a ``watch_failure`` naming the source."""
+    from snowberg.airflow.alerts import send_watch_failure
+
+    url, sink = http_receiver
+    details = {"source": "SALES.SHOP.ORDERS", "connection": "snowflake_default", "failed polls in a row": 3}
+    error = 'SQL compilation error: Object \'"SALES"."SHOP"."ORDERS"\' does not exist or not authorized.'
+    sent = send_watch_failure(
+        table="orders",
+        dag_id="snowberg_orders",
+        alerts_config={"webhook_url": f"{url}/hook"},
+        error=error,
+        details=details,
+    )
+    (req,) = sink.wait(1)
+    assert sent == 1
+    body = req["json"]
+    assert (body["event"], body["table"], body["dag_id"], body["error"]) == (
+        "watch_failure",
+        "orders",
+        "snowberg_orders",
+        error,
+    )
+    assert body["details"]["source"] == "SALES.SHOP.ORDERS" and body["run_url"] == f"{BASE_URL}/dags/snowberg_orders"
+    # A channel that does not take the event, or no channel at all: an error in the triggerer's log, never nothing.
+    only_loads = {"webhook_url": f"{url}/hook", "events": ["load_failure"]}
+    for alerts in (only_loads, None):
+        with caplog.at_level("ERROR", logger="snowberg.airflow.alerts"):
+            assert (
+                send_watch_failure(
+                    table="orders", dag_id="snowberg_orders", alerts_config=alerts, error=error, details=details
+                )
+                == 0
+            )
+        assert "no alert channel takes it" in caplog.text and "SALES.SHOP.ORDERS" in caplog.text
+        caplog.clear()
+    assert len(sink.requests) == 1
+
+
 def test_webhook_url_and_template_text_stays_text(http_receiver: tuple[str, HttpSink]) -> None:
     from snowberg.airflow.alerts import WebhookNotifier
 

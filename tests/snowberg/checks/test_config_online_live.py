@@ -8,9 +8,7 @@ CREATE DATABASE). Each test creates and drops its own database ``SNOWBERG_TEST_<
 
 from __future__ import annotations
 
-import os
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,33 +16,18 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "streams"))
-from streams_harness import LIVE_ENV, live_connect  # noqa: E402
+from streams_harness import LIVE_LANE, live_database  # noqa: E402
 
 from snowberg.checks.config_online import source_findings, stream_findings  # noqa: E402
 from snowberg.config.table_config import TableConfig  # noqa: E402
 from snowberg.config.validate import Severity  # noqa: E402
 
-pytestmark = [
-    pytest.mark.live,
-    pytest.mark.skipif(
-        not all(os.environ.get(k) for k in LIVE_ENV), reason="live Snowflake lane: set " + ", ".join(LIVE_ENV)
-    ),
-]
+pytestmark = LIVE_LANE
 
 
 @pytest.fixture
 def account() -> Iterator[tuple[Any, str]]:
-    db = f"SNOWBERG_TEST_{uuid.uuid4().hex[:10].upper()}"
-    conn = live_connect(None)
-    cur = conn.cursor()
-    cur.execute(f"CREATE DATABASE {db}")
-    cur.execute(f"CREATE SCHEMA {db}.S")
-    cur.execute(f"CREATE TABLE {db}.S.ORDERS (ID NUMBER(38,0), UPDATED_AT TIMESTAMP_NTZ(9))")
-    try:
-        yield conn, db
-    finally:
-        cur.execute(f"DROP DATABASE IF EXISTS {db}")
-        conn.close()
+    yield from live_database("CREATE TABLE {db}.S.ORDERS (ID NUMBER(38,0), UPDATED_AT TIMESTAMP_NTZ(9))")
 
 
 def cfg(db: str, **stream: Any) -> TableConfig:

@@ -682,3 +682,117 @@ def test_a_window_high_below_the_watermark_never_moves_the_watermark_back(
     assert f"is below the watermark {wm}" in caplog.text
     assert load_window(lagged, sfdb.conn, catalog, w).status == "nothing_new"
     assert state.read_state(catalog.load_table("ns.t")).watermark == wm
+
+
+# ---------------------------------------------------------------------------
+# Watched tables (docs/event-driven.md): the plan reads the source's change token first and says when rows
+# beyond its window become due.
+
+
+def documented() -> Any:
+    """``tests/snowberg/snowflake/documented_snowflake.py``: the watch poll's answers as Snowflake documents them."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "snowflake"))
+    import documented_snowflake
+
+    return documented_snowflake
+
+
+def test_a_watched_plan_reads_the_change_token_before_its_query_and_only_when_it_loads_to_the_end(
+    sfdb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snowberg.load.plan import WATCH_DUE, WATCH_SIGNAL
+
+    d = documented()
+    account = d.DocumentedSnowflake()
+    account.table(sfdb.table("SRC"))
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    insert_ntz(sfdb, [(1, "a", datetime(2026, 1, 1))])
+    cfg = config(sfdb, {"column": "updated_at"}, primary_key=["id"], watch={"poll_interval": "10s"})
+    seen: list[str] = []
+    conn = d.TokensOver(sfdb.conn, account)
+    real_execute = d._RoutingCursor.execute
+
+    def spy(self: Any, sql: str, *a: Any, **kw: Any) -> Any:
+        seen.append(sql)
+        return real_execute(self, sql, *a, **kw)
+
+    monkeypatch.setattr(d._RoutingCursor, "execute", spy)
+    w = plan_run(cfg, conn, None, run_id="r1")
+    assert "SYSTEM$LAST_CHANGE_COMMIT_TIME" in seen[0] and len(seen) > 1  # the token, then the plan's SQL
+    assert w.extra[WATCH_SIGNAL] == account.token(sfdb.table("SRC")) and WATCH_DUE not in w.extra
+    seen.clear()
+    dry = plan_run(cfg, conn, None, run_id="r2", dry_run=True)
+    assert WATCH_SIGNAL not in dry.extra and not any("SYSTEM$" in s for s in seen)
+    unwatched = plan_run(config(sfdb, {"column": "updated_at"}), sfdb.conn, None, run_id="r3")
+    assert WATCH_SIGNAL not in unwatched.extra
+
+
+def test_a_row_beyond_the_window_makes_the_plan_say_when_a_run_covers_it(sfdb: Any) -> None:
+    from snowberg.load.plan import DUE_MARGIN, WATCH_DUE
+
+    d = documented()
+    account = d.DocumentedSnowflake()
+    account.table(sfdb.table("SRC"))
+    sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
+    newest = wall("UTC").replace(microsecond=0)
+    insert_ntz(sfdb, [(1, "old", datetime(2026, 1, 1)), (2, "within the lag", newest)])
+    cfg = config(sfdb, {"column": "updated_at", "commit_lag": "5m"}, watch=True)
+    w = plan_run(cfg, d.TokensOver(sfdb.conn, account), None, run_id="r1")
+    assert datetime.fromisoformat(w.extra[WATCH_DUE]) == newest.replace(tzinfo=UTC) + timedelta(minutes=5) + DUE_MARGIN
+
+
+@pytest.mark.parametrize(
+    ("kind", "newest", "high", "zone", "due"),
+    [
+        # TIMESTAMP_TZ: an instant; covered once the clock minus the lag reaches it.
+        ("timestamp_tz", datetime(2026, 12, 1, 10, 0, tzinfo=UTC), "2026-12-01 09:55:00+00:00", "UTC", (10, 5)),
+        # NTZ written on Tokyo's wall clock: the instant is 9 hours earlier in UTC.
+        ("timestamp_ntz", datetime(2026, 12, 1, 19, 0), "2026-12-01 18:55:00", "Asia/Tokyo", (10, 5)),
+        # DATE: today's rows are covered from the next midnight (in the cursor's zone) plus the lag.
+        ("date", date(2026, 12, 1), "2026-11-30", "UTC", (24, 5)),
+    ],
+)
+def test_covered_from_is_newest_plus_the_lag_on_the_cursors_clock(
+    kind: str, newest: Any, high: str, zone: str, due: tuple[int, int]
+) -> None:
+    from snowberg.core.cursor import CursorKind
+    from snowberg.load.plan import DUE_MARGIN, covered_from
+
+    at = covered_from(CursorKind(kind), newest, high, timedelta(minutes=5), ZoneInfo(zone))
+    hours, minutes = due
+    assert at == datetime(2026, 12, 1, tzinfo=UTC) + timedelta(hours=hours, minutes=minutes) + DUE_MARGIN
+
+
+def test_covered_from_is_none_when_the_window_covers_the_newest_row() -> None:
+    from snowberg.core.cursor import CursorKind
+    from snowberg.load.plan import covered_from
+
+    z = ZoneInfo("UTC")
+    assert covered_from(CursorKind.TIMESTAMP_NTZ, datetime(2026, 1, 1), "2026-01-01 00:00:00", timedelta(0), z) is None
+    assert covered_from(CursorKind.NUMBER, Decimal(10), "5", timedelta(0), z) is None  # NUMBER windows end at newest
+    assert covered_from(CursorKind.TIMESTAMP_NTZ, None, None, timedelta(0), z) is None  # an empty source
+
+
+def test_a_watched_table_without_a_cursor_records_the_token_its_full_refresh_covered(
+    cursorless: TableConfig, sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    from snowberg.iceberg.watch_state import RunPhase, read_watch
+    from snowberg.load.plan import WATCH_DUE, WATCH_SIGNAL
+    from snowberg.load.publish import record_watched_plan
+
+    d = documented()
+    account = d.DocumentedSnowflake()
+    account.table(sfdb.table("SRC"))
+    cfg = config(sfdb, None, watch=True)  # the cursorless fixture's table, watched
+    conn = d.TokensOver(sfdb.conn, account)
+    table, _ = reconcile_before_plan(cfg, catalog, variables)
+    w = plan_run(cfg, conn, table, run_id="r1")
+    assert w.extra[WATCH_SIGNAL] == account.token(sfdb.table("SRC")) and WATCH_DUE not in w.extra
+    record_watched_plan(cfg.target, w, variables, idle=False)
+    load_window(cfg, conn, catalog, w)
+    publish(cfg, catalog, w, variables)
+    rec = read_watch(cfg.target, variables)
+    assert rec is not None and (rec.phase, rec.signal, rec.due) == (RunPhase.DONE, w.extra[WATCH_SIGNAL], None)

@@ -7,10 +7,12 @@ import os
 import subprocess
 import traceback
 import uuid
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from stream_double import StreamDouble
 
 from snowberg.config.stream_settings import StreamSource
@@ -23,6 +25,28 @@ LIVE_ENV = (
     "SNOWBERG_LIVE_SNOWFLAKE_PASSWORD",
     "SNOWBERG_LIVE_SNOWFLAKE_WAREHOUSE",
 )
+# A module of the live lane: ``pytestmark = LIVE_LANE`` (marked ``live``; skipped without the settings).
+LIVE_LANE = [
+    pytest.mark.live,
+    pytest.mark.skipif(
+        not all(os.environ.get(k) for k in LIVE_ENV), reason="live Snowflake lane: set " + ", ".join(LIVE_ENV)
+    ),
+]
+
+
+def live_database(*ddl: str) -> Iterator[tuple[Any, str]]:
+    """A fixture body: a database ``SNOWBERG_TEST_<random>`` on the live account with schema ``S``, then ``ddl``
+    (``{db}`` in each statement is the database); yields the connection and the database, drops it after."""
+    db = f"SNOWBERG_TEST_{uuid.uuid4().hex[:10].upper()}"
+    conn = live_connect(None)
+    cur = conn.cursor()
+    try:
+        for sql in (f"CREATE DATABASE {db}", f"CREATE SCHEMA {db}.S", *ddl):
+            cur.execute(sql.replace("{db}", db))
+        yield conn, db
+    finally:
+        cur.execute(f"DROP DATABASE IF EXISTS {db}")
+        conn.close()
 
 
 def live_connect(database: str | None) -> Any:

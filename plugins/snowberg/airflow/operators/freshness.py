@@ -19,12 +19,12 @@ from snowberg.core.durations import format_duration
 log = logging.getLogger(__name__)
 
 
-def current_proof(table: str, measure: str) -> Any:
-    """The proof of currency ``measure`` uses, from the task's Airflow Variables (``proof_for``)."""
-    from snowberg.iceberg.current import proof_for
+def current_proof(table: str, measure: str, watch_conn_id: str | None = None) -> Any:
+    """The proof of currency ``measure`` uses, from the task's Airflow Variables (``freshness_proof``)."""
     from snowberg.iceberg.state import AirflowVariables
+    from snowberg.iceberg.watch_state import freshness_proof
 
-    return proof_for(table, measure, AirflowVariables())
+    return freshness_proof(table, measure, AirflowVariables(), watch_conn_id=watch_conn_id)
 
 
 class FreshnessTrigger(BaseTrigger):
@@ -41,8 +41,10 @@ class FreshnessTrigger(BaseTrigger):
         poll_interval: float = 300.0,
         cursor_timezone: str = "UTC",
         measure: str = FreshnessMeasure.LAST_DATA.value,
+        watch_conn_id: str | None = None,
     ) -> None:
         super().__init__()
+        self.watch_conn_id = watch_conn_id
         self.cursor_timezone = cursor_timezone
         self.measure = measure
         self.catalog = catalog
@@ -64,6 +66,7 @@ class FreshnessTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "cursor_timezone": self.cursor_timezone,
                 "measure": self.measure,
+                "watch_conn_id": self.watch_conn_id,
             },
         )
 
@@ -82,7 +85,7 @@ class FreshnessTrigger(BaseTrigger):
             else None,
             cursor_timezone=self.cursor_timezone,
             measure=self.measure,
-            proof=current_proof(self.table, self.measure),
+            proof=current_proof(self.table, self.measure, self.watch_conn_id),
         ).to_dict()
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -158,6 +161,8 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
     :param deferrable: wait in the triggerer for a fresh snapshot instead of failing at once.
     :param wait_timeout: how long to wait when deferrable (e.g. "1h"). Templated.
     :param poll_interval: how often the trigger reads the metadata (default "5m"). Templated.
+    :param watch_conn_id: for a watched table (``watch``), its Snowflake connection: the triggerer's polls
+        that found the source unchanged prove the lake current too (``snowberg.iceberg.watch_state``).
     """
 
     template_fields: Sequence[str] = (
@@ -184,9 +189,11 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
         poll_interval: str | int | float | timedelta = "5m",
         cursor_timezone: str = "UTC",
         measure: FreshnessMeasure | str = FreshnessMeasure.PROVEN_CURRENT,
+        watch_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.watch_conn_id = watch_conn_id
         self.cursor_timezone = cursor_timezone
         self.measure = FreshnessMeasure(measure).value
         self.table = table
@@ -221,7 +228,7 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
             max_watermark_lag=max_lag,
             cursor_timezone=self.cursor_timezone,
             measure=self.measure,
-            proof=current_proof(self.table, self.measure),
+            proof=current_proof(self.table, self.measure, self.watch_conn_id),
         )
         emit_freshness(self.table_name or self.table, result.to_dict())
         self.log.info("%s", freshness.render(result))
@@ -247,6 +254,7 @@ class SnapshotFreshnessOperator(SnowbergCheckOperator):
                     poll_interval=max(poll.total_seconds(), 1.0),
                     cursor_timezone=self.cursor_timezone,
                     measure=self.measure,
+                    watch_conn_id=self.watch_conn_id,
                 ),
                 method_name="execute_complete",
                 timeout=wait + poll + timedelta(minutes=5),

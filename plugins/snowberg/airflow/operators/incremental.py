@@ -53,6 +53,7 @@ from snowberg.config.table_config import (
     TableConfig,
     WriteMode,
 )
+from snowberg.config.watch_settings import WatchSettings
 from snowberg.core.attempts import attempt_id
 
 
@@ -113,6 +114,8 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
     :param primary_key: the key columns (checked against the table's recorded identity; slices cut by it).
     :param geo_format: the session's GEOGRAPHY/GEOMETRY output format (``geojson`` or ``wkt``).
     :param max_rows_per_slice: a window with more rows is cut into slices by cursor value.
+    :param watch: the table's ``watch`` settings (``WatchSettings`` or its dict): a watched table's run reads the
+        source's change token first and records what it saw for the triggerer (docs/event-driven.md).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -129,6 +132,7 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
         primary_key: Sequence[str] = (),
         geo_format: str = "geojson",
         max_rows_per_slice: int = 250_000,
+        watch: WatchSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -141,6 +145,7 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
         self.primary_key = primary_key
         self.geo_format = geo_format
         self.max_rows_per_slice = max_rows_per_slice
+        self.watch = watch
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
@@ -152,7 +157,7 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
         from snowberg.iceberg.gate import nothing_new
         from snowberg.iceberg.state import AirflowVariables, read_state
         from snowberg.load.plan import check_backfill_request, plan_run
-        from snowberg.load.publish import reconcile_before_plan
+        from snowberg.load.publish import reconcile_before_plan, record_watched_plan
         from snowberg.load.slices import plan_slices
         from snowberg.snowflake.hook import snowflake_connection
 
@@ -188,7 +193,9 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
                 )
                 # A large window is cut by cursor value now, so retries read the same slices.
                 window = plan_slices(cfg, conn, window)
-        if nothing_new(window):
+        idle = nothing_new(window)
+        record_watched_plan(self.target, window, AirflowVariables(), idle=idle)
+        if idle:
             self._end_idle_run(context, window)
         return window.to_dict()
 
@@ -311,6 +318,7 @@ class SnowbergPublishOperator(SnowbergTableOperator):
     :param table_name: the table's name.
     :param source: the Snowflake table or query (``Source`` or its dict): part of the table's identity.
     :param target: the Iceberg table ``namespace.table`` (its Variable is named after it).
+    :param watch: the table's ``watch`` settings: a watched table's run records that its rows are in the lake.
     :param catalog: the pyiceberg catalog (templated).
     """
 
@@ -323,6 +331,7 @@ class SnowbergPublishOperator(SnowbergTableOperator):
         table_name: str,
         source: Source | Settings,
         target: str,
+        watch: WatchSettings | Settings | None = None,
         catalog: str = "lake",
         **kwargs: Any,
     ) -> None:
@@ -331,6 +340,7 @@ class SnowbergPublishOperator(SnowbergTableOperator):
         self.table_name = table_name
         self.source = source
         self.target = target
+        self.watch = watch
         self.catalog = catalog
         self.check_table_settings()
 

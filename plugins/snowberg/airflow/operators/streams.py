@@ -37,6 +37,7 @@ from snowberg.airflow.operators.arguments import Settings, TableSettings, operat
 from snowberg.airflow.operators.idle import end_idle_run
 from snowberg.config.stream_settings import StreamSource
 from snowberg.config.table_config import ColumnDropPolicy, PartitionField, Source, TableConfig
+from snowberg.config.watch_settings import WatchSettings
 
 
 class _StreamOperator(TableSettings, BaseOperator):
@@ -82,6 +83,8 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
     :param primary_key: the key columns updates and deletes apply by (a standard stream needs them).
     :param stream: the stream, its staging table and changelog (``StreamSource`` or its dict).
     :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt`` (the session's output format).
+    :param watch: the table's ``watch`` settings: a watched table's run records what it consumed for the
+        triggerer (docs/event-driven.md).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -97,6 +100,7 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
         primary_key: Sequence[str] = (),
         stream: StreamSource | Settings,
         geo_format: str = "geojson",
+        watch: WatchSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -108,12 +112,15 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
         self.primary_key = primary_key
         self.stream = stream
         self.geo_format = geo_format
+        self.watch = watch
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
 
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import lake_errors, open_catalog
+        from snowberg.iceberg.state import AirflowVariables
+        from snowberg.iceberg.watch_state import RunPhase, record_run
         from snowberg.streams.params import resolve_stream_params
         from snowberg.streams.steps import consume_step, idle_step
 
@@ -125,9 +132,24 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
                 catalog = open_catalog(self.catalog)
                 probed_at = datetime.now(UTC)
                 idle = None if request.recover else idle_step(cfg, stream, conn, catalog)
+                # A watched table's record: done when idle; else running, as the stream's offset moved
+                # (change data from now on is the next run's) and the batch is not in the lake yet.
+                seen = {"run_id": context["run_id"], "dag_id": self.dag_id, "observed_at": probed_at.isoformat()}
                 if idle is not None:
+                    if cfg.watch is not None:
+                        record_run(
+                            cfg.target,
+                            AirflowVariables(),
+                            phase=RunPhase.DONE,
+                            signal="false",
+                            snapshot_id=idle.snapshot_id,
+                            **seen,
+                        )
                     return self._end_idle_run(context, cfg, idle, probed_at)
-                return consume_step(cfg, stream, conn, catalog, run_id=context["run_id"], recover=request.recover)
+                consumed = consume_step(cfg, stream, conn, catalog, run_id=context["run_id"], recover=request.recover)
+                if cfg.watch is not None:
+                    record_run(cfg.target, AirflowVariables(), phase=RunPhase.RUNNING, signal=None, **seen)
+                return consumed
         finally:
             conn.close()
 
@@ -255,6 +277,7 @@ class SnowbergStreamCleanupOperator(_StreamOperator):
     :param primary_key: the key columns updates and deletes apply by (a standard stream needs them).
     :param stream: the stream, its staging table and changelog (``StreamSource`` or its dict).
     :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt`` (the session's output format).
+    :param watch: the table's ``watch`` settings: a watched table's run records that its batch is in the lake.
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -268,6 +291,7 @@ class SnowbergStreamCleanupOperator(_StreamOperator):
         primary_key: Sequence[str] = (),
         stream: StreamSource | Settings,
         geo_format: str = "geojson",
+        watch: WatchSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -279,6 +303,7 @@ class SnowbergStreamCleanupOperator(_StreamOperator):
         self.primary_key = primary_key
         self.stream = stream
         self.geo_format = geo_format
+        self.watch = watch
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
@@ -286,15 +311,25 @@ class SnowbergStreamCleanupOperator(_StreamOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from snowberg.iceberg.catalogs import lake_errors, open_catalog
         from snowberg.iceberg.state import AirflowVariables
+        from snowberg.iceberg.watch_state import finish_run
         from snowberg.streams.steps import cleanup_step
 
         cfg, stream = self.configs()
         conn = self.connect(cfg)
         try:
             with lake_errors(self.catalog):
-                return cleanup_step(cfg, stream, conn, open_catalog(self.catalog), variables=AirflowVariables())
+                done = cleanup_step(cfg, stream, conn, open_catalog(self.catalog), variables=AirflowVariables())
         finally:
             conn.close()
+        if cfg.watch is not None:
+            finish_run(
+                cfg.target,
+                AirflowVariables(),
+                run_id=context["run_id"],
+                watermark=None,
+                snapshot_id=done["snapshot_id"],
+            )
+        return done
 
 
 class SnowbergStreamStalenessOperator(_StreamOperator):
@@ -455,6 +490,8 @@ def build_stream_tasks(cfg: TableConfig, *, outlets: Sequence[Any] = ()) -> dict
         task_id="stream_staleness",
         trigger_rule="all_done",
         retries=0,
+        # A watched stream is consumed soon after it holds data; the longest gap between its runs is max_interval.
+        interval=cfg.watch.max_interval if cfg.watch is not None else None,
         **operator_arguments(SnowbergStreamStalenessOperator, cfg),
     )
     backfill >> consume >> load >> cleanup >> check

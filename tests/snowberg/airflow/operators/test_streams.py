@@ -193,3 +193,45 @@ def test_an_idle_run_ends_in_consume_with_one_statement_records_the_proof_and_sk
     assert proof is not None and proof.run_id == "scheduled__2" and proof.watermark is None
     h.update(1, "paid")  # a change again: the next run consumes it
     assert tasks["consume"].execute(ctx("scheduled__3"))["rows"] == 2
+
+
+def test_a_watched_stream_tables_runs_record_running_after_the_consume_and_done_after_cleanup_or_when_idle(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the triggerer decides from (docs/event-driven.md): a consume that moved the stream's offset records
+    ``running`` (its batch is not in the lake yet), the cleanup ``done``; an idle consume ``done`` at once."""
+    from airflow.sdk import DAG
+    from airflow.sdk.exceptions import DownstreamTasksSkipped
+
+    from snowberg.airflow.operators.streams import build_stream_tasks
+    from snowberg.iceberg.watch_state import RunPhase, read_watch
+
+    h = harness
+    h.insert((1, "new", "10.00"))
+    mirrored = _operator_env(h, monkeypatch, lambda self, cfg: h.connect())
+    cfg = _cfg(h).model_copy(update={"watch": {"poll_interval": "30s"}, "schedule": None})
+    with DAG(dag_id="snowberg_orders", schedule=None):
+        tasks = build_stream_tasks(TableConfig.model_validate(cfg.model_dump()))
+
+    class TI:
+        map_index = -1
+
+        def xcom_push(self, key: str, value: Any) -> None:
+            pass
+
+    def ctx(run_id: str) -> dict[str, Any]:
+        return {"run_id": run_id, "params": {}, "ti": TI()}
+
+    def record() -> Any:
+        return read_watch("shop.orders", _Variables(mirrored))
+
+    consumed = tasks["consume"].execute(ctx("asset_triggered__1"))
+    assert (record().phase, record().run_id) == (RunPhase.RUNNING, "asset_triggered__1")
+    tasks["load"].consumed = consumed
+    tasks["load"].execute(ctx("asset_triggered__1"))
+    assert record().phase is RunPhase.RUNNING  # committed, but not cleaned up and mirrored yet
+    tasks["cleanup"].execute(ctx("asset_triggered__1"))
+    assert (record().phase, record().run_id) == (RunPhase.DONE, "asset_triggered__1")
+    with pytest.raises(DownstreamTasksSkipped):
+        tasks["consume"].execute(ctx("asset_triggered__2"))  # nothing new: done at once
+    assert (record().phase, record().run_id, record().signal) == (RunPhase.DONE, "asset_triggered__2", "false")
