@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from snowberg.core import faults
-from snowberg.core.identifiers import TableName, validate_identifier
+from snowberg.core.identifiers import TableName, quote_identifier, validate_identifier
 from snowberg.sync.copy_sql import (
     DEFAULT_COPY_MIN_ROWS,
     MAX_FILES_PER_COPY,
@@ -142,6 +142,7 @@ class CopyPaths:
     ) -> StagedCopy:
         """Decide each row's path and stage what COPY will load (before the run's transaction)."""
         utc_session(cur)
+        target_schema_session(cur, target)
         staged = StagedCopy(target=target)
         worker: Iterable[tuple[int, pa.RecordBatch]]
         if changes is not None:
@@ -314,6 +315,18 @@ class CopyPaths:
 
 
 _UTC = {"UTC", "ETC/UTC", "GMT", "ETC/GMT", "UCT", "ZULU"}
+
+
+def target_schema_session(cur: Any, target: TableName) -> None:
+    """Make the target's schema the session's current schema (``USE SCHEMA``), before the transaction.
+
+    Every name a sync sends is qualified, so Snowflake needs no current schema, and no later statement
+    of the run depends on it. The emulator does: its COPY reads its load history in the session's current
+    database and refuses a session without one. A connection need not name a database or schema (the
+    local stack's does not), and one metadata statement makes both agree. ``USE`` needs only the USAGE on
+    the schema that writing to the target needs anyway.
+    """
+    cur.execute(f"USE SCHEMA {quote_identifier(target.database)}.{quote_identifier(target.schema)}")
 
 
 def utc_session(cur: Any) -> None:

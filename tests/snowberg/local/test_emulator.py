@@ -332,3 +332,4 @@ def test_rows_varchar_lengths_and_times_survive_a_restart(tmp_path: Path) -> Non
         assert cur.fetchall()[0][0] > kept
     finally:
         again.close()
+

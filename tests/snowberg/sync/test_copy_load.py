@@ -247,3 +247,27 @@ def test_keyed_changes_by_put_copy_match_the_insert_path(lake, snowflake) -> Non
         assert (r.mode, r.load_path) == ("changes", "insert" if p == "insert" else "put_copy")
     assert _rows_by(conn, targets["put"]) == _rows_by(conn, targets["insert"])
     assert _rows_by(conn, targets["put"]) == [(1, "customer '1'"), (2, "v2"), (3, "customer '3'"), (4, "v2"), (6, "v2")]
+
+
+@pytest.mark.parametrize("path", ["put_copy", "stage_copy"])
+def test_copy_with_no_schema_in_the_session(lake, snowflake, fakesnow_server, path) -> None:
+    """Every name a sync sends is qualified, so the connection need not name a database or schema.
+
+    Snowflake needs neither for qualified names; the emulator's COPY does (it reads its load history in
+    the session's database), which the sync's ``USE SCHEMA`` of the target satisfies on both.
+    """
+    from l2s_data import orders_schema
+    from snowflake.connector import connect
+
+    _, conn, db = snowflake
+    src = lake.create_table("shop.orders", schema=orders_schema())
+    src.append(_orders(list(range(1, 8))))
+    bare = connect(**fakesnow_server.connect_kwargs())  # no database, no schema
+    try:
+        target = TableName(database=db, schema="SHOP", table="ORDERS_BARE")
+        copy = _paths(conn, db, lake)[path]
+        r = load_native(src, bare, target=target, source_label="l", run_id="r1", copy=copy)
+        assert (r.load_path, r.rows) == (path, 7)
+    finally:
+        bare.close()
+    assert [k for k, _ in _rows_by(conn, target)] == list(range(1, 8))
