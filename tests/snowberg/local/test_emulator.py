@@ -332,4 +332,3 @@ def test_rows_varchar_lengths_and_times_survive_a_restart(tmp_path: Path) -> Non
         assert cur.fetchall()[0][0] > kept
     finally:
         again.close()
-
