@@ -26,13 +26,22 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def requirement_name(req: str) -> str:
+    return canonical(re.split(r"[\s\[<>=!~;(]", req, maxsplit=1)[0])
+
+
+def local_extra() -> set[str]:
+    """The distributions of the ``local`` extra (the emulator), which this venv does not hold."""
+    return {requirement_name(r) for r in distribution("snowberg").requires or [] if re.search(r"extra == .local.", r)}
+
+
 def declared() -> set[str]:
     """The distributions snowberg's wheel requires at run time (no extras), with the apache-airflow metapackage's."""
     names = set()
     for req in distribution("snowberg").requires or []:
         if "extra ==" in req:
             continue
-        names.add(canonical(re.split(r"[\s\[<>=!~;(]", req, maxsplit=1)[0]))
+        names.add(requirement_name(req))
     # `apache-airflow` is a metapackage: its code is in apache-airflow-core and apache-airflow-task-sdk.
     for req in distribution("apache-airflow").requires or []:
         if "extra ==" not in req:
@@ -74,16 +83,32 @@ def cmd_imports() -> dict[str, Any]:
 
     package_dir = Path(snowberg.__file__).resolve().parent
     modules = []
+    local = local_extra()
+    needs_local: dict[str, str] = {}  # module → the local-extra distribution it could not import
     for info in pkgutil.walk_packages(snowberg.__path__, "snowberg."):
         if info.name.startswith("snowberg.examples"):
             continue
-        importlib.import_module(info.name)
+        try:
+            importlib.import_module(info.name)
+        except ModuleNotFoundError as exc:
+            # The emulator's own modules import the local extra's packages; nothing else may need them.
+            missing = canonical((exc.name or "").split(".")[0])
+            if missing not in local:
+                raise
+            needs_local[info.name] = missing
+            continue
         modules.append(info.name)
     owners = file_owners()
     allowed = declared()
     undeclared: dict[str, str] = {}
     unimportable: dict[str, str] = {}
+    local_users: dict[str, set[str]] = {}
     for name, users in sorted(imported_modules(package_dir).items()):
+        if canonical(name.split(".")[0]) in local:
+            # Declared in the local extra (checked by name: this venv does not install it), and imported only
+            # by the emulator's modules (checked by the test from needs_local).
+            local_users.setdefault(name, set()).update(users)
+            continue
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -117,6 +142,8 @@ def cmd_imports() -> dict[str, Any]:
         "modules": len(modules),
         "undeclared": undeclared,
         "unimportable": unimportable,
+        "needs_local": needs_local,
+        "local_imports": {k: sorted(v) for k, v in local_users.items()},
         "date_time_format_checked": not FormatChecker().conforms(basic, "date-time"),
         "run_param_refuses_basic_format": ours_refuses,
     }

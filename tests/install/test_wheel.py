@@ -105,6 +105,10 @@ def test_every_module_imports_and_every_import_is_declared(wheel_venv: WheelVenv
     assert got["modules"] > 100
     assert got["unimportable"] == {}
     assert got["undeclared"] == {}
+    # The emulator's modules need the local extra (absent here); no other module imports its packages.
+    assert got["needs_local"] and all(m.startswith("snowberg.local.") for m in got["needs_local"]), got["needs_local"]
+    users = {f for files in got["local_imports"].values() for f in files}
+    assert users and all(f.startswith("local/") for f in users), got["local_imports"]
     # jsonschema checks the date-time format only with rfc3339-validator installed (a declared dependency).
     assert got["date_time_format_checked"] and got["run_param_refuses_basic_format"]
 
