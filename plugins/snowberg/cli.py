@@ -5,6 +5,7 @@ snowberg stack down    stop the emulator
 snowberg demo          quick start: stack up, two loads through Airflow, then the Asset-driven summary DAG
 snowberg docs          regenerate the generated docs (type mapping, configuration reference, JSON Schemas)
 snowberg validate      check tables.yaml / syncs.yaml: every error with file, line, entry, field (--connect: online)
+snowberg discover D.S  propose an entry per table of Snowflake schema D.S, appended to the tables config (--dry-run)
 snowberg init DIR      write the example project (two-line dags/*.py, include/*.yaml) into DIR
 snowberg inspect T W   a metadata table of lake table T: snapshots|history|files|manifests|partitions|refs|staging
 snowberg read T        rows of T, now or as of a snapshot/time, filtered, limited
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 # Commands that open Airflow connections, Variables or catalogs: they run in ``airflow_cli_context`` and, as
 # Airflow may log to stdout once imported, with stdout sent to stderr and their results written by ``_emit``.
-AIRFLOW_COMMANDS = frozenset({"inspect", "read", "rollback", "tag", "maintain", "validate"})
+AIRFLOW_COMMANDS = frozenset({"inspect", "read", "rollback", "tag", "maintain", "validate", "discover"})
 LOCAL_EXTRA_HINT = "the local stack needs the Snowflake emulator of the `local` extra: pip install 'snowberg[local]'"
 
 
@@ -74,6 +75,7 @@ def cli_errors() -> tuple[type[BaseException], ...]:
 
     Imported when a command fails, not when the CLI starts (some of these modules import pyiceberg).
     """
+    from snowberg.config.discovered import DiscoveryError
     from snowberg.config.locations import ConfigNotFoundError
     from snowberg.config.table_config import ConfigError
     from snowberg.core.identifiers import IdentifierError
@@ -93,6 +95,7 @@ def cli_errors() -> tuple[type[BaseException], ...]:
         LakeAccessError,
         IdentifierError,
         LocalExtraMissingError,
+        DiscoveryError,
     )
 
 
@@ -437,6 +440,77 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def discover_target(explicit: str | None, dags: Path) -> Path:
+    """Where ``discover`` writes: ``--write``, else the tables config ``validate`` finds, else ./include/tables.yaml.
+
+    ``validate`` finds the tables config the project's DAG files read (``configs_the_dags_read``), else the
+    one of ``$SNOWBERG_TABLES_CONFIG`` or ``./include/tables.yaml``; an empty project gets the latter, created.
+    """
+    from snowberg.config.dag_files import dag_file_configs
+    from snowberg.config.locations import ConfigFile, ConfigNotFoundError, config_path
+
+    if explicit:
+        return Path(explicit)
+    uses = dag_file_configs(dags) if dags.is_dir() else []
+    found = next((u.path for u in uses if u.kind is ConfigFile.TABLES and u.path is not None), None)
+    if found is not None:
+        return found
+    try:
+        return config_path(ConfigFile.TABLES)
+    except ConfigNotFoundError:
+        return Path.cwd() / "include" / ConfigFile.TABLES.value
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    """Propose an entry per table of a Snowflake schema and append the new ones to the tables config."""
+    import difflib
+
+    from snowberg.core.identifiers import validate_identifier
+    from snowberg.snowflake.discovery import discover, render_plan
+    from snowberg.snowflake.hook import snowflake_connection
+
+    parts = args.schema.split(".")
+    if len(parts) != 2:
+        raise TableRefError(f"schema {args.schema[:80]!r} is not DATABASE.SCHEMA")
+    database, schema = (validate_identifier(p, what) for p, what in zip(parts, ("database", "schema"), strict=True))
+    path = discover_target(args.write, Path(args.dags) if args.dags else Path.cwd() / "dags")
+    old = path.read_text() if path.is_file() else ""
+    conn_id = args.conn_id if args.conn_id != "snowflake_default" else None
+    with snowflake_connection(args.conn_id) as conn:
+        cur = conn.cursor()
+        try:
+            plan, new = discover(
+                cur,
+                database,
+                schema,
+                text=old,
+                source=str(path),
+                include=args.include or (),
+                exclude=args.exclude or (),
+                namespace=args.namespace,
+                conn_id=conn_id,
+                profile=args.profile,
+            )
+        finally:
+            cur.close()
+    if args.dry_run:
+        diff = difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=str(path), tofile=str(path)
+        )
+        _emit("".join(diff), end="")
+    elif new != old:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(new)
+    _emit(render_plan(plan, database=database, schema=schema))
+    if args.dry_run:
+        _emit(f"dry run: {path} not written")
+    elif new != old:
+        _emit(f"wrote {len(plan.added)} new entries to {path}; review them, then: snowberg validate --connect")
+    else:
+        _emit(f"{path} unchanged")
+    return 0
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     """Write the example project shipped in the package (``snowberg.config.examples``) into a directory."""
     from snowberg.config.examples import ExampleConflictError, FileAction, write_examples
@@ -508,13 +582,13 @@ def _open_table(args: argparse.Namespace) -> tuple[object, str, object | None]:
 _OUT: list[TextIO] = []
 
 
-def _emit(*parts: object) -> None:
+def _emit(*parts: object, end: str = "\n") -> None:
     """Command output to the real stdout; while a lake command runs, stdout is stderr.
 
     Airflow (imported when a catalog is opened) logs to stdout, which would
     corrupt ``--json`` output; logs therefore go to stderr and results here.
     """
-    print(*parts, file=_OUT[-1] if _OUT else sys.stdout)
+    print(*parts, file=_OUT[-1] if _OUT else sys.stdout, end=end)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -679,6 +753,28 @@ def main(argv: list[str] | None = None) -> int:
         help="with --connect: create nothing, only look the namespaces up (writes are then not verified)",
     )
     va.set_defaults(func=cmd_validate)
+
+    dv = sub.add_parser(
+        "discover",
+        help="propose a tables.yaml entry per table of a Snowflake schema; append the new ones (existing untouched)",
+    )
+    dv.add_argument("schema", help="DATABASE.SCHEMA (plain identifiers, as in the config)")
+    dv.add_argument("--include", action="append", help="glob of table names to take (repeatable; default: all)")
+    dv.add_argument("--exclude", action="append", help="glob of table names to leave out (repeatable)")
+    dv.add_argument(
+        "--write",
+        help="the tables config to append to (default: the one `snowberg validate` finds, else ./include/tables.yaml)",
+    )
+    dv.add_argument("--dry-run", action="store_true", help="print the diff and the report; write nothing")
+    dv.add_argument(
+        "--profile",
+        action="store_true",
+        help="one aggregate query per new table: rows, the cursor's NULLs and max, wide NUMBER ranges",
+    )
+    dv.add_argument("--conn-id", default="snowflake_default", help="the Airflow Snowflake connection")
+    dv.add_argument("--namespace", help="the Iceberg namespace of the targets (default: the schema, lower-case)")
+    dv.add_argument("--dags", help="the DAG folder whose DAG files name the tables config (default: ./dags)")
+    dv.set_defaults(func=cmd_discover)
 
     it = sub.add_parser("init", help="write the example project (dags/, include/) into a directory")
     it.add_argument("dir", nargs="?", default=".", help="the project directory (default: .)")
