@@ -531,3 +531,41 @@ def test_validate_warns_when_a_sync_reads_a_lake_table_no_entry_writes(tmp_path:
         "the sync reads a table loaded by something else, or the name is mistyped",
         f"OK: 0 errors, 2 warnings in {tables} (1 valid table), {syncs} (3 valid syncs)",
     ]
+
+
+# ---------------------------------------------------------------- issue 29: snowberg discover
+
+
+def test_discover_dry_run_prints_the_diff_then_writes_entries_that_validate_connected(
+    sfdb: Any, catalog_env: Any, tmp_path: Path, capsys: Any, monkeypatch: Any
+) -> None:
+    """``discover --dry-run`` writes nothing; ``discover`` writes; ``validate --connect`` opens what it names."""
+    sfdb.sql(
+        f"CREATE TABLE {sfdb.table('ORDERS')} (ID NUMBER(38,0) NOT NULL, UPDATED_AT TIMESTAMP_NTZ(9), PRIMARY KEY (ID))"
+    )
+    sfdb.sql(f"CREATE TABLE {sfdb.table('NOTES')} (BODY VARCHAR, V VARIANT)")
+    sfdb.sql(f"CREATE VIEW {sfdb.table('V_ORDERS')} AS SELECT * FROM {sfdb.table('ORDERS')}")
+    monkeypatch.setenv("AIRFLOW_CONN_SF_DISC", sfdb.airflow_connection())
+    catalog_env("lake")
+    monkeypatch.chdir(tmp_path)  # an empty project: no dags/, no include/
+    cfg = tmp_path / "include" / "tables.yaml"
+    code, out, err = run(capsys, "discover", f"{sfdb.name}.S", "--conn-id", "sf_disc", "--dry-run")
+    assert code == 0, err
+    assert f"+++ {cfg}" in out and "+  - name: orders  # discovered:" in out and "dry run:" in out
+    assert not cfg.exists()
+    code, out, err = run(capsys, "discover", f"{sfdb.name}.S", "--conn-id", "sf_disc", "--exclude", "V_*")
+    assert code == 0, err
+    assert "2 new" in out and f"wrote 2 new entries to {cfg}" in out
+    assert "snowflake_conn_id: sf_disc" in cfg.read_text()
+    code, out, err = run(capsys, "discover", f"{sfdb.name}.S", "--conn-id", "sf_disc", "--write", str(cfg))
+    assert code == 0 and "1 new, 2 already configured" in out and "new      v_orders" in out, out
+    code, out, err = run(capsys, "validate", str(cfg), "--connect", "--json")
+    issues = json.loads(out)["issues"]
+    assert code == 0 and not [i for i in issues if i["severity"] == "error"], issues
+    columns = [i for i in issues if i["field"] == "cursor.column" and i["severity"] == "ok"]
+    assert len(columns) == 2, issues  # orders' and the view's cursor found in Snowflake
+
+
+def test_discover_refuses_a_schema_argument_that_is_not_database_dot_schema(capsys: Any) -> None:
+    code, _, err = run(capsys, "discover", "JUSTONE")
+    assert code == 2 and "is not DATABASE.SCHEMA" in err

@@ -181,3 +181,114 @@ def counted(db: Any, **kw: Any) -> int:
     cur = Counting(db.conn.cursor())
     discover(cur, db.name, "S", source="tables.yaml", **kw)
     return len(cur.sql)
+
+
+# ------------------------------------------------------------------ answers shaped from Snowflake's documentation
+
+
+class DocumentedMetadata:
+    """A cursor answering discovery's five metadata statements as Snowflake's documentation shapes them.
+
+    Written from the docs, not recorded from an account (``test_discovery_live.py`` runs the statements on
+    one): INFORMATION_SCHEMA.TABLES lists views too, with TABLE_TYPE ``VIEW`` and no ROW_COUNT
+    (https://docs.snowflake.com/en/sql-reference/info-schema/tables); COLUMNS carries DATETIME_PRECISION
+    (https://docs.snowflake.com/en/sql-reference/info-schema/columns); ``SHOW PRIMARY KEYS`` answers
+    ``created_on, database_name, schema_name, table_name, column_name, key_sequence, constraint_name, rely,
+    comment``, one row per key column, ``rely`` ``true``/``false``
+    (https://docs.snowflake.com/en/sql-reference/sql/show-primary-keys); ``SHOW TABLES`` has
+    ``change_tracking`` ``ON``/``OFF`` (https://docs.snowflake.com/en/sql-reference/sql/show-tables).
+    """
+
+    def __init__(self) -> None:
+        self.description: list[tuple[str]] = []
+        self._rows: list[tuple[Any, ...]] = []
+        self.sql: list[str] = []
+
+    def _answer(self, names: list[str], rows: list[tuple[Any, ...]]) -> None:
+        self.description = [(n,) for n in names]
+        self._rows = rows
+
+    def execute(self, sql: str, params: Any = None) -> None:
+        self.sql.append(sql)
+        if ".TABLES" in sql:
+            self._answer(
+                ["TABLE_NAME", "TABLE_TYPE", "ROW_COUNT", "BYTES", "LAST_ALTERED"],
+                [
+                    ("LINES", "BASE TABLE", 1200, 48_000, None),
+                    ("ACCOUNTS", "BASE TABLE", 50_000_000, 9_000_000_000, None),
+                    ("CLICKS", "BASE TABLE", 2_000_000_000, 300_000_000_000, None),
+                    ("V_LINES", "VIEW", None, None, None),
+                    ("TMP_WORK", "TEMPORARY TABLE", 10, 1024, None),
+                ],
+            )
+        elif ".VIEWS" in sql:
+            self._answer(["TABLE_NAME"], [("V_LINES",)])
+        elif ".COLUMNS" in sql:
+            cols = ["TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "IS_NULLABLE", "DATA_TYPE"]
+            cols += ["NUMERIC_PRECISION", "NUMERIC_SCALE", "DATETIME_PRECISION"]
+            self._answer(
+                cols,
+                [
+                    ("LINES", "ORDER_ID", 1, "NO", "NUMBER", 38, 0, None),
+                    ("LINES", "LINE_NO", 2, "NO", "NUMBER", 4, 0, None),
+                    ("LINES", "CREATED_AT", 3, "YES", "TIMESTAMP_NTZ", None, None, 6),
+                    ("ACCOUNTS", "ACCOUNT_ID", 1, "NO", "NUMBER", 18, 0, None),
+                    ("ACCOUNTS", "UPDATED_AT", 2, "NO", "TIMESTAMP_LTZ", None, None, 9),
+                    ("CLICKS", "CLICK_ID", 1, "NO", "NUMBER", 18, 0, None),
+                    ("CLICKS", "MODIFIED_AT", 2, "NO", "TIMESTAMP_NTZ", None, None, 3),
+                    ("V_LINES", "ORDER_ID", 1, "YES", "NUMBER", 38, 0, None),
+                    ("TMP_WORK", "X", 1, "YES", "NUMBER", 38, 0, None),
+                ],
+            )
+        elif "PRIMARY KEYS" in sql:
+            names = "created_on database_name schema_name table_name column_name key_sequence constraint_name rely"
+            self._answer(
+                [*names.split(), "comment"],
+                [  # a composite key listed out of key order, and a key its owner vouches for
+                    (None, "DB", "SALES", "LINES", "LINE_NO", 2, "PK_LINES", "false", None),
+                    (None, "DB", "SALES", "LINES", "ORDER_ID", 1, "PK_LINES", "false", None),
+                    (None, "DB", "SALES", "ACCOUNTS", "ACCOUNT_ID", 1, "PK_ACCOUNTS", "true", None),
+                ],
+            )
+        elif "SHOW TABLES" in sql:
+            self._answer(
+                ["created_on", "name", "kind", "database_name", "schema_name", "rows", "bytes", "change_tracking"],
+                [
+                    (None, "LINES", "TABLE", "DB", "SALES", 1200, 48_000, "ON"),
+                    (None, "ACCOUNTS", "TABLE", "DB", "SALES", 50_000_000, 9_000_000_000, "OFF"),
+                    (None, "CLICKS", "TABLE", "DB", "SALES", 2_000_000_000, 300_000_000_000, "OFF"),
+                ],
+            )
+        else:
+            raise AssertionError(f"unexpected statement {sql}")
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+    def close(self) -> None:
+        pass
+
+
+def test_keys_rely_change_tracking_and_sizes_as_snowflake_documents_them() -> None:
+    cur = DocumentedMetadata()
+    plan, text = discover(cur, "DB", "SALES", text="", source="tables.yaml")
+    assert len(cur.sql) == 5  # one statement each, whatever the schema holds
+    got = entries(text)
+    assert set(got) == {"lines", "accounts", "clicks", "v_lines"}  # the temporary table is not loaded
+    # Key columns in key_sequence order; RELY said in the comment; a stream where change tracking is ON.
+    assert got["lines"]["primary_key"] == ["order_id", "line_no"]
+    assert got["lines"]["stream"] == {"name": "DB.SALES.LINES_SNOWBERG_STREAM", "create": True}
+    assert got["lines"]["write_mode"] == "merge" and "cursor" not in got["lines"]
+    assert "timestamp_nanos" not in got["lines"]  # TIMESTAMP_NTZ(6) holds no nanoseconds
+    assert "key from PRIMARY KEY PK_ACCOUNTS (RELY: its owner vouches it is unique)" in text
+    assert "key from PRIMARY KEY PK_LINES (NORELY;" in text
+    # 50M rows: mapped slices, month partitions; 2B rows: day partitions.
+    a = got["accounts"]
+    assert (a["scale_out"], a["max_rows_per_slice"], a["max_parallel_slices"]) == (True, 3_000_000, 4)
+    assert a["partition_by"] == ["month(updated_at)"] and a["timestamp_nanos"] == "error"
+    assert "timezone" not in a["cursor"]  # TIMESTAMP_LTZ is an instant
+    c = got["clicks"]
+    assert c["partition_by"] == ["day(modified_at)"] and c["max_rows_per_slice"] == 10_000_000
+    assert "timestamp_nanos" not in c and "primary_key" not in c and c["write_mode"] == "append"
+    assert "stream" not in got["v_lines"] and got["v_lines"]["schedule"] == "@daily"
+    assert not plan.skipped
