@@ -6,6 +6,7 @@ snowberg demo          quick start: stack up, two loads through Airflow, then th
 snowberg docs          regenerate the generated docs (type mapping, configuration reference, JSON Schemas)
 snowberg validate      check tables.yaml / syncs.yaml: every error with file, line, entry, field (--connect: online)
 snowberg discover D.S  propose an entry per table of Snowflake schema D.S, appended to the tables config (--dry-run)
+snowberg pools         the Airflow pools the tables name, and whether each exists (--create: create the missing)
 snowberg init DIR      write the example project (two-line dags/*.py, include/*.yaml) into DIR
 snowberg inspect T W   a metadata table of lake table T: snapshots|history|files|manifests|partitions|refs|staging
 snowberg read T        rows of T, now or as of a snapshot/time, filtered, limited
@@ -38,11 +39,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from snowberg.config.validate import Issue
+    from snowberg.config.validate import Issue, Report
 
 # Commands that open Airflow connections, Variables or catalogs: they run in ``airflow_cli_context`` and, as
 # Airflow may log to stdout once imported, with stdout sent to stderr and their results written by ``_emit``.
-AIRFLOW_COMMANDS = frozenset({"inspect", "read", "rollback", "tag", "maintain", "validate", "discover"})
+AIRFLOW_COMMANDS = frozenset({"inspect", "read", "rollback", "tag", "maintain", "validate", "discover", "pools"})
 LOCAL_EXTRA_HINT = "the local stack needs the Snowflake emulator of the `local` extra: pip install 'snowberg[local]'"
 
 
@@ -436,6 +437,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from snowberg.checks.config_online import check_online
 
         report.issues += check_online(report, write_probe=not args.read_only)
+        report.issues += pool_issues(report)
     _emit(report.to_json() if args.json else report.render(verbose=args.connect))
     return 0 if report.ok else 1
 
@@ -475,7 +477,6 @@ def cmd_discover(args: argparse.Namespace) -> int:
     database, schema = (validate_identifier(p, what) for p, what in zip(parts, ("database", "schema"), strict=True))
     path = discover_target(args.write, Path(args.dags) if args.dags else Path.cwd() / "dags")
     old = path.read_text() if path.is_file() else ""
-    conn_id = args.conn_id if args.conn_id != "snowflake_default" else None
     with snowflake_connection(args.conn_id) as conn:
         cur = conn.cursor()
         try:
@@ -488,7 +489,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
                 include=args.include or (),
                 exclude=args.exclude or (),
                 namespace=args.namespace,
-                conn_id=conn_id,
+                conn_id=args.conn_id,
                 profile=args.profile,
             )
         finally:
@@ -509,6 +510,89 @@ def cmd_discover(args: argparse.Namespace) -> int:
     else:
         _emit(f"{path} unchanged")
     return 0
+
+
+def pool_issues(report: Report) -> list[Issue]:
+    """``validate --connect``: each pool the tables name must exist (no task of a missing pool is ever scheduled)."""
+    from snowberg.airflow.pools import pool_slots
+    from snowberg.config.validate import Issue, Severity
+
+    out: list[Issue] = []
+    checked: dict[str, int | None | Exception] = {}
+    for f in report.files:
+        if f.spec is None or f.spec.list_key != "tables":
+            continue
+        for _, t in f.entries:
+            if t.pool is None:
+                continue
+            if t.pool not in checked:
+                try:
+                    checked[t.pool] = pool_slots(t.pool)
+                except Exception as exc:  # no metadata database here: say so, do not fail the other checks
+                    checked[t.pool] = exc
+            found = checked[t.pool]
+            if isinstance(found, Exception):
+                sev, msg = Severity.WARNING, f"cannot look pool {t.pool!r} up in Airflow's metadata database: {found}"
+            elif found is None:
+                sev = Severity.ERROR
+                msg = (
+                    f"pool {t.pool!r} does not exist: Airflow never schedules the tasks of a missing pool; "
+                    "create it with `snowberg pools --create` (or `airflow pools set`)"
+                )
+            else:
+                sev, msg = Severity.OK, f"pool {t.pool!r} exists ({found} slots)"
+            out.append(
+                Issue(file=f.path, line=None, message=msg, entity="table", name=t.name, field="pool", severity=sev)
+            )
+    return out
+
+
+def tables_configs(files: list[str], dags: Path) -> list[Path]:
+    """The tables configs a command reads: the files given, else those ``validate`` finds (DAG files, defaults)."""
+    from snowberg.config.dag_files import dag_file_configs
+    from snowberg.config.locations import ConfigFile, ConfigNotFoundError, config_path
+
+    if files:
+        return [Path(f) for f in files]
+    uses = dag_file_configs(dags) if dags.is_dir() else []
+    paths = [u.path for u in uses if u.kind is ConfigFile.TABLES and u.path is not None]
+    try:
+        paths.append(config_path(ConfigFile.TABLES))
+    except ConfigNotFoundError:
+        if not paths:
+            raise
+    return list({p.resolve(): p for p in paths}.values())
+
+
+def cmd_pools(args: argparse.Namespace) -> int:
+    """List the pools the tables name and whether each exists; ``--create`` creates the missing ones."""
+    from snowberg.airflow.pools import create_pool, pool_slots, pool_uses
+    from snowberg.config.table_config import load_config_isolated
+
+    tables = []
+    for path in tables_configs(args.files, Path(args.dags) if args.dags else Path.cwd() / "dags"):
+        tables += load_config_isolated(path).tables
+    uses = pool_uses(tables)
+    missing = 0
+    for use in uses:
+        slots = pool_slots(use.name)
+        where = f"{len(use.tables)} tables on {', '.join(sorted(use.connections))}"
+        if slots is not None:
+            _emit(f"pool {use.name}: {where}; exists, {slots} slots")
+        elif args.create:
+            create_pool(use, args.slots)
+            _emit(f"pool {use.name}: {where}; created with {args.slots} slots")
+        else:
+            missing += 1
+            _emit(
+                f"pool {use.name}: {where}; MISSING: Airflow never schedules their tasks. Create it: "
+                f"snowberg pools --create --slots {args.slots} (or: airflow pools set {use.name} {args.slots} "
+                f'"{use.description}")'
+            )
+    without = sum(1 for t in tables if t.pool is None)
+    if without:
+        _emit(f"{without} tables set no pool: their tasks run in Airflow's default_pool")
+    return 1 if missing else 0
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -775,6 +859,13 @@ def main(argv: list[str] | None = None) -> int:
     dv.add_argument("--namespace", help="the Iceberg namespace of the targets (default: the schema, lower-case)")
     dv.add_argument("--dags", help="the DAG folder whose DAG files name the tables config (default: ./dags)")
     dv.set_defaults(func=cmd_discover)
+
+    pl = sub.add_parser("pools", help="list the Airflow pools the tables name; --create creates the missing ones")
+    pl.add_argument("files", nargs="*", help="tables configs (default: the one the DAGs read)")
+    pl.add_argument("--dags", help="without files: the DAG folder whose DAG files name the configs (default: ./dags)")
+    pl.add_argument("--create", action="store_true", help="create each missing pool (an existing pool is left as is)")
+    pl.add_argument("--slots", type=int, default=4, help="the slots of a pool --create creates (default: 4)")
+    pl.set_defaults(func=cmd_pools)
 
     it = sub.add_parser("init", help="write the example project (dags/, include/) into a directory")
     it.add_argument("dir", nargs="?", default=".", help="the project directory (default: .)")

@@ -537,9 +537,10 @@ def test_validate_warns_when_a_sync_reads_a_lake_table_no_entry_writes(tmp_path:
 
 
 def test_discover_dry_run_prints_the_diff_then_writes_entries_that_validate_connected(
-    sfdb: Any, catalog_env: Any, tmp_path: Path, capsys: Any, monkeypatch: Any
+    sfdb: Any, catalog_env: Any, tmp_path: Path, capsys: Any, monkeypatch: Any, airflow_db: str
 ) -> None:
-    """``discover --dry-run`` writes nothing; ``discover`` writes; ``validate --connect`` opens what it names."""
+    """``discover --dry-run`` writes nothing; ``discover`` writes; ``pools --create`` creates the connection's pool;
+    ``validate --connect`` opens what the entries name, the pool included (docs/onboarding.md's steps)."""
     sfdb.sql(
         f"CREATE TABLE {sfdb.table('ORDERS')} (ID NUMBER(38,0) NOT NULL, UPDATED_AT TIMESTAMP_NTZ(9), PRIMARY KEY (ID))"
     )
@@ -559,11 +560,41 @@ def test_discover_dry_run_prints_the_diff_then_writes_entries_that_validate_conn
     assert "snowflake_conn_id: sf_disc" in cfg.read_text()
     code, out, err = run(capsys, "discover", f"{sfdb.name}.S", "--conn-id", "sf_disc", "--write", str(cfg))
     assert code == 0 and "1 new, 2 already configured" in out and "new      v_orders" in out, out
+    assert cfg.read_text().count("pool: snowberg_sf_disc  # caps the loads querying this connection") == 3
+    code, out, err = run(capsys, "validate", str(cfg), "--connect", "--json")
+    missing = [i for i in json.loads(out)["issues"] if i["field"] == "pool"]
+    assert code == 1 and {i["severity"] for i in missing} == {"error"} and len(missing) == 3, missing
+    assert "pool 'snowberg_sf_disc' does not exist" in missing[0]["message"]
+    code, out, _ = run(capsys, "pools", str(cfg), "--create", "--slots", "2")
+    assert code == 0 and "pool snowberg_sf_disc: 3 tables on sf_disc; created with 2 slots" in out, out
     code, out, err = run(capsys, "validate", str(cfg), "--connect", "--json")
     issues = json.loads(out)["issues"]
     assert code == 0 and not [i for i in issues if i["severity"] == "error"], issues
     columns = [i for i in issues if i["field"] == "cursor.column" and i["severity"] == "ok"]
     assert len(columns) == 2, issues  # orders' and the view's cursor found in Snowflake
+    assert {i["message"] for i in issues if i["field"] == "pool"} == {"pool 'snowberg_sf_disc' exists (2 slots)"}
+
+
+def test_pools_lists_what_the_tables_name_and_creates_only_what_is_missing(
+    tmp_path: Path, capsys: Any, airflow_db: str
+) -> None:
+    from airflow.models.pool import Pool
+
+    Pool.create_or_update_pool("snowberg_t29_kept", 7, "set by a person", include_deferred=False)
+    cfg = tmp_path / "tables.yaml"
+    cfg.write_text(
+        "tables:\n"
+        "  - {name: a, source: {table: D.S.A}, target: s.a, pool: snowberg_t29_kept}\n"
+        "  - {name: b, source: {table: D.S.B}, target: s.b, pool: snowberg_t29_new, snowflake_conn_id: sf2}\n"
+        "  - {name: c, source: {table: D.S.C}, target: s.c}\n"
+    )
+    code, out, _ = run(capsys, "pools", str(cfg))
+    assert code == 1 and "pool snowberg_t29_kept: 1 tables on snowflake_default; exists, 7 slots" in out
+    assert "pool snowberg_t29_new: 1 tables on sf2; MISSING" in out and "airflow pools set snowberg_t29_new 4" in out
+    assert "1 tables set no pool: their tasks run in Airflow's default_pool" in out
+    code, out, _ = run(capsys, "pools", str(cfg), "--create")
+    assert code == 0 and "created with 4 slots" in out
+    assert Pool.get_pool("snowberg_t29_kept").slots == 7 and Pool.get_pool("snowberg_t29_new").slots == 4
 
 
 def test_discover_refuses_a_schema_argument_that_is_not_database_dot_schema(capsys: Any) -> None:

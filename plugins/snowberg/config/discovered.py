@@ -317,6 +317,7 @@ def propose(
     name: str,
     namespace: str,
     conn_id: str | None = None,
+    pool: str | None = None,
     profile: Profile | None = None,
 ) -> Proposal:
     """The entry for ``t`` (see the module docstring for the rules); every value says why in its comment."""
@@ -335,6 +336,14 @@ def propose(
     notes: list[str] = []
     if conn_id is not None:
         lines.append(Line(key="snowflake_conn_id", value=conn_id))
+    if pool is not None:
+        lines.append(
+            Line(
+                key="pool",
+                value=pool,
+                why="caps the loads querying this connection at once; create it: snowberg pools --create",
+            )
+        )
 
     # The key: a declared PRIMARY KEY whose columns the config can name.
     key: list[str] = []
@@ -585,6 +594,20 @@ def existing_entries(text: str) -> list[ExistingEntry]:
     return out
 
 
+def existing_defaults(text: str) -> dict[str, Any]:
+    """The file's ``defaults`` mapping (raw), which the DAG files merge into every entry, new ones included."""
+    import yaml
+
+    data = yaml.safe_load(text) if text.strip() else None
+    defaults = data.get("defaults") if isinstance(data, dict) else None
+    return defaults if isinstance(defaults, dict) else {}
+
+
+def pool_name(conn_id: str) -> str:
+    """The pool ``discover`` proposes for the tables of one Snowflake connection."""
+    return f"snowberg_{conn_id}"
+
+
 def same_object(config_ref: str, t: DiscoveredTable) -> bool:
     """Whether ``source.table`` text names ``t`` (each part as ``quote_identifier`` would resolve it)."""
     parts = config_ref.split(".")
@@ -622,6 +645,7 @@ def plan_discovery(
     selected: Iterable[str],
     namespace: str,
     conn_id: str | None = None,
+    pool: str | None = None,
     profiles: Mapping[str, Profile] | None = None,
 ) -> Plan:
     """Which of ``tables`` (the whole schema) get a new entry, and which configured sources are gone or renamed.
@@ -676,7 +700,7 @@ def plan_discovery(
         names.add(name)
         targets.add(f"{namespace}.{name}")
         profile = (profiles or {}).get(t.name)
-        plan.added.append(propose(t, name=name, namespace=namespace, conn_id=conn_id, profile=profile))
+        plan.added.append(propose(t, name=name, namespace=namespace, conn_id=conn_id, pool=pool, profile=profile))
     plan.dropped = [(e.name or "?", e.source_table or "?") for e in gone]
     return plan
 

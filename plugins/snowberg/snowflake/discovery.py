@@ -40,8 +40,10 @@ from snowberg.config.discovered import (
     config_identifier,
     cursor_candidates,
     entry_name,
+    existing_defaults,
     existing_entries,
     plan_discovery,
+    pool_name,
     same_object,
     table_ref_text,
 )
@@ -207,17 +209,20 @@ def discover(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     namespace: str | None = None,
-    conn_id: str | None = None,
+    conn_id: str = "snowflake_default",
     profile: bool = False,
 ) -> tuple[Plan, str]:
     """What discovery does to the tables config ``text`` (the file ``source``): its plan and the new text.
 
     The new text is ``text`` with the new entries appended (``append_entries``) and checked to validate
-    (``check_written``); nothing is written here.
+    (``check_written``); nothing is written here. A new entry names ``conn_id`` unless the file's
+    ``defaults`` (or the model's default) already does, and the connection's pool (``pool_name``) unless
+    the ``defaults`` name a pool.
     """
     tables = read_schema(cur, database, schema)
     database, schema = resolved(database), resolved(schema)
     existing = existing_entries(text)
+    defaults = existing_defaults(text)
     chosen = select_tables([t.name for t in tables], include, exclude)
     profiles: dict[str, Profile] = {}
     if profile:
@@ -237,7 +242,8 @@ def discover(
         existing=existing,
         selected=chosen,
         namespace=ns,
-        conn_id=conn_id,
+        conn_id=None if conn_id == defaults.get("snowflake_conn_id", "snowflake_default") else conn_id,
+        pool=None if "pool" in defaults else pool_name(conn_id),
         profiles=profiles,
     )
     new_text = append_entries(text, plan.added)
