@@ -738,13 +738,12 @@ def append_entries(text: str, proposals: Sequence[Proposal]) -> str:
     if value is None:
         block = "tables:\n" + "".join(render_entry(p, dash_indent=2, key_indent=4) for p in proposals)
         return "".join(lines) + block
-    if isinstance(value, yaml.ScalarNode) and value.value in ("", "~", "null"):
-        at = value.start_mark.line + 1  # `tables:` with nothing after it
-        if (
-            value.start_mark.line != value.end_mark.line
-            or text.splitlines()[value.start_mark.line].strip() != "tables:"
-        ):
+    if isinstance(value, yaml.ScalarNode) and value.tag.endswith(":null"):
+        # `tables:` with nothing after it but a comment: the entries go on the lines right after the key.
+        rest = text.splitlines()[value.start_mark.line][value.start_mark.column :]
+        if rest.strip() and not rest.strip().startswith("#"):
             raise DiscoveryError("'tables:' is followed by a value on its line: write the list in block style")
+        at = value.start_mark.line + 1
         block = "".join(render_entry(p, dash_indent=2, key_indent=4) for p in proposals)
         return "".join(lines[:at]) + block + "".join(lines[at:])
     if not isinstance(value, yaml.SequenceNode) or value.flow_style:

@@ -16,6 +16,7 @@ from snowberg.config.discovered import (
     config_identifier,
     cursor_candidates,
     propose,
+    render_entry,
 )
 
 
@@ -95,3 +96,27 @@ def test_names_the_config_can_write_and_cursor_names() -> None:
     day = DiscoveredColumn(name="UPDATED_ON", data_type="DATE")
     t = table("T", ts, upd, price, seq, amount, day)
     assert [c.name for c in cursor_candidates(t)] == ["lastModified", "CHANGE_SEQ", "UPDATED_ON"]
+
+
+@pytest.mark.parametrize(
+    "text", ["tables:\n", "tables:  # none yet\n\ndefaults:\n  owner: x\n", "defaults:\n  owner: x\ntables:"]
+)
+def test_an_empty_tables_key_gets_the_entries_under_it(text: str) -> None:
+    out = append_entries(text, [proposal()])
+    data = yaml.safe_load(out)
+    assert [e["name"] for e in data["tables"]] == ["orders"] and data.get("defaults", {"owner": "x"}) == {"owner": "x"}
+    kept = [ln for ln in out.splitlines() if not ln.startswith("    ") and not ln.startswith("  - ")]
+    assert kept == text.splitlines()  # the file's own lines, in order, none changed
+
+
+def test_the_example_project_config_takes_discovered_entries_and_validates() -> None:
+    """``snowberg init``'s include/tables.yaml (with its defaults) + discovered entries validate."""
+    from pathlib import Path
+
+    import snowberg
+
+    example = (Path(snowberg.__file__).parent / "examples" / "include" / "tables.yaml").read_text()
+    out = append_entries(example, [proposal("lines")])
+    block = render_entry(proposal("lines"), dash_indent=2, key_indent=4)
+    assert block in out and out.replace(block, "", 1) == example  # one block inserted, every other byte kept
+    check_written(out, [proposal("lines")], source="tables.yaml")
