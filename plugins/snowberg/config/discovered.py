@@ -565,6 +565,14 @@ class ExistingEntry:
 
 
 _DISCOVERED = re.compile(r"#\s*discovered:\s*(\S+)\s*\(.*?\),\s*columns\s+([0-9a-f]{12})")
+# A comment line that keeps a table out of every later discovery run: ``# snowberg discover: ignore DB.S.TABLE``
+# (a table whose entry a person deleted would otherwise come back as new).
+_IGNORE = re.compile(r"^\s*#\s*snowberg discover:\s*ignore\s+(\S+)\s*$", re.MULTILINE)
+
+
+def ignored_tables(text: str) -> set[str]:
+    """The tables the file's ``# snowberg discover: ignore DB.S.TABLE`` lines keep out, as written."""
+    return {m.group(1) for m in _IGNORE.finditer(text)}
 
 
 def existing_entries(text: str) -> list[ExistingEntry]:
@@ -647,10 +655,12 @@ def plan_discovery(
     conn_id: str | None = None,
     pool: str | None = None,
     profiles: Mapping[str, Profile] | None = None,
+    ignored: Iterable[str] = (),
 ) -> Plan:
     """Which of ``tables`` (the whole schema) get a new entry, and which configured sources are gone or renamed.
 
-    ``selected`` names the tables ``--include``/``--exclude`` kept. A table already named by an entry's
+    ``selected`` names the tables ``--include``/``--exclude`` kept, ``ignored`` the ``source.table`` texts of
+    the config's ``# snowberg discover: ignore`` lines. A table already named by an entry's
     ``source.table`` keeps its entry untouched; an entry whose source lies in this schema but is gone is
     reported as dropped, or as renamed when a new table has the columns its ``discovered:`` comment
     recorded (that new table then gets no entry: the person points the old entry at it, keeping its lake
@@ -675,6 +685,9 @@ def plan_discovery(
             continue
         if any(e.source_table and same_object(e.source_table, t) for e in existing):
             plan.kept.append(t.ref)
+            continue
+        if any(same_object(ref, t) for ref in ignored):
+            plan.skipped.append((t.ref, "ignored by a '# snowberg discover: ignore' line of the config"))
             continue
         if snowberg_owned(t.name, existing):
             plan.skipped.append((t.ref, "created by snowberg (stream staging or sync state)"))

@@ -42,6 +42,7 @@ from snowberg.config.discovered import (
     entry_name,
     existing_defaults,
     existing_entries,
+    ignored_tables,
     plan_discovery,
     pool_name,
     same_object,
@@ -245,6 +246,7 @@ def discover(
         conn_id=None if conn_id == defaults.get("snowflake_conn_id", "snowflake_default") else conn_id,
         pool=None if "pool" in defaults else pool_name(conn_id),
         profiles=profiles,
+        ignored=ignored_tables(text),
     )
     new_text = append_entries(text, plan.added)
     if plan.added:

@@ -15,6 +15,9 @@ from snowberg.config.discovered import (
     check_written,
     config_identifier,
     cursor_candidates,
+    existing_entries,
+    ignored_tables,
+    plan_discovery,
     propose,
     render_entry,
 )
@@ -120,3 +123,21 @@ def test_the_example_project_config_takes_discovered_entries_and_validates() -> 
     block = render_entry(proposal("lines"), dash_indent=2, key_indent=4)
     assert block in out and out.replace(block, "", 1) == example  # one block inserted, every other byte kept
     check_written(out, [proposal("lines")], source="tables.yaml")
+
+
+def test_a_table_whose_entry_a_person_deleted_stays_out_when_the_file_says_ignore() -> None:
+    text = (
+        "tables:\n  # snowberg discover: ignore DB.S.OLD_STUFF\n  - {name: a, source: {table: DB.S.A}, target: s.a}\n"
+    )
+    tables = [table("A"), table("OLD_STUFF"), table("NEW_ONE")]
+    plan = plan_discovery(
+        tables,
+        database="DB",
+        schema="S",
+        existing=existing_entries(text),
+        selected=["A", "OLD_STUFF", "NEW_ONE"],
+        namespace="s",
+        ignored=ignored_tables(text),
+    )
+    assert [p.name for p in plan.added] == ["new_one"] and plan.kept == ["DB.S.A"]
+    assert plan.skipped == [("DB.S.OLD_STUFF", "ignored by a '# snowberg discover: ignore' line of the config")]
