@@ -141,3 +141,9 @@ def test_a_table_whose_entry_a_person_deleted_stays_out_when_the_file_says_ignor
     )
     assert [p.name for p in plan.added] == ["new_one"] and plan.kept == ["DB.S.A"]
     assert plan.skipped == [("DB.S.OLD_STUFF", "ignored by a '# snowberg discover: ignore' line of the config")]
+
+
+def test_a_table_without_visible_columns_is_skipped_with_the_reason() -> None:
+    bare = DiscoveredTable(database="DB", schema="S", name="HIDDEN", kind=ObjectKind.TABLE, table_type="BASE TABLE")
+    plan = plan_discovery([bare], database="DB", schema="S", existing=[], selected=["HIDDEN"], namespace="s")
+    assert not plan.added and plan.skipped == [("DB.S.HIDDEN", "no columns visible to this role")]

@@ -292,3 +292,12 @@ def test_keys_rely_change_tracking_and_sizes_as_snowflake_documents_them() -> No
     assert "timestamp_nanos" not in c and "primary_key" not in c and c["write_mode"] == "append"
     assert "stream" not in got["v_lines"] and got["v_lines"]["schedule"] == "@daily"
     assert not plan.skipped
+
+
+def test_the_connection_and_pool_are_written_only_where_the_files_defaults_do_not_already_say_them() -> None:
+    defaults = "defaults:\n  snowflake_conn_id: sf_sales\n  pool: sales_loads\ntables:\n"
+    _, text = discover(DocumentedMetadata(), "DB", "SALES", text=defaults, source="t.yaml", conn_id="sf_sales")
+    assert text.startswith(defaults) and not {"snowflake_conn_id", "pool"} & set(entries(text)["lines"])
+    _, text = discover(DocumentedMetadata(), "DB", "SALES", text="", source="t.yaml", conn_id="sf_other")
+    got = entries(text)["lines"]
+    assert (got["snowflake_conn_id"], got["pool"]) == ("sf_other", "snowberg_sf_other")
