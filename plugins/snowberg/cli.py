@@ -467,9 +467,11 @@ def cmd_discover(args: argparse.Namespace) -> int:
     """Propose an entry per table of a Snowflake schema and append the new ones to the tables config."""
     import difflib
 
+    from snowberg.checks.config_online import describe
+    from snowberg.config.discovered import DiscoveryError
     from snowberg.core.identifiers import validate_identifier
     from snowberg.snowflake.discovery import discover, render_plan
-    from snowberg.snowflake.hook import snowflake_connection
+    from snowberg.snowflake.hook import snowflake_hook
 
     parts = args.schema.split(".")
     if len(parts) != 2:
@@ -477,23 +479,25 @@ def cmd_discover(args: argparse.Namespace) -> int:
     database, schema = (validate_identifier(p, what) for p, what in zip(parts, ("database", "schema"), strict=True))
     path = discover_target(args.write, Path(args.dags) if args.dags else Path.cwd() / "dags")
     old = path.read_text() if path.is_file() else ""
-    with snowflake_connection(args.conn_id) as conn:
-        cur = conn.cursor()
-        try:
-            plan, new = discover(
-                cur,
-                database,
-                schema,
-                text=old,
-                source=str(path),
-                include=args.include or (),
-                exclude=args.exclude or (),
-                namespace=args.namespace,
-                conn_id=args.conn_id,
-                profile=args.profile,
-            )
-        finally:
-            cur.close()
+    try:
+        conn = snowflake_hook(args.conn_id).get_conn()
+    except Exception as exc:  # any reason a connection does not open is the person's to fix: one line, exit 2
+        raise DiscoveryError(f"Snowflake connection {args.conn_id!r} does not open: {describe(exc)}") from None
+    try:
+        plan, new = discover(
+            conn.cursor(),
+            database,
+            schema,
+            text=old,
+            source=str(path),
+            include=args.include or (),
+            exclude=args.exclude or (),
+            namespace=args.namespace,
+            conn_id=args.conn_id,
+            profile=args.profile,
+        )
+    finally:
+        conn.close()
     if args.dry_run:
         diff = difflib.unified_diff(
             old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=str(path), tofile=str(path)

@@ -597,6 +597,18 @@ def test_pools_lists_what_the_tables_name_and_creates_only_what_is_missing(
     assert Pool.get_pool("snowberg_t29_kept").slots == 7 and Pool.get_pool("snowberg_t29_new").slots == 4
 
 
-def test_discover_refuses_a_schema_argument_that_is_not_database_dot_schema(capsys: Any) -> None:
+def test_discover_says_in_one_line_what_the_person_must_fix(
+    sfdb: Any, tmp_path: Path, capsys: Any, monkeypatch: Any
+) -> None:
     code, _, err = run(capsys, "discover", "JUSTONE")
     assert code == 2 and "is not DATABASE.SCHEMA" in err
+    cfg = tmp_path / "tables.yaml"
+    code, _, err = run(capsys, "discover", "DB.S", "--conn-id", "sf_nowhere", "--write", str(cfg))
+    assert code == 2 and "Snowflake connection 'sf_nowhere' does not open:" in err, err
+    monkeypatch.setenv("AIRFLOW_CONN_SF_DISC", sfdb.airflow_connection())
+    code, _, err = run(capsys, "discover", "NO_SUCH_DB.S", "--conn-id", "sf_disc", "--write", str(cfg))
+    assert code == 2 and "cannot read the metadata of NO_SUCH_DB.S:" in err, err
+    cfg.write_text("tables: [unclosed\n")
+    code, _, err = run(capsys, "discover", f"{sfdb.name}.S", "--conn-id", "sf_disc", "--write", str(cfg))
+    assert code == 2 and "the tables config is not valid YAML" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "include").exists()

@@ -575,11 +575,20 @@ def ignored_tables(text: str) -> set[str]:
     return {m.group(1) for m in _IGNORE.finditer(text)}
 
 
-def existing_entries(text: str) -> list[ExistingEntry]:
-    """The entries of a tables config's text (raw, not validated) and the column signatures discovery left."""
+def _load(text: str) -> Any:
+    """The parsed config text (None when empty); a syntax error is the person's to fix, named as such."""
     import yaml
 
-    data = yaml.safe_load(text) if text.strip() else None
+    try:
+        return yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError as exc:
+        raise DiscoveryError(f"the tables config is not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+def existing_entries(text: str) -> list[ExistingEntry]:
+    """The entries of a tables config's text (raw, not validated) and the column signatures discovery left."""
+
+    data = _load(text)
     raw = data.get("tables") if isinstance(data, dict) else None
     signatures = {m.group(1).upper(): m.group(2) for m in _DISCOVERED.finditer(text)}
     out = []
@@ -604,9 +613,8 @@ def existing_entries(text: str) -> list[ExistingEntry]:
 
 def existing_defaults(text: str) -> dict[str, Any]:
     """The file's ``defaults`` mapping (raw), which the DAG files merge into every entry, new ones included."""
-    import yaml
 
-    data = yaml.safe_load(text) if text.strip() else None
+    data = _load(text)
     defaults = data.get("defaults") if isinstance(data, dict) else None
     return defaults if isinstance(defaults, dict) else {}
 

@@ -31,6 +31,7 @@ from snowberg.config.discovered import (
     INT64_MAX,
     DiscoveredColumn,
     DiscoveredTable,
+    DiscoveryError,
     ObjectKind,
     Plan,
     PrimaryKey,
@@ -220,7 +221,13 @@ def discover(
     ``defaults`` (or the model's default) already does, and the connection's pool (``pool_name``) unless
     the ``defaults`` name a pool.
     """
-    tables = read_schema(cur, database, schema)
+    from snowflake.connector.errors import Error as ConnectorError
+
+    try:
+        tables = read_schema(cur, database, schema)
+    except ConnectorError as exc:  # no such database or schema, or no grant: the person's to fix
+        msg = " ".join(str(exc).split())[:300]
+        raise DiscoveryError(f"cannot read the metadata of {database}.{schema}: {type(exc).__name__}: {msg}") from None
     database, schema = resolved(database), resolved(schema)
     existing = existing_entries(text)
     defaults = existing_defaults(text)
