@@ -510,7 +510,12 @@ def cmd_discover(args: argparse.Namespace) -> int:
     if args.dry_run:
         _emit(f"dry run: {path} not written")
     elif new != old:
-        _emit(f"wrote {len(plan.added)} new entries to {path}; review them, then: snowberg validate --connect")
+        pools = any(ln.key == "pool" for p in plan.added for ln in p.lines)
+        _emit(
+            f"wrote {len(plan.added)} new entries to {path}; review them, then: "
+            + ("snowberg pools --create; " if pools else "")
+            + "snowberg validate --connect"
+        )
     else:
         _emit(f"{path} unchanged")
     return 0
@@ -580,7 +585,7 @@ def cmd_pools(args: argparse.Namespace) -> int:
     missing = 0
     for use in uses:
         slots = pool_slots(use.name)
-        where = f"{len(use.tables)} tables on {', '.join(sorted(use.connections))}"
+        where = f"{len(use.tables)} table{'' if len(use.tables) == 1 else 's'} on {', '.join(sorted(use.connections))}"
         if slots is not None:
             _emit(f"pool {use.name}: {where}; exists, {slots} slots")
         elif args.create:
@@ -595,7 +600,7 @@ def cmd_pools(args: argparse.Namespace) -> int:
             )
     without = sum(1 for t in tables if t.pool is None)
     if without:
-        _emit(f"{without} tables set no pool: their tasks run in Airflow's default_pool")
+        _emit(f"{without} table{'' if without == 1 else 's'} set no pool: their tasks run in Airflow's default_pool")
     return 1 if missing else 0
 
 

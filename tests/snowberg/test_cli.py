@@ -556,7 +556,7 @@ def test_discover_dry_run_prints_the_diff_then_writes_entries_that_validate_conn
     assert not cfg.exists()
     code, out, err = run(capsys, "discover", f"{sfdb.name}.S", "--conn-id", "sf_disc", "--exclude", "V_*")
     assert code == 0, err
-    assert "2 new" in out and f"wrote 2 new entries to {cfg}" in out
+    assert "2 new" in out and f"wrote 2 new entries to {cfg}; review them, then: snowberg pools --create;" in out
     assert "snowflake_conn_id: sf_disc" in cfg.read_text()
     code, out, err = run(capsys, "discover", f"{sfdb.name}.S", "--conn-id", "sf_disc", "--write", str(cfg))
     assert code == 0 and "1 new, 2 already configured" in out and "new      v_orders" in out, out
@@ -589,9 +589,9 @@ def test_pools_lists_what_the_tables_name_and_creates_only_what_is_missing(
         "  - {name: c, source: {table: D.S.C}, target: s.c}\n"
     )
     code, out, _ = run(capsys, "pools", str(cfg))
-    assert code == 1 and "pool snowberg_t29_kept: 1 tables on snowflake_default; exists, 7 slots" in out
-    assert "pool snowberg_t29_new: 1 tables on sf2; MISSING" in out and "airflow pools set snowberg_t29_new 4" in out
-    assert "1 tables set no pool: their tasks run in Airflow's default_pool" in out
+    assert code == 1 and "pool snowberg_t29_kept: 1 table on snowflake_default; exists, 7 slots" in out
+    assert "pool snowberg_t29_new: 1 table on sf2; MISSING" in out and "airflow pools set snowberg_t29_new 4" in out
+    assert "1 table set no pool: their tasks run in Airflow's default_pool" in out
     code, out, _ = run(capsys, "pools", str(cfg), "--create")
     assert code == 0 and "created with 4 slots" in out
     assert Pool.get_pool("snowberg_t29_kept").slots == 7 and Pool.get_pool("snowberg_t29_new").slots == 4
