@@ -5,6 +5,8 @@ snowberg stack down    stop the emulator
 snowberg demo          quick start: stack up, two loads through Airflow, then the Asset-driven summary DAG
 snowberg docs          regenerate the generated docs (type mapping, configuration reference, JSON Schemas)
 snowberg validate      check tables.yaml / syncs.yaml: every error with file, line, entry, field (--connect: online)
+snowberg discover D.S  propose an entry per table of Snowflake schema D.S, appended to the tables config (--dry-run)
+snowberg pools         the Airflow pools the tables name, and whether each exists (--create: create the missing)
 snowberg init DIR      write the example project (two-line dags/*.py, include/*.yaml) into DIR
 snowberg inspect T W   a metadata table of lake table T: snapshots|history|files|manifests|partitions|refs|staging
 snowberg read T        rows of T, now or as of a snapshot/time, filtered, limited
@@ -37,11 +39,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from snowberg.config.validate import Issue
+    from snowberg.config.validate import Issue, Report
 
 # Commands that open Airflow connections, Variables or catalogs: they run in ``airflow_cli_context`` and, as
 # Airflow may log to stdout once imported, with stdout sent to stderr and their results written by ``_emit``.
-AIRFLOW_COMMANDS = frozenset({"inspect", "read", "rollback", "tag", "maintain", "validate"})
+AIRFLOW_COMMANDS = frozenset({"inspect", "read", "rollback", "tag", "maintain", "validate", "discover", "pools"})
 LOCAL_EXTRA_HINT = "the local stack needs the Snowflake emulator of the `local` extra: pip install 'snowberg[local]'"
 
 
@@ -74,6 +76,7 @@ def cli_errors() -> tuple[type[BaseException], ...]:
 
     Imported when a command fails, not when the CLI starts (some of these modules import pyiceberg).
     """
+    from snowberg.config.discovered import DiscoveryError
     from snowberg.config.locations import ConfigNotFoundError
     from snowberg.config.table_config import ConfigError
     from snowberg.core.identifiers import IdentifierError
@@ -93,6 +96,7 @@ def cli_errors() -> tuple[type[BaseException], ...]:
         LakeAccessError,
         IdentifierError,
         LocalExtraMissingError,
+        DiscoveryError,
     )
 
 
@@ -433,8 +437,171 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from snowberg.checks.config_online import check_online
 
         report.issues += check_online(report, write_probe=not args.read_only)
+        report.issues += pool_issues(report)
     _emit(report.to_json() if args.json else report.render(verbose=args.connect))
     return 0 if report.ok else 1
+
+
+def discover_target(explicit: str | None, dags: Path) -> Path:
+    """Where ``discover`` writes: ``--write``, else the tables config ``validate`` finds, else ./include/tables.yaml.
+
+    ``validate`` finds the tables config the project's DAG files read (``configs_the_dags_read``), else the
+    one of ``$SNOWBERG_TABLES_CONFIG`` or ``./include/tables.yaml``; an empty project gets the latter, created.
+    """
+    from snowberg.config.dag_files import dag_file_configs
+    from snowberg.config.locations import ConfigFile, ConfigNotFoundError, config_path
+
+    if explicit:
+        return Path(explicit)
+    uses = dag_file_configs(dags) if dags.is_dir() else []
+    found = next((u.path for u in uses if u.kind is ConfigFile.TABLES and u.path is not None), None)
+    if found is not None:
+        return found
+    try:
+        return config_path(ConfigFile.TABLES)
+    except ConfigNotFoundError:
+        return Path.cwd() / "include" / ConfigFile.TABLES.value
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    """Propose an entry per table of a Snowflake schema and append the new ones to the tables config."""
+    import difflib
+
+    from snowberg.checks.config_online import describe
+    from snowberg.config.discovered import DiscoveryError
+    from snowberg.core.identifiers import validate_identifier
+    from snowberg.snowflake.discovery import discover, render_plan
+    from snowberg.snowflake.hook import snowflake_hook
+
+    parts = args.schema.split(".")
+    if len(parts) != 2:
+        raise TableRefError(f"schema {args.schema[:80]!r} is not DATABASE.SCHEMA")
+    database, schema = (validate_identifier(p, what) for p, what in zip(parts, ("database", "schema"), strict=True))
+    path = discover_target(args.write, Path(args.dags) if args.dags else Path.cwd() / "dags")
+    old = path.read_text() if path.is_file() else ""
+    try:
+        conn = snowflake_hook(args.conn_id).get_conn()
+    except Exception as exc:  # any reason a connection does not open is the person's to fix: one line, exit 2
+        raise DiscoveryError(f"Snowflake connection {args.conn_id!r} does not open: {describe(exc)}") from None
+    try:
+        plan, new = discover(
+            conn.cursor(),
+            database,
+            schema,
+            text=old,
+            source=str(path),
+            include=args.include or (),
+            exclude=args.exclude or (),
+            namespace=args.namespace,
+            conn_id=args.conn_id,
+            profile=args.profile,
+        )
+    finally:
+        conn.close()
+    if args.dry_run:
+        diff = difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), fromfile=str(path), tofile=str(path)
+        )
+        _emit("".join(diff), end="")
+    elif new != old:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(new)
+    _emit(render_plan(plan, database=database, schema=schema))
+    if args.dry_run:
+        _emit(f"dry run: {path} not written")
+    elif new != old:
+        pools = any(ln.key == "pool" for p in plan.added for ln in p.lines)
+        _emit(
+            f"wrote {len(plan.added)} new entries to {path}; review them, then: "
+            + ("snowberg pools --create; " if pools else "")
+            + "snowberg validate --connect"
+        )
+    else:
+        _emit(f"{path} unchanged")
+    return 0
+
+
+def pool_issues(report: Report) -> list[Issue]:
+    """``validate --connect``: each pool the tables name must exist (no task of a missing pool is ever scheduled)."""
+    from snowberg.airflow.pools import pool_slots
+    from snowberg.config.validate import Issue, Severity
+
+    out: list[Issue] = []
+    checked: dict[str, int | None | Exception] = {}
+    for f in report.files:
+        if f.spec is None or f.spec.list_key != "tables":
+            continue
+        for _, t in f.entries:
+            if t.pool is None:
+                continue
+            if t.pool not in checked:
+                try:
+                    checked[t.pool] = pool_slots(t.pool)
+                except Exception as exc:  # no metadata database here: say so, do not fail the other checks
+                    checked[t.pool] = exc
+            found = checked[t.pool]
+            if isinstance(found, Exception):
+                sev, msg = Severity.WARNING, f"cannot look pool {t.pool!r} up in Airflow's metadata database: {found}"
+            elif found is None:
+                sev = Severity.ERROR
+                msg = (
+                    f"pool {t.pool!r} does not exist: Airflow never schedules the tasks of a missing pool; "
+                    "create it with `snowberg pools --create` (or `airflow pools set`)"
+                )
+            else:
+                sev, msg = Severity.OK, f"pool {t.pool!r} exists ({found} slots)"
+            out.append(
+                Issue(file=f.path, line=None, message=msg, entity="table", name=t.name, field="pool", severity=sev)
+            )
+    return out
+
+
+def tables_configs(files: list[str], dags: Path) -> list[Path]:
+    """The tables configs a command reads: the files given, else those ``validate`` finds (DAG files, defaults)."""
+    from snowberg.config.dag_files import dag_file_configs
+    from snowberg.config.locations import ConfigFile, ConfigNotFoundError, config_path
+
+    if files:
+        return [Path(f) for f in files]
+    uses = dag_file_configs(dags) if dags.is_dir() else []
+    paths = [u.path for u in uses if u.kind is ConfigFile.TABLES and u.path is not None]
+    try:
+        paths.append(config_path(ConfigFile.TABLES))
+    except ConfigNotFoundError:
+        if not paths:
+            raise
+    return list({p.resolve(): p for p in paths}.values())
+
+
+def cmd_pools(args: argparse.Namespace) -> int:
+    """List the pools the tables name and whether each exists; ``--create`` creates the missing ones."""
+    from snowberg.airflow.pools import create_pool, pool_slots, pool_uses
+    from snowberg.config.table_config import load_config_isolated
+
+    tables = []
+    for path in tables_configs(args.files, Path(args.dags) if args.dags else Path.cwd() / "dags"):
+        tables += load_config_isolated(path).tables
+    uses = pool_uses(tables)
+    missing = 0
+    for use in uses:
+        slots = pool_slots(use.name)
+        where = f"{len(use.tables)} table{'' if len(use.tables) == 1 else 's'} on {', '.join(sorted(use.connections))}"
+        if slots is not None:
+            _emit(f"pool {use.name}: {where}; exists, {slots} slots")
+        elif args.create:
+            create_pool(use, args.slots)
+            _emit(f"pool {use.name}: {where}; created with {args.slots} slots")
+        else:
+            missing += 1
+            _emit(
+                f"pool {use.name}: {where}; MISSING: Airflow never schedules their tasks. Create it: "
+                f"snowberg pools --create --slots {args.slots} (or: airflow pools set {use.name} {args.slots} "
+                f'"{use.description}")'
+            )
+    without = sum(1 for t in tables if t.pool is None)
+    if without:
+        _emit(f"{without} table{'' if without == 1 else 's'} set no pool: their tasks run in Airflow's default_pool")
+    return 1 if missing else 0
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -508,13 +675,13 @@ def _open_table(args: argparse.Namespace) -> tuple[object, str, object | None]:
 _OUT: list[TextIO] = []
 
 
-def _emit(*parts: object) -> None:
+def _emit(*parts: object, end: str = "\n") -> None:
     """Command output to the real stdout; while a lake command runs, stdout is stderr.
 
     Airflow (imported when a catalog is opened) logs to stdout, which would
     corrupt ``--json`` output; logs therefore go to stderr and results here.
     """
-    print(*parts, file=_OUT[-1] if _OUT else sys.stdout)
+    print(*parts, file=_OUT[-1] if _OUT else sys.stdout, end=end)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -679,6 +846,35 @@ def main(argv: list[str] | None = None) -> int:
         help="with --connect: create nothing, only look the namespaces up (writes are then not verified)",
     )
     va.set_defaults(func=cmd_validate)
+
+    dv = sub.add_parser(
+        "discover",
+        help="propose a tables.yaml entry per table of a Snowflake schema; append the new ones (existing untouched)",
+    )
+    dv.add_argument("schema", help="DATABASE.SCHEMA (plain identifiers, as in the config)")
+    dv.add_argument("--include", action="append", help="glob of table names to take (repeatable; default: all)")
+    dv.add_argument("--exclude", action="append", help="glob of table names to leave out (repeatable)")
+    dv.add_argument(
+        "--write",
+        help="the tables config to append to (default: the one `snowberg validate` finds, else ./include/tables.yaml)",
+    )
+    dv.add_argument("--dry-run", action="store_true", help="print the diff and the report; write nothing")
+    dv.add_argument(
+        "--profile",
+        action="store_true",
+        help="one aggregate query per new table: rows, the cursor's NULLs and max, wide NUMBER ranges",
+    )
+    dv.add_argument("--conn-id", default="snowflake_default", help="the Airflow Snowflake connection")
+    dv.add_argument("--namespace", help="the Iceberg namespace of the targets (default: the schema, lower-case)")
+    dv.add_argument("--dags", help="the DAG folder whose DAG files name the tables config (default: ./dags)")
+    dv.set_defaults(func=cmd_discover)
+
+    pl = sub.add_parser("pools", help="list the Airflow pools the tables name; --create creates the missing ones")
+    pl.add_argument("files", nargs="*", help="tables configs (default: the one the DAGs read)")
+    pl.add_argument("--dags", help="without files: the DAG folder whose DAG files name the configs (default: ./dags)")
+    pl.add_argument("--create", action="store_true", help="create each missing pool (an existing pool is left as is)")
+    pl.add_argument("--slots", type=int, default=4, help="the slots of a pool --create creates (default: 4)")
+    pl.set_defaults(func=cmd_pools)
 
     it = sub.add_parser("init", help="write the example project (dags/, include/) into a directory")
     it.add_argument("dir", nargs="?", default=".", help="the project directory (default: .)")

@@ -531,3 +531,84 @@ def test_validate_warns_when_a_sync_reads_a_lake_table_no_entry_writes(tmp_path:
         "the sync reads a table loaded by something else, or the name is mistyped",
         f"OK: 0 errors, 2 warnings in {tables} (1 valid table), {syncs} (3 valid syncs)",
     ]
+
+
+# ---------------------------------------------------------------- issue 29: snowberg discover
+
+
+def test_discover_dry_run_prints_the_diff_then_writes_entries_that_validate_connected(
+    sfdb: Any, catalog_env: Any, tmp_path: Path, capsys: Any, monkeypatch: Any, airflow_db: str
+) -> None:
+    """``discover --dry-run`` writes nothing; ``discover`` writes; ``pools --create`` creates the connection's pool;
+    ``validate --connect`` opens what the entries name, the pool included (docs/onboarding.md's steps)."""
+    sfdb.sql(
+        f"CREATE TABLE {sfdb.table('ORDERS')} (ID NUMBER(38,0) NOT NULL, UPDATED_AT TIMESTAMP_NTZ(9), PRIMARY KEY (ID))"
+    )
+    sfdb.sql(f"CREATE TABLE {sfdb.table('NOTES')} (BODY VARCHAR, V VARIANT)")
+    sfdb.sql(f"CREATE VIEW {sfdb.table('V_ORDERS')} AS SELECT * FROM {sfdb.table('ORDERS')}")
+    monkeypatch.setenv("AIRFLOW_CONN_SF_DISC", sfdb.airflow_connection())
+    catalog_env("lake")
+    monkeypatch.chdir(tmp_path)  # an empty project: no dags/, no include/
+    cfg = tmp_path / "include" / "tables.yaml"
+    code, out, err = run(capsys, "discover", f"{sfdb.name}.S", "--conn-id", "sf_disc", "--dry-run")
+    assert code == 0, err
+    assert f"+++ {cfg}" in out and "+  - name: orders  # discovered:" in out and "dry run:" in out
+    assert not cfg.exists()
+    code, out, err = run(capsys, "discover", f"{sfdb.name}.S", "--conn-id", "sf_disc", "--exclude", "V_*")
+    assert code == 0, err
+    assert "2 new" in out and f"wrote 2 new entries to {cfg}; review them, then: snowberg pools --create;" in out
+    assert "snowflake_conn_id: sf_disc" in cfg.read_text()
+    code, out, err = run(capsys, "discover", f"{sfdb.name}.S", "--conn-id", "sf_disc", "--write", str(cfg))
+    assert code == 0 and "1 new, 2 already configured" in out and "new      v_orders" in out, out
+    assert cfg.read_text().count("pool: snowberg_sf_disc  # caps the loads querying this connection") == 3
+    code, out, err = run(capsys, "validate", str(cfg), "--connect", "--json")
+    missing = [i for i in json.loads(out)["issues"] if i["field"] == "pool"]
+    assert code == 1 and {i["severity"] for i in missing} == {"error"} and len(missing) == 3, missing
+    assert "pool 'snowberg_sf_disc' does not exist" in missing[0]["message"]
+    code, out, _ = run(capsys, "pools", str(cfg), "--create", "--slots", "2")
+    assert code == 0 and "pool snowberg_sf_disc: 3 tables on sf_disc; created with 2 slots" in out, out
+    code, out, err = run(capsys, "validate", str(cfg), "--connect", "--json")
+    issues = json.loads(out)["issues"]
+    assert code == 0 and not [i for i in issues if i["severity"] == "error"], issues
+    columns = [i for i in issues if i["field"] == "cursor.column" and i["severity"] == "ok"]
+    assert len(columns) == 2, issues  # orders' and the view's cursor found in Snowflake
+    assert {i["message"] for i in issues if i["field"] == "pool"} == {"pool 'snowberg_sf_disc' exists (2 slots)"}
+
+
+def test_pools_lists_what_the_tables_name_and_creates_only_what_is_missing(
+    tmp_path: Path, capsys: Any, airflow_db: str
+) -> None:
+    from airflow.models.pool import Pool
+
+    Pool.create_or_update_pool("snowberg_t29_kept", 7, "set by a person", include_deferred=False)
+    cfg = tmp_path / "tables.yaml"
+    cfg.write_text(
+        "tables:\n"
+        "  - {name: a, source: {table: D.S.A}, target: s.a, pool: snowberg_t29_kept}\n"
+        "  - {name: b, source: {table: D.S.B}, target: s.b, pool: snowberg_t29_new, snowflake_conn_id: sf2}\n"
+        "  - {name: c, source: {table: D.S.C}, target: s.c}\n"
+    )
+    code, out, _ = run(capsys, "pools", str(cfg))
+    assert code == 1 and "pool snowberg_t29_kept: 1 table on snowflake_default; exists, 7 slots" in out
+    assert "pool snowberg_t29_new: 1 table on sf2; MISSING" in out and "airflow pools set snowberg_t29_new 4" in out
+    assert "1 table set no pool: their tasks run in Airflow's default_pool" in out
+    code, out, _ = run(capsys, "pools", str(cfg), "--create")
+    assert code == 0 and "created with 4 slots" in out
+    assert Pool.get_pool("snowberg_t29_kept").slots == 7 and Pool.get_pool("snowberg_t29_new").slots == 4
+
+
+def test_discover_says_in_one_line_what_the_person_must_fix(
+    sfdb: Any, tmp_path: Path, capsys: Any, monkeypatch: Any
+) -> None:
+    code, _, err = run(capsys, "discover", "JUSTONE")
+    assert code == 2 and "is not DATABASE.SCHEMA" in err
+    cfg = tmp_path / "tables.yaml"
+    code, _, err = run(capsys, "discover", "DB.S", "--conn-id", "sf_nowhere", "--write", str(cfg))
+    assert code == 2 and "Snowflake connection 'sf_nowhere' does not open:" in err, err
+    monkeypatch.setenv("AIRFLOW_CONN_SF_DISC", sfdb.airflow_connection())
+    code, _, err = run(capsys, "discover", "NO_SUCH_DB.S", "--conn-id", "sf_disc", "--write", str(cfg))
+    assert code == 2 and "cannot read the metadata of NO_SUCH_DB.S:" in err, err
+    cfg.write_text("tables: [unclosed\n")
+    code, _, err = run(capsys, "discover", f"{sfdb.name}.S", "--conn-id", "sf_disc", "--write", str(cfg))
+    assert code == 2 and "the tables config is not valid YAML" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "include").exists()

@@ -189,9 +189,15 @@ def check_schedule(schedule: Any) -> None:
         timetable.validate()
 
 
-def _default_args(cfg: TableConfig, dag_id: str | None = None) -> dict[str, Any]:
-    """``dag_id``: the DAG the tasks are in (the checks and unload DAGs have their own), so alert links open it."""
+def _default_args(cfg: TableConfig, dag_id: str | None = None, *, pooled: bool = False) -> dict[str, Any]:
+    """``dag_id``: the DAG the tasks are in (the checks and unload DAGs have their own), so alert links open it.
+
+    ``pooled``: the DAG's tasks run in the table's ``pool`` (its load and unload DAGs: they query Snowflake;
+    mapped slices too, each taking a slot, so the pool also caps a scaled-out load's queries).
+    """
     args: dict[str, Any] = {"owner": cfg.owner, "retries": cfg.retries, "retry_delay": cfg.retry_delay}
+    if pooled and cfg.pool is not None:
+        args["pool"] = cfg.pool
     notifiers = build_notifiers(cfg.alerts, table=cfg.name, dag_id=dag_id or cfg.dag_id)
     if notifiers:
         # Task-level callbacks: they receive the exception, so the alert can
@@ -290,7 +296,7 @@ def build_stream_dag(cfg: TableConfig) -> DAG:
         max_active_runs=1,
         tags=["snowberg", "snowflake-stream-to-iceberg", *cfg.tags],
         doc_md=_doc(cfg),
-        default_args=_default_args(cfg),
+        default_args=_default_args(cfg, pooled=True),
     ) as dag:
         tasks = build_stream_tasks(cfg, outlets=[table_asset(cfg)])
         tasks["cleanup"] >> _checks(cfg, freshness=False)
@@ -309,7 +315,7 @@ def build_dag(cfg: TableConfig) -> DAG:
         max_active_runs=1,
         tags=["snowberg", "snowflake-to-iceberg", *cfg.tags],
         doc_md=_doc(cfg),
-        default_args=_default_args(cfg),
+        default_args=_default_args(cfg, pooled=True),
     ) as dag:
         plan = SnowbergPlanOperator(task_id="plan", **operator_arguments(SnowbergPlanOperator, cfg))
         if cfg.scale_out:
@@ -350,7 +356,7 @@ def build_unload_dag(cfg: TableConfig) -> DAG:
         f"stage `{cfg.unload.stage}`; the files are checked against the mapped types and registered in "
         f"`{cfg.target}` with `add_files` in one commit. "
         "For big initial loads and full refreshes; see docs/performance.md.",
-        default_args=_default_args(cfg, f"{cfg.dag_id}__unload"),
+        default_args=_default_args(cfg, f"{cfg.dag_id}__unload", pooled=True),
     ) as dag:
         plan = SnowbergPlanOperator(task_id="plan", **operator_arguments(SnowbergPlanOperator, cfg))
         unload = SnowbergUnloadOperator(

@@ -70,6 +70,9 @@ ConnectionRef = Annotated[str, reference("connection id or catalog name")]
 ConnectionId = Annotated[str, reference("connection id")]
 """An Airflow connection id (the alert channels' connections)."""
 
+PoolName = Annotated[str, reference("pool name")]
+"""An Airflow pool (letters, digits, ``_``, ``.``, ``-``)."""
+
 ColumnNames = Annotated[list[str], identifiers("column")]
 """Source column names such as ``primary_key``."""
 

@@ -39,6 +39,7 @@ from snowberg.config.fields import (
     ConnectionRef,
     ExternalVolumeName,
     IcebergTableRef,
+    PoolName,
     SnowflakeTableRef,
 )
 from snowberg.config.validate import FileSpec
@@ -56,6 +57,7 @@ ALIASES: dict[int, str] = {
         (IcebergTableRef, "`namespace.table`"),
         (ConnectionRef, "connection id or catalog name"),
         (ConnectionId, "connection id"),
+        (PoolName, "pool name"),
         (ColumnNames, "list of column names"),
         (ExternalVolumeName, "identifier"),
     )

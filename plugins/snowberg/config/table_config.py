@@ -25,6 +25,7 @@ from snowberg.config.fields import (
     ConnectionRef,
     ExternalVolumeName,
     IcebergTableRef,
+    PoolName,
     SnowflakeTableRef,
     identifier,
 )
@@ -315,6 +316,12 @@ class TableConfig(StrictModel):
     """Run the slices as mapped tasks (spread over workers), with one commit at the end."""
     max_parallel_slices: int | None = Field(default=None, ge=1)
     """The most mapped slices running at once (unset: Airflow's limits)."""
+    pool: PoolName | None = None
+    """The Airflow pool the tasks of the table's load DAG (and unload DAG) run in: one pool per Snowflake
+    connection (``snowberg_<snowflake_conn_id>``, as ``snowberg discover`` proposes) caps how many loads query
+    it at once, so a hundred first loads do not stampede the warehouse. The pool must exist (``snowberg pools
+    --create``, or ``airflow pools set``): Airflow never schedules a task whose pool is missing, and
+    ``snowberg validate --connect`` reports one. Unset: Airflow's ``default_pool``."""
     unload: UnloadSettings | None = None
     """Adds a manual ``snowberg_<name>__unload`` DAG: ``COPY INTO @stage`` as Parquet, then ``add_files``, for big
     initial loads (docs/performance.md). Pause the load DAG while it runs: the one-commit-at-a-time guard is per

@@ -144,3 +144,28 @@ def test_stream_maintenance_and_volume_tasks_get_the_tables_settings() -> None:
     volume = build_checks_dag(watermark).get_task("check_volume")
     assert volume.volume["deletes"] == "propagate" and volume.cursor["column"] == "updated_at"
     assert volume.snowflake_conn_id == "sf_shop"
+
+
+def test_a_pool_holds_every_task_of_the_load_stream_and_unload_dags_and_no_check_or_maintenance_task() -> None:
+    """Issue 29 item 6: one pool per Snowflake connection caps the loads that query it at once."""
+    from snowberg.airflow.dag_factory import build_maintenance_dag
+
+    cfg = _table(
+        cursor={"column": "updated_at"},
+        primary_key=["id"],
+        scale_out=True,
+        pool="snowberg_sf_shop",
+        unload={"stage": "DB.S.LAKE_STAGE", "stage_url": "s3://lake/unload"},
+    )
+    load = build_dag(cfg)
+    assert {t.task_id: t.pool for t in load.tasks} == dict.fromkeys(
+        ("plan", "plan_slices", "load_slice", "commit", "publish", "table_health"), "snowberg_sf_shop"
+    )
+    assert {t.pool for t in build_unload_dag(cfg).tasks} == {"snowberg_sf_shop"}
+    stream = build_dag(
+        _table(primary_key=["id"], pool="snowberg_sf_shop", stream={"name": "DB.S.ORDERS_STREAM", "create": True})
+    )
+    assert {t.pool for t in stream.tasks} == {"snowberg_sf_shop"}
+    for other in (build_checks_dag(cfg), build_maintenance_dag(cfg)):
+        assert {t.pool for t in other.tasks} == {"default_pool"}, other.dag_id
+    assert {t.pool for t in build_dag(_table(cursor={"column": "updated_at"})).tasks} == {"default_pool"}
