@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.check_settings import AlertEvent
-from snowberg.config.table_config import ColumnDropPolicy, PartitionField, TableConfig
+from snowberg.config.table_config import ColumnAddPolicy, ColumnDropPolicy, PartitionField, TableConfig
 from snowberg.core import events
 from snowberg.core.identifiers import IcebergName, clip
 from snowberg.iceberg.identity import identity_properties
@@ -264,8 +264,34 @@ def report_schema_changes(
         "dropped": [f"{name} ({cfg.on_column_dropped.value})" for name in dropped],
     }
     changes = {k: v for k, v in changes.items() if v}
-    log.info("table %s: source schema changed: %s", cfg.name, changes)
-    events.emit(AlertEvent.SCHEMA_CHANGE, table=cfg.name, lake_table=cfg.target, details=changes)
+    details: dict[str, Any] = dict(changes)
+    if add:
+        details["existing_rows"] = added_column_consequence(cfg, [c.name for c in add])
+    log.info("table %s: source schema changed: %s", cfg.name, details)
+    events.emit(AlertEvent.SCHEMA_CHANGE, table=cfg.name, lake_table=cfg.target, details=details)
+
+
+def added_column_consequence(cfg: TableConfig, names: Sequence[str]) -> str:
+    """What an added column means for the rows already in the lake, as the ``schema_change`` event says it.
+
+    Snowflake may hold values for those rows (``ADD COLUMN … DEFAULT x``, an UPDATE that does not move the
+    cursor) that no incremental run re-reads: a quiet difference no check finds, unless it is announced.
+    """
+    cols = ", ".join(repr(n) for n in names)
+    if cfg.cursor is None and cfg.stream is None:
+        return f"every run reloads the whole table: the rows already in the lake get {cols} from this run's reload"
+    if cfg.on_column_added is ColumnAddPolicy.BACKFILL:
+        return (
+            f"on_column_added: backfill: after this run's commit, {cols} is re-read from Snowflake by primary key "
+            "for the rows already in the lake and written in one more commit; a one-time cost ∝ the table (every "
+            "lake file holding such rows is read and rewritten, one Snowflake query per batch of keys)"
+        )
+    return (
+        f"on_column_added: null: the rows already in the lake hold NULL in {cols}, while Snowflake may hold values "
+        "for them (ADD COLUMN … DEFAULT, or an update that does not move the cursor), and no later run re-reads "
+        "them. With on_column_added: backfill they are re-read by primary key (a one-time cost ∝ the table); "
+        "or reload the table"
+    )
 
 
 def check_key_columns(cfg: TableConfig, columns: Sequence[MappedColumn]) -> None:

@@ -178,7 +178,11 @@ def test_on_column_added_defaults_to_null_and_takes_yaml_null_or_backfill() -> N
     from snowberg.config.table_config import ColumnAddPolicy
 
     assert parse_config(GOOD).tables[0].on_column_added is ColumnAddPolicy.NULL
-    for given, want in ((None, ColumnAddPolicy.NULL), ("null", ColumnAddPolicy.NULL), ("backfill", ColumnAddPolicy.BACKFILL)):
+    for given, want in (
+        (None, ColumnAddPolicy.NULL),
+        ("null", ColumnAddPolicy.NULL),
+        ("backfill", ColumnAddPolicy.BACKFILL),
+    ):
         cfg = copy.deepcopy(GOOD)
         cfg["tables"][0]["on_column_added"] = given  # YAML's `null` arrives as None
         assert parse_config(cfg).tables[0].on_column_added is want
