@@ -186,6 +186,28 @@ def create_table(
 
 
 KEPT_NULL = "snowberg.columns-kept-null"  # table property: dropped columns already reported (keep_null)
+# Table property: columns added while on_column_added is backfill whose values the rows loaded before still lack.
+# Set in the commit that adds them, removed by the backfill's commit (load.column_backfill): a crash between the two
+# leaves it set, so a retry or the next run backfills once.
+BACKFILL_PENDING = "snowberg.columns-to-backfill"
+
+
+def pending_backfill(properties: dict[str, str]) -> list[str]:
+    """The columns ``BACKFILL_PENDING`` names (table properties of the table or of a transaction)."""
+    return [c for c in properties.get(BACKFILL_PENDING, "").split(",") if c]
+
+
+def mark_backfill(tx: Transaction, cfg: TableConfig, add: Sequence[MappedColumn]) -> None:
+    """Record the added columns the rows already in the lake must get (``on_column_added: backfill``), in ``tx``.
+
+    Only when there are such rows (a snapshot) and a run would not reload them anyway (a table with a cursor).
+    """
+    if not add or cfg.on_column_added is not ColumnAddPolicy.BACKFILL or cfg.cursor is None:
+        return
+    if tx.table_metadata.current_snapshot() is None:
+        return
+    had = pending_backfill(tx.table_metadata.properties)
+    tx.set_properties({BACKFILL_PENDING: ",".join(had + [c.name for c in add if c.name not in had])})
 
 
 def dropped_columns(table_schema: Schema, columns: Sequence[MappedColumn]) -> list[str]:
@@ -419,6 +441,7 @@ def begin_write(
     if now_kept != sorted(kept):
         tx.set_properties({KEPT_NULL: ",".join(now_kept)})
     apply_schema_changes(tx, add, widen, identifier=ident)
+    mark_backfill(tx, cfg, add)
     return table, tx, arrow_schema(tx.table_metadata.schema()), bool(add or widen or ident)
 
 
@@ -447,6 +470,7 @@ def ensure_table(
     if add or widen or ident or relax:
         tx = table.transaction()
         apply_schema_changes(tx, add, widen, identifier=ident, optional=relax)
+        mark_backfill(tx, cfg, add)
         table = tx.commit_transaction()
     return table
 
