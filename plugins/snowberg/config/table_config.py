@@ -392,10 +392,6 @@ class TableConfig(StrictModel):
             )
             if problems:
                 raise ValueError("; ".join(problems))
-        if self.on_column_added is ColumnAddPolicy.BACKFILL:
-            refused = column_backfill_refusal(self)
-            if refused:
-                raise ValueError(f"on_column_added 'backfill' {refused}; or set on_column_added: null")
         if self.write_mode is WriteMode.MERGE and not self.primary_key:
             raise ValueError("write_mode 'merge' needs primary_key")
         # Re-read rows are harmless only when they merge: what matters is the
@@ -415,6 +411,10 @@ class TableConfig(StrictModel):
                 f"{' and '.join(rereads)} needs a merge table (primary_key, write_mode merge): {why}; "
                 "set cursor.lookback: 0 / null_policy raise|exclude, or merge on the key"
             )
+        if self.on_column_added is ColumnAddPolicy.BACKFILL:
+            refused = column_backfill_refusal(self)
+            if refused:
+                raise ValueError(f"on_column_added 'backfill' {refused}; or set on_column_added: null")
         return self
 
     @property
