@@ -212,8 +212,10 @@ def backfill_added_columns(
     None when there is nothing pending (or the table's policy is not ``backfill``).
     """
     started = time.monotonic()
-    table = load_table_or_none(catalog, cfg)
-    if table is None or cfg.on_column_added is not ColumnAddPolicy.BACKFILL:
+    if cfg.on_column_added is not ColumnAddPolicy.BACKFILL:
+        return None  # before any catalog call: a run of such a table pays nothing here
+    table = load_table_or_none(catalog, cfg)  # one metadata read per run; the table records what is pending
+    if table is None:
         return None
     pending = pending_backfill(table.properties)
     if not pending:

@@ -60,6 +60,13 @@ def src(sfdb: Any, catalog: Any, variables: Any) -> Any:
     return sfdb
 
 
+class NoConnection:
+    """A Snowflake connection that must not be used."""
+
+    def cursor(self) -> Any:
+        raise AssertionError("no Snowflake query expected")
+
+
 def add_column_with_default(sfdb: Any) -> None:
     t = sfdb.table("SRC")
     sfdb.sql(f"ALTER TABLE {t} ADD COLUMN C VARCHAR(10) DEFAULT 'x'")
@@ -90,8 +97,8 @@ def test_backfill_fills_the_added_column_of_the_rows_loaded_before_in_one_commit
     assert state.read_state(table).watermark == state.snowberg_props(commits[1])[state.WATERMARK]
     assert BACKFILL_PENDING not in table.properties
     assert int(props.get("total-position-deletes", "0")) == 0  # id 2's old version went with its file
-    # Nothing left: the next call does nothing, and the next run is an ordinary one.
-    assert backfill_added_columns(cfg_for(src), src.conn, catalog, run_id="r3", dag_id="snowberg_t") is None
+    # Nothing left: the next run's call reads the table's properties and nothing else (no Snowflake query).
+    assert backfill_added_columns(cfg_for(src), NoConnection(), catalog, run_id="r4", dag_id="snowberg_t") is None
     assert catalog.load_table("ns.t").current_snapshot().snapshot_id == head.snapshot_id
 
 
@@ -127,3 +134,26 @@ def test_with_on_column_added_null_nothing_is_backfilled(src: Any, catalog: Any,
     assert r.status == "committed" and b is None
     assert lake(catalog) == [(i, "b" if i == 2 else "a", None) for i in range(1, 8)] + [(8, "a", "y")]
     assert BACKFILL_PENDING not in catalog.load_table("ns.t").properties
+
+
+def test_a_composite_key_a_partitioned_copy_on_write_table_and_two_added_columns(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
+    """Keys of two columns (``(a, b) IN ((…), …)``), files rewritten by the load's merge (NULLs, not a missing column)."""
+    t = sfdb.table("SRC")
+    sfdb.sql(f"CREATE TABLE {t} (ID NUMBER(38,0), REGION VARCHAR(5), NOTE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ(9))")
+    values = ", ".join(f"({i}, '{r}', 'a', '2026-01-01'::TIMESTAMP_NTZ)" for i in range(1, 4) for r in ("eu", "us"))
+    sfdb.sql(f"INSERT INTO {t} VALUES {values}")
+    cfg = cfg_for(sfdb, primary_key=["id", "region"], merge_strategy="copy_on_write", partition_by=["identity(region)"])
+    run(cfg, sfdb, catalog, variables, "r1")
+    sfdb.sql(f"ALTER TABLE {t} ADD COLUMN C VARCHAR(10) DEFAULT 'x'")
+    sfdb.sql(f"ALTER TABLE {t} ADD COLUMN N NUMBER(10,0) DEFAULT 7")
+    sfdb.sql(f"UPDATE {t} SET NOTE = 'b', UPDATED_AT = {NOW} WHERE ID = 1 AND REGION = 'eu'")
+    _, b = run(cfg, sfdb, catalog, variables, "r2", batch_keys=4)
+    # The merge rewrote eu's file without (1, eu), its other rows NULL in the new columns; us's file predates
+    # them: both are read back (5 rows). The new version of (1, eu) came with its values and is not.
+    assert (b.status, b.columns, b.rows, b.rows_found) == ("committed", ["c", "n"], 5, 5)
+    assert b.batch_rows == [4, 1]
+    rows = catalog.load_table("ns.t").scan().to_arrow().to_pylist()
+    got = sorted((r["id"], r["region"], r["note"], r["c"], r["n"]) for r in rows)
+    assert got == sorted((i, r, "b" if (i, r) == (1, "eu") else "a", "x", 7) for i in range(1, 4) for r in ("eu", "us"))
