@@ -139,7 +139,7 @@ def test_with_on_column_added_null_nothing_is_backfilled(src: Any, catalog: Any,
 def test_a_composite_key_a_partitioned_copy_on_write_table_and_two_added_columns(
     sfdb: Any, catalog: Any, variables: Any
 ) -> None:
-    """Keys of two columns (``(a, b) IN ((…), …)``), files rewritten by the load's merge (NULLs, not a missing column)."""
+    """Keys of two columns (``(a, b) IN ((…), …)``); files the load's merge rewrote (NULLs, not a missing column)."""
     t = sfdb.table("SRC")
     sfdb.sql(f"CREATE TABLE {t} (ID NUMBER(38,0), REGION VARCHAR(5), NOTE VARCHAR(20), UPDATED_AT TIMESTAMP_NTZ(9))")
     values = ", ".join(f"({i}, '{r}', 'a', '2026-01-01'::TIMESTAMP_NTZ)" for i in range(1, 4) for r in ("eu", "us"))
