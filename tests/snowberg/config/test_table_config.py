@@ -203,6 +203,20 @@ def test_backfill_of_added_columns_is_refused_where_it_cannot_run(change: dict[s
     assert "table 'orders'" in msg and "on_column_added" in msg and words in msg
 
 
+def test_backfill_of_added_columns_is_refused_for_a_stream_table() -> None:
+    entry = {
+        "name": "orders_cdc",
+        "source": {"table": "SHOP.PUBLIC.ORDERS"},
+        "target": "shop.orders_cdc",
+        "primary_key": ["id"],
+        "stream": {"name": "SHOP.PUBLIC.ORDERS_STREAM"},
+    }
+    assert parse_config({"tables": [entry]}).tables[0].stream is not None
+    with pytest.raises(ConfigError) as exc:
+        parse_config({"tables": [{**entry, "on_column_added": "backfill"}]})
+    assert "on_column_added 'backfill' is not available with stream" in str(exc.value)
+
+
 def test_backfill_of_added_columns_is_refused_for_a_bad_value() -> None:
     msg = _bad(lambda t: t.update(on_column_added="fill"))
     assert "on_column_added" in msg and "backfill" in msg

@@ -8,6 +8,7 @@ import pytest
 
 from snowberg.config.table_config import TableConfig, parse_config
 from snowberg.iceberg import state
+from snowberg.iceberg.rollback import resolve_target
 from snowberg.iceberg.tables import BACKFILL_PENDING
 from snowberg.load.column_backfill import COLUMNS, MODE, ROWS_BACKFILLED, backfill_added_columns
 from snowberg.load.extract import load_window
@@ -33,9 +34,9 @@ def cfg_for(sfdb: Any, **over: Any) -> TableConfig:
 def run(cfg: TableConfig, sfdb: Any, catalog: Any, variables: Any, run_id: str, **kw: Any) -> Any:
     """What the load task does: the window's load, then the backfill of columns it added (then publish)."""
     table, _ = reconcile_before_plan(cfg, catalog, variables)
-    w = plan_run(cfg, sfdb.conn, table, run_id=run_id)
+    w = plan_run(cfg, sfdb.conn, table, run_id=run_id, dag_id="snowberg_t")
     r = load_window(cfg, sfdb.conn, catalog, w)
-    b = backfill_added_columns(cfg, sfdb.conn, catalog, run_id=w.run_id, dag_id="snowberg_t", **kw)
+    b = backfill_added_columns(cfg, sfdb.conn, catalog, run_id=w.run_id, dag_id=w.dag_id, **kw)
     publish(cfg, catalog, w, variables)
     return r, b
 
@@ -97,6 +98,8 @@ def test_backfill_fills_the_added_column_of_the_rows_loaded_before_in_one_commit
     assert state.read_state(table).watermark == state.snowberg_props(commits[1])[state.WATERMARK]
     assert BACKFILL_PENDING not in table.properties
     assert int(props.get("total-position-deletes", "0")) == 0  # id 2's old version went with its file
+    # Part of the run: a rollback before it undoes the load and the backfill together.
+    assert resolve_target(table, before_run="r3")[0] == commits[2].snapshot_id
     # Nothing left: the next run's call reads the table's properties and nothing else (no Snowflake query).
     assert backfill_added_columns(cfg_for(src), NoConnection(), catalog, run_id="r4", dag_id="snowberg_t") is None
     assert catalog.load_table("ns.t").current_snapshot().snapshot_id == head.snapshot_id
