@@ -11,8 +11,8 @@ in the same commit). After that commit, ``backfill_added_columns``:
    column existed (no value count for it) or holding NULLs in it (metadata
    only: the manifests' per-column counts);
 2. reads their live rows (position deletes applied) batch by batch, and for
-   each batch of ``batch_keys`` rows asks Snowflake for the new columns of
-   those keys (one query, keys as bind parameters);
+   each batch of rows (``batch_keys`` key values) asks Snowflake for the new
+   columns of those keys (one query, keys as bind parameters);
 3. writes the rows with the values filled in as new data files, and commits
    them through the commit gate in ONE commit that removes the old files (and
    their position delete files), clears the property and records the work in
@@ -20,7 +20,7 @@ in the same commit). After that commit, ``backfill_added_columns``:
 
 Memory is one batch of rows (plus the writer's buffer), never the table. The
 cost is one-time and ∝ the table: every lake file holding such rows is read
-and rewritten, and Snowflake answers one query per ``batch_keys`` rows.
+and rewritten, and Snowflake answers one query per ``batch_keys`` key values.
 
 Exactly once: the property is removed by the backfill's own commit, so a
 crash before it leaves the property (a retry backfills, once), and a crash
@@ -60,8 +60,9 @@ log = logging.getLogger(__name__)
 MODE = "column-backfill"  # snowberg.mode of the backfill's commit
 COLUMNS = state.PREFIX + "columns-backfilled"  # summary: the columns filled in
 ROWS_BACKFILLED = state.PREFIX + "rows-backfilled"  # summary: the lake rows rewritten with them
-# Keys per Snowflake query: one bind parameter per key column and row. Snowflake allows at most 16,384
-# expressions in an IN list.
+# Key values per Snowflake query: one bind parameter per key column and row, so a two-column key reads half as
+# many rows per query. Snowflake allows at most 16,384 expressions in an IN list, and the connector binds
+# client-side (pyformat): the statement's text grows with the keys, and Snowflake's limit on it is 1 MB.
 BATCH_KEYS = 10_000
 
 
@@ -209,7 +210,8 @@ def backfill_added_columns(
 ) -> ColumnBackfill | None:
     """Fill the columns ``snowberg.columns-to-backfill`` names for the rows already in the lake (module doc).
 
-    None when there is nothing pending (or the table's policy is not ``backfill``).
+    ``batch_keys``: key values per Snowflake query (rows per query × key columns). None when there is nothing
+    pending (or the table's policy is not ``backfill``).
     """
     started = time.monotonic()
     if cfg.on_column_added is not ColumnAddPolicy.BACKFILL:
@@ -242,12 +244,13 @@ def backfill_added_columns(
         tx.commit_transaction()
         return ColumnBackfill(status="nothing_to_rewrite", columns=columns, seconds=time.monotonic() - started)
     result = ColumnBackfill(status="committed", columns=columns, files_rewritten=len(tasks))
+    per_query = max(1, batch_keys // len(keys))
     log.info(
-        "%s: backfilling %s for the rows of %d lake file(s), %s keys per Snowflake query (a one-time cost ∝ the table)",
+        "%s: backfilling %s for the rows of %d lake file(s), %s rows per Snowflake query (a one-time cost ∝ the table)",
         cfg.name,
         columns,
         len(tasks),
-        f"{batch_keys:,}",
+        f"{per_query:,}",
     )
 
     def live_rows() -> Iterator[pa.RecordBatch]:
@@ -255,7 +258,7 @@ def backfill_added_columns(
             yield from read_live_rows(table.metadata, table.io, t)
 
     def filled() -> Iterator[pa.RecordBatch]:
-        for part in _rechunk(live_rows(), batch_keys):
+        for part in _rechunk(live_rows(), per_query):
             lake = part.cast(target)
             lake, hits = fill(lake, lookup.fetch(_key_tuples(lake, keys)), keys, columns)
             result.rows_found += hits
