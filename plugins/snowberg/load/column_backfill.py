@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MODE = "column-backfill"  # snowberg.mode of the backfill's commit
+MODE = state.COLUMN_BACKFILL_MODE  # snowberg.mode of the backfill's commit
 COLUMNS = state.PREFIX + "columns-backfilled"  # summary: the columns filled in
 ROWS_BACKFILLED = state.PREFIX + "rows-backfilled"  # summary: the lake rows rewritten with them
 # Key values per Snowflake query: one bind parameter per key column and row, so a two-column key reads half as

@@ -98,6 +98,9 @@ def test_backfill_fills_the_added_column_of_the_rows_loaded_before_in_one_commit
     assert state.read_state(table).watermark == state.snowberg_props(commits[1])[state.WATERMARK]
     assert BACKFILL_PENDING not in table.properties
     assert int(props.get("total-position-deletes", "0")) == 0  # id 2's old version went with its file
+    # Not a run of its own: the run's history (UI, volume anomalies) keeps the load's commit and its rows.
+    assert [state.snowberg_props(s)[state.RUN_ID] for s in state.run_commits(table)] == ["r3", "r2", "r1"]
+    assert next(state.run_commits(table)).snapshot_id == commits[1].snapshot_id
     # Part of the run: a rollback before it undoes the load and the backfill together.
     assert resolve_target(table, before_run="r3")[0] == commits[2].snapshot_id
     # Nothing left: the next run's call reads the table's properties and nothing else (no Snowflake query).
