@@ -75,13 +75,21 @@ def add_column_with_default(sfdb: Any) -> None:
 
 
 def test_backfill_fills_the_added_column_of_the_rows_loaded_before_in_one_commit(
-    src: Any, catalog: Any, variables: Any
+    src: Any, catalog: Any, variables: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import snowberg.airflow.alerts
+
+    events: list[dict[str, Any]] = []
+    monkeypatch.setattr(snowberg.airflow.alerts, "send_event", lambda event, **kw: events.append(kw["details"]))
     add_column_with_default(src)
     before = catalog.load_table("ns.t")
     wm = state.read_state(before).watermark
     r, b = run(cfg_for(src), src, catalog, variables, "r3", batch_keys=2)
     assert r.status == "committed" and r.rows == 1  # the window held row 8 only
+    ((details,),) = [events]  # the schema_change event says what follows, and what it costs
+    assert details["added"] == ["c string"]
+    assert "on_column_added: backfill" in details["existing_rows"]
+    assert "one-time cost ∝ the table" in details["existing_rows"]
     # Seven rows loaded before, read back in batches of two keys: four Snowflake queries, one commit.
     assert (b.status, b.rows, b.rows_found, b.queries, b.batch_rows) == ("committed", 7, 7, 4, [2, 2, 2, 1])
     assert b.files_rewritten == 2
