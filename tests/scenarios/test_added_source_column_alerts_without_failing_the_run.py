@@ -71,4 +71,5 @@ def test_an_added_source_column_alerts_without_failing_the_run(
         srv.shutdown()
     (body,) = _Receiver.bodies
     assert body["event"] == "schema_change" and body["table"] == name and body["task_id"] == "load"
-    assert body["details"] == {"added": ["extra string"]}
+    assert body["details"]["added"] == ["extra string"]
+    assert "on_column_added: null" in body["details"]["existing_rows"]  # rows loaded before hold NULL in it

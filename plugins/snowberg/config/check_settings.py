@@ -60,7 +60,8 @@ class AlertEvent(StrEnum):
 
     load_failure:        a plan/load/publish task failed
     check_failure:       a snowberg check failed (freshness, health, external volume, lake probe)
-    schema_change:       the source's columns changed (added, widened, dropped); sent without failing
+    schema_change:       the source's columns changed (added, widened, dropped; for added columns, what
+                         ``on_column_added`` means for the rows already in the lake); sent without failing
                          the run unless the change itself fails it (``on_column_dropped: fail``)
     volume_mismatch:     the lake and Snowflake disagree on a table's rows
     volume_anomaly:      a run's volume breaks the table's own history

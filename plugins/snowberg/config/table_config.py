@@ -104,6 +104,25 @@ class ColumnDropPolicy(StrEnum):
     KEEP_NULL = "keep_null"
 
 
+class ColumnAddPolicy(StrEnum):
+    """What happens to the rows already in the lake when the source gains a column.
+
+    null:     they hold NULL in the new column (the default). Snowflake may hold values for
+              them (``ADD COLUMN … DEFAULT x``, or an UPDATE that does not move the cursor):
+              the ``schema_change`` event says so
+    backfill: after the run's commit, the new column is re-read from Snowflake for them by
+              primary key and written in one more commit: a one-time cost ∝ the table
+    """
+
+    NULL = "null"
+    BACKFILL = "backfill"
+
+
+def _column_add_policy(value: object) -> object:
+    """YAML's ``null`` arrives as None: it means the policy named ``null``."""
+    return ColumnAddPolicy.NULL if value is None else value
+
+
 class MergeStrategy(StrEnum):
     """How a merge run hides the earlier versions of the keys it loads (docs/performance.md).
 
@@ -310,6 +329,14 @@ class TableConfig(StrictModel):
     """A column of the Iceberg table the source no longer sends: fail before writing, or keep it and write NULL.
     Either way a ``schema_change`` alert is sent (for a kept column once: the table property
     ``snowberg.columns-kept-null`` records it)."""
+    on_column_added: Annotated[
+        ColumnAddPolicy,
+        BeforeValidator(_column_add_policy, json_schema_input_type=ColumnAddPolicy | None),
+    ] = ColumnAddPolicy.NULL
+    """A column the source gained: ``null`` leaves it NULL for the rows already in the lake (Snowflake may hold
+    values for them: ``ADD COLUMN … DEFAULT``, an UPDATE that does not move the cursor; the ``schema_change`` event
+    says so); ``backfill`` re-reads it for them by ``primary_key`` after the run's commit and writes it in one more
+    commit, a one-time cost ∝ the table (needs ``primary_key``; not with ``scale_out`` or ``stream``)."""
     max_rows_per_slice: int = Field(default=250_000, ge=1_000)
     """A window with more rows is read in slices by cursor value, in bounded memory (docs/performance.md)."""
     scale_out: bool = False
@@ -391,6 +418,10 @@ class TableConfig(StrictModel):
                 f"{' and '.join(rereads)} needs a merge table (primary_key, write_mode merge): {why}; "
                 "set cursor.lookback: 0 / null_policy raise|exclude, or merge on the key"
             )
+        if self.on_column_added is ColumnAddPolicy.BACKFILL:
+            refused = column_backfill_refusal(self)
+            if refused:
+                raise ValueError(f"on_column_added 'backfill' {refused}; or set on_column_added: null")
         return self
 
     @property
@@ -422,6 +453,17 @@ class TableConfig(StrictModel):
     def variable_key(self) -> str:
         """The Airflow Variable that mirrors this table's watermark."""
         return self.iceberg_name.variable_key("watermark")
+
+
+def column_backfill_refusal(cfg: TableConfig) -> str | None:
+    """Why ``on_column_added: backfill`` cannot work for ``cfg`` (None: it can)."""
+    if not cfg.primary_key:
+        return "needs primary_key: the rows already in the lake are re-read from Snowflake by their key"
+    if cfg.scale_out:
+        return "is not available with scale_out (the mapped slices' commit task does not run it)"
+    if cfg.stream is not None:
+        return "is not available with stream (the stream's apply does not run it)"
+    return None
 
 
 def watch_refusal(entry: dict[str, Any]) -> str | None:

@@ -29,6 +29,8 @@ POINTS += ("sync_after_read", "sync_after_deletes", "sync_after_write", "sync_be
 POINTS += ("sync_before_copy", "sync_after_copy")
 # Table maintenance (snowberg.iceberg.maintenance): compaction files written, before its commit, after it.
 POINTS += ("compact_after_write", "compact_before_commit", "compact_after_commit")
+# The column backfill (snowberg.load.column_backfill): new files written, before its commit, after it.
+POINTS += ("column_backfill_before_commit", "column_backfill_after_commit")
 # `snowberg validate --connect`: its write probe table created, not yet removed (checks.config_online).
 POINTS += ("validate_probe_created",)
 

@@ -292,11 +292,15 @@ class Replacement:
     ``on_key_rows``: called with the number of live rows ``keys`` matched,
     before the commit; it may raise to refuse the commit (a keyed sync checks
     that they are the rows its change removed, ``sync.keys.check_removed``).
+    ``files``: data files removed whole, because the commit adds their live
+    rows again in new files (the column backfill rewrites them with a value
+    filled in, ``load.column_backfill``); their position delete files go too.
     """
 
     rows: Any = None
     keys: pa.Table | None = None
     on_key_rows: Callable[[int], None] | None = None
+    files: Sequence[Any] = ()
 
 
 def replaced_by_window(cfg: TableConfig, w: Window, keys: KeyCollector | None, has_rows: bool) -> Replacement | None:
@@ -350,6 +354,13 @@ def remove_replaced(tx: Any, replaced: Replacement, props: Mapping[str, str], *,
         from snowberg.iceberg.deletes import drop_dangling_deletes
 
         tx.delete(delete_filter=replaced.rows, snapshot_properties=dict(props))
+        drop_dangling_deletes(tx, props, io=io)
+    if replaced.files:
+        from snowberg.iceberg.deletes import drop_dangling_deletes
+
+        with tx.update_snapshot(snapshot_properties=dict(props)).overwrite() as ow:
+            for f in replaced.files:
+                ow.delete_data_file(f)
         drop_dangling_deletes(tx, props, io=io)
     if replaced.keys is not None and replaced.keys.num_rows:
         from snowberg.iceberg.merge import write_position_deletes

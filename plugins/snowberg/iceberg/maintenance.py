@@ -352,7 +352,7 @@ def plan_groups(
     return groups
 
 
-def _read_file(md: Any, io: Any, task: Any) -> Iterator[pa.RecordBatch]:
+def read_live_rows(md: Any, io: Any, task: Any) -> Iterator[pa.RecordBatch]:
     """One data file's rows, its deletes applied, batch by batch in the table's current schema.
 
     pyiceberg's public ``ArrowScan.to_record_batches`` materialises each file
@@ -504,7 +504,7 @@ def _rewrite_group(
 
         def rows_in() -> Iterator[pa.RecordBatch]:
             for t in group.tasks:
-                for b in _read_file(md, io, t):
+                for b in read_live_rows(md, io, t):
                     ck_in.add(b)
                     yield b
 

@@ -52,6 +52,8 @@ ROWS_EXTRACTED = PREFIX + "rows-extracted"
 ROWS_DELETED = PREFIX + "rows-deleted"
 VERSION = PREFIX + "version"
 MAINTENANCE = PREFIX + "maintenance"  # marks a maintenance commit that only carries the state (value: the operation)
+# snowberg.mode of a column backfill's commit (load.column_backfill): part of a run, carrying its state forward
+COLUMN_BACKFILL_MODE = "column-backfill"
 DAG_ID = PREFIX + "dag-id"  # the DAG whose run wrote the commit: run ids (scheduled__<date>) repeat across DAGs
 # A cursor-less table's full refresh: the source's INFORMATION_SCHEMA version it read (JSON); the next
 # scheduled run skips the reload while Snowflake reports the same (snowberg.snowflake.source_version).
@@ -283,12 +285,14 @@ def run_commits(table: Table) -> Iterator[Snapshot]:
     """Each snowberg run's commit on main, newest first: one snapshot per run.
 
     Partial snapshots (a merge's removal) are not commits; maintenance commits
-    that only carry the state forward (compaction) are not runs.
+    that only carry the state forward (compaction) are not runs, and neither is
+    the column backfill a run commits after its load (same run id: the load's
+    commit is the run's).
     """
     seen: set[str] = set()
     for snap in commits(table):
         props = _props(snap)
-        if WATERMARK not in props or MAINTENANCE in props:
+        if WATERMARK not in props or MAINTENANCE in props or props.get(MODE) == COLUMN_BACKFILL_MODE:
             continue
         run_id = props.get(RUN_ID)
         if run_id is not None:

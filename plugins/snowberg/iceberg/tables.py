@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.check_settings import AlertEvent
-from snowberg.config.table_config import ColumnDropPolicy, PartitionField, TableConfig
+from snowberg.config.table_config import ColumnAddPolicy, ColumnDropPolicy, PartitionField, TableConfig
 from snowberg.core import events
 from snowberg.core.identifiers import IcebergName, clip
 from snowberg.iceberg.identity import identity_properties
@@ -186,6 +186,28 @@ def create_table(
 
 
 KEPT_NULL = "snowberg.columns-kept-null"  # table property: dropped columns already reported (keep_null)
+# Table property: columns added while on_column_added is backfill whose values the rows loaded before still lack.
+# Set in the commit that adds them, removed by the backfill's commit (load.column_backfill): a crash between the two
+# leaves it set, so a retry or the next run backfills once.
+BACKFILL_PENDING = "snowberg.columns-to-backfill"
+
+
+def pending_backfill(properties: dict[str, str]) -> list[str]:
+    """The columns ``BACKFILL_PENDING`` names (table properties of the table or of a transaction)."""
+    return [c for c in properties.get(BACKFILL_PENDING, "").split(",") if c]
+
+
+def mark_backfill(tx: Transaction, cfg: TableConfig, add: Sequence[MappedColumn]) -> None:
+    """Record the added columns the rows already in the lake must get (``on_column_added: backfill``), in ``tx``.
+
+    Only when there are such rows (a snapshot) and a run would not reload them anyway (a table with a cursor).
+    """
+    if not add or cfg.on_column_added is not ColumnAddPolicy.BACKFILL or cfg.cursor is None:
+        return
+    if tx.table_metadata.current_snapshot() is None:
+        return
+    had = pending_backfill(tx.table_metadata.properties)
+    tx.set_properties({BACKFILL_PENDING: ",".join(had + [c.name for c in add if c.name not in had])})
 
 
 def dropped_columns(table_schema: Schema, columns: Sequence[MappedColumn]) -> list[str]:
@@ -264,8 +286,34 @@ def report_schema_changes(
         "dropped": [f"{name} ({cfg.on_column_dropped.value})" for name in dropped],
     }
     changes = {k: v for k, v in changes.items() if v}
-    log.info("table %s: source schema changed: %s", cfg.name, changes)
-    events.emit(AlertEvent.SCHEMA_CHANGE, table=cfg.name, lake_table=cfg.target, details=changes)
+    details: dict[str, Any] = dict(changes)
+    if add:
+        details["existing_rows"] = added_column_consequence(cfg, [c.name for c in add])
+    log.info("table %s: source schema changed: %s", cfg.name, details)
+    events.emit(AlertEvent.SCHEMA_CHANGE, table=cfg.name, lake_table=cfg.target, details=details)
+
+
+def added_column_consequence(cfg: TableConfig, names: Sequence[str]) -> str:
+    """What an added column means for the rows already in the lake, as the ``schema_change`` event says it.
+
+    Snowflake may hold values for those rows (``ADD COLUMN … DEFAULT x``, an UPDATE that does not move the
+    cursor) that no incremental run re-reads: a quiet difference no check finds, unless it is announced.
+    """
+    cols = ", ".join(repr(n) for n in names)
+    if cfg.cursor is None and cfg.stream is None:
+        return f"every run reloads the whole table: the rows already in the lake get {cols} from this run's reload"
+    if cfg.on_column_added is ColumnAddPolicy.BACKFILL:
+        return (
+            f"on_column_added: backfill: after this run's commit, {cols} is re-read from Snowflake by primary key "
+            "for the rows already in the lake and written in one more commit; a one-time cost ∝ the table (every "
+            "lake file holding such rows is read and rewritten, one Snowflake query per batch of keys)"
+        )
+    return (
+        f"on_column_added: null: the rows already in the lake hold NULL in {cols}, while Snowflake may hold values "
+        "for them (ADD COLUMN … DEFAULT, or an update that does not move the cursor), and no later run re-reads "
+        "them. With on_column_added: backfill they are re-read by primary key (a one-time cost ∝ the table); "
+        "or reload the table"
+    )
 
 
 def check_key_columns(cfg: TableConfig, columns: Sequence[MappedColumn]) -> None:
@@ -393,6 +441,7 @@ def begin_write(
     if now_kept != sorted(kept):
         tx.set_properties({KEPT_NULL: ",".join(now_kept)})
     apply_schema_changes(tx, add, widen, identifier=ident)
+    mark_backfill(tx, cfg, add)
     return table, tx, arrow_schema(tx.table_metadata.schema()), bool(add or widen or ident)
 
 
@@ -421,6 +470,7 @@ def ensure_table(
     if add or widen or ident or relax:
         tx = table.transaction()
         apply_schema_changes(tx, add, widen, identifier=ident, optional=relax)
+        mark_backfill(tx, cfg, add)
         table = tx.commit_transaction()
     return table
 

@@ -172,3 +172,51 @@ def test_isolated_parse_keeps_good_entries_and_names_the_broken_one() -> None:
 def test_errors_cut_long_values(mutate: Any) -> None:
     msg = _bad(mutate)
     assert len(msg) < 1_000, msg[:200]
+
+
+def test_on_column_added_defaults_to_null_and_takes_yaml_null_or_backfill() -> None:
+    from snowberg.config.table_config import ColumnAddPolicy
+
+    assert parse_config(GOOD).tables[0].on_column_added is ColumnAddPolicy.NULL
+    for given, want in (
+        (None, ColumnAddPolicy.NULL),
+        ("null", ColumnAddPolicy.NULL),
+        ("backfill", ColumnAddPolicy.BACKFILL),
+    ):
+        cfg = copy.deepcopy(GOOD)
+        cfg["tables"][0]["on_column_added"] = given  # YAML's `null` arrives as None
+        assert parse_config(cfg).tables[0].on_column_added is want
+    cfg = copy.deepcopy(GOOD)
+    cfg["defaults"] = {"on_column_added": "backfill"}
+    assert parse_config(cfg).tables[0].on_column_added is ColumnAddPolicy.BACKFILL
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"primary_key": [], "cursor": {"column": "updated_at"}}, "needs primary_key"),
+        ({"scale_out": True}, "scale_out"),
+    ],
+)
+def test_backfill_of_added_columns_is_refused_where_it_cannot_run(change: dict[str, Any], words: str) -> None:
+    msg = _bad(lambda t: t.update(on_column_added="backfill", **change))
+    assert "table 'orders'" in msg and "on_column_added" in msg and words in msg
+
+
+def test_backfill_of_added_columns_is_refused_for_a_stream_table() -> None:
+    entry = {
+        "name": "orders_cdc",
+        "source": {"table": "SHOP.PUBLIC.ORDERS"},
+        "target": "shop.orders_cdc",
+        "primary_key": ["id"],
+        "stream": {"name": "SHOP.PUBLIC.ORDERS_STREAM"},
+    }
+    assert parse_config({"tables": [entry]}).tables[0].stream is not None
+    with pytest.raises(ConfigError) as exc:
+        parse_config({"tables": [{**entry, "on_column_added": "backfill"}]})
+    assert "on_column_added 'backfill' is not available with stream" in str(exc.value)
+
+
+def test_backfill_of_added_columns_is_refused_for_a_bad_value() -> None:
+    msg = _bad(lambda t: t.update(on_column_added="fill"))
+    assert "on_column_added" in msg and "backfill" in msg

@@ -77,7 +77,9 @@ def test_keep_null_writes_null_into_a_dropped_column_and_reports_it(
     assert [(x["id"], x["note"], x["extra"]) for x in rows] == [(1, "a", None), (2, None, "x")]
     ((event, kw),) = events
     assert event == AlertEvent.SCHEMA_CHANGE and kw["table"] == "t" and kw["lake_table"] == "ns.t"
-    assert kw["details"] == {"added": ["extra string"], "dropped": ["note (keep_null)"]}
+    details = dict(kw["details"])
+    assert "on_column_added: null" in details.pop("existing_rows")
+    assert details == {"added": ["extra string"], "dropped": ["note (keep_null)"]}
     _more(src, 3)
     run(cfg_for(src, without_note, on_column_dropped="keep_null"), src, catalog, variables, "r3")
     assert len(events) == 1  # a column kept as NULL is reported once, not on every run
@@ -187,3 +189,43 @@ def test_a_namespace_another_first_load_created_at_the_same_moment_is_no_error(c
     columns = map_columns([SnowflakeColumn(name="U", type="TIMESTAMP_NTZ", scale=6)])
     table = create_table(catalog, cfg, columns)
     assert table.name() == ("raced", "t") and len(calls) >= 2
+
+
+def _capture_events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, Any]]]:
+    import snowberg.airflow.alerts
+
+    events: list[tuple[Any, dict[str, Any]]] = []
+    monkeypatch.setattr(snowberg.airflow.alerts, "send_event", lambda event, **kw: events.append((event, kw)))
+    return events
+
+
+def test_an_added_column_announces_that_rows_already_loaded_stay_null(
+    src: Any, catalog: Any, variables: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """on_column_added: null (the default): the lake keeps NULL for the loaded rows, and the event says so."""
+    events = _capture_events(monkeypatch)
+    run(cfg_for(src), src, catalog, variables, "r1")
+    src.sql(f"ALTER TABLE {src.table('SRC')} ADD COLUMN EXTRA VARCHAR(10) DEFAULT 'x'")
+    src.sql(f"INSERT INTO {src.table('SRC')} (ID, NOTE, UPDATED_AT) VALUES (2, 'b', {NOW})")
+    r = run(cfg_for(src), src, catalog, variables, "r2")
+    assert r.status == "committed"
+    rows = sorted(catalog.load_table("ns.t").scan().to_arrow().to_pylist(), key=lambda x: x["id"])
+    assert [(x["id"], x["extra"]) for x in rows] == [(1, None), (2, "x")]  # Snowflake holds 'x' for id 1
+    ((event, kw),) = events
+    assert event == AlertEvent.SCHEMA_CHANGE and kw["details"]["added"] == ["extra string"]
+    said = kw["details"]["existing_rows"]
+    assert "on_column_added: null" in said and "NULL" in said and "'extra'" in said
+    assert "DEFAULT" in said and "on_column_added: backfill" in said
+
+
+def test_an_added_column_of_a_table_without_cursor_says_the_reload_fills_it(
+    src: Any, catalog: Any, variables: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = _capture_events(monkeypatch)
+    cfg = cfg_for(src, cursor=None)
+    run(cfg, src, catalog, variables, "r1")
+    src.sql(f"ALTER TABLE {src.table('SRC')} ADD COLUMN EXTRA VARCHAR(10) DEFAULT 'x'")
+    run(cfg, src, catalog, variables, "r2")
+    assert [x["extra"] for x in catalog.load_table("ns.t").scan().to_arrow().to_pylist()] == ["x"]
+    ((_, kw),) = events
+    assert "reloads the whole table" in kw["details"]["existing_rows"]

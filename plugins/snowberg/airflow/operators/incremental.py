@@ -45,6 +45,7 @@ from snowberg.airflow.lineage import LoadLineage, record_load
 from snowberg.airflow.operators.arguments import Settings, TableSettings
 from snowberg.airflow.operators.idle import end_idle_run
 from snowberg.config.table_config import (
+    ColumnAddPolicy,
     ColumnDropPolicy,
     Cursor,
     MergeStrategy,
@@ -236,6 +237,8 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
     :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
     :param batch_rows: rows per written batch.
     :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
+    :param on_column_added: ``null`` or ``backfill``: after the commit, a column the source gained is re-read by
+        key for the rows loaded before (``snowberg.load.column_backfill``; also on a retry whose load had committed).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -259,6 +262,7 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         geo_format: str = "geojson",
         batch_rows: int = 250_000,
         on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        on_column_added: ColumnAddPolicy | str | None = ColumnAddPolicy.NULL,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -278,6 +282,7 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         self.geo_format = geo_format
         self.batch_rows = batch_rows
         self.on_column_dropped = on_column_dropped
+        self.on_column_added = on_column_added
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
@@ -286,6 +291,7 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         from snowberg.airflow.metrics import observed_load
         from snowberg.core.window import Window
         from snowberg.iceberg.catalogs import lake_errors, open_catalog
+        from snowberg.load.column_backfill import backfill_added_columns
         from snowberg.load.extract import load_window
         from snowberg.snowflake.hook import snowflake_connection
 
@@ -295,6 +301,12 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
             catalog = open_catalog(self.catalog)
             with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
                 done = load_window(cfg, conn, catalog, w).to_dict()
+                # Whatever the load found (committed, or already committed by an earlier try): a column its
+                # commit added is filled for the rows loaded before, once (the table records what is pending).
+                if not w.dry_run:
+                    filled = backfill_added_columns(cfg, conn, catalog, run_id=w.run_id, dag_id=w.dag_id)
+                    if filled is not None:
+                        done["column_backfill"] = filled.to_dict()
                 # Lineage facts now, from this connection and catalog: the listener's fork does no I/O.
                 record_load(
                     self,

@@ -66,6 +66,7 @@ WATERMARK_TABLE = {
     "geo_format": "wkt",
     "batch_rows": 5000,
     "on_column_dropped": "keep_null",
+    "on_column_added": "backfill",
     "max_rows_per_slice": 2000,
     "snowflake_conn_id": "sf_shop",
     "catalog": "shop_lake",

@@ -177,3 +177,46 @@ def test_a_cursorless_tables_unchanged_source_ends_the_run_after_the_plan(table_
     sfdb.sql(f"UPDATE {sfdb.table('SRC')} SET AMOUNT = AMOUNT + 1 WHERE ID = 1")  # the next run reloads
     again = dag.test()
     assert {ti.task_id: ti.state for ti in again.get_task_instances()}["publish"] == "success"
+
+
+def test_the_load_operator_backfills_an_added_column_after_its_commit_and_not_on_a_retry(
+    table_env: Any, variables: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """on_column_added: backfill through the operator: the run that adds the column fills it for the 5,000 rows."""
+    from types import SimpleNamespace
+
+    from snowberg.airflow.operators.incremental import SnowbergLoadOperator, SnowbergPlanOperator
+    from snowberg.iceberg.catalogs import open_catalog
+
+    sfdb, cfg = table_env
+    monkeypatch.setattr("snowberg.iceberg.state.AirflowVariables", lambda: variables)
+    table = {"table_name": cfg.name, "source": {"table": sfdb.table("SRC")}, "target": cfg.target, "catalog": "optest"}
+    keyed = {"cursor": {"column": "updated_at"}, "primary_key": ["id"], "snowflake_conn_id": "sf_optest"}
+    ctx = {"dag_run": SimpleNamespace(run_type="manual", clear_number=0), "params": {}}
+    ctx |= {"data_interval_start": None, "data_interval_end": None}
+    first = ctx | {"run_id": "manual__1"}
+    window = SnowbergPlanOperator(task_id="plan", **table, **keyed).execute(first)
+    load = SnowbergLoadOperator(task_id="load", window=window, on_column_added="backfill", **table, **keyed)
+    assert "column_backfill" not in load.execute(first)  # a first load adds no column
+    sfdb.sql(f"ALTER TABLE {sfdb.table('SRC')} ADD COLUMN C VARCHAR(10) DEFAULT 'x'")
+    sfdb.sql(
+        f"INSERT INTO {sfdb.table('SRC')} (ID, AMOUNT, UPDATED_AT, C) "
+        "VALUES (5001, 1, CAST(CONVERT_TIMEZONE('UTC', CURRENT_TIMESTAMP()) AS TIMESTAMP_NTZ), 'y')"
+    )
+    second = ctx | {"run_id": "manual__2"}
+    window = SnowbergPlanOperator(task_id="plan", **table, **keyed).execute(second)
+    load = SnowbergLoadOperator(task_id="load", window=window, on_column_added="backfill", **table, **keyed)
+    done = load.execute(second)
+    assert done["status"] == "committed" and done["rows"] == 1
+    filled = done["column_backfill"]
+    assert (filled["status"], filled["columns"], filled["rows"], filled["rows_found"]) == (
+        "committed",
+        ["c"],
+        5000,
+        5000,
+    )
+    assert filled["queries"] == 1  # 5,000 keys fit one query's batch
+    rows = open_catalog("optest").load_table(cfg.target).scan(selected_fields=("id", "c")).to_arrow().to_pylist()
+    assert len(rows) == 5001 and {r["c"] for r in rows if r["id"] <= 5000} == {"x"}
+    retry = load.execute(second)  # the task's retry: its load and the backfill had both committed
+    assert retry["status"] == "already_committed" and "column_backfill" not in retry
