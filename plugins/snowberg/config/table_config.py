@@ -103,6 +103,23 @@ class ColumnDropPolicy(StrEnum):
     KEEP_NULL = "keep_null"
 
 
+class OnPolicy(StrEnum):
+    """What a run does when Snowflake reports a masking or row access policy on the source.
+
+    The extracting role reads what the policy lets it read: masked values (``*****``, NULL, a hash) or only
+    some rows. Loaded, they look like data, and the volume check, which reads through the same role, agrees.
+
+    fail:  fail before anything is read, naming the column, the policy and the role (the default)
+    warn:  load, and log a warning naming them on every run
+    allow: load deliberately; each commit records the policies in its snapshot summary
+           (``snowberg.policies-allowed``)
+    """
+
+    FAIL = "fail"
+    WARN = "warn"
+    ALLOW = "allow"
+
+
 class MergeStrategy(StrEnum):
     """How a merge run hides the earlier versions of the keys it loads (docs/performance.md).
 
@@ -216,6 +233,31 @@ class Cursor(StrictModel):
         return v
 
 
+DEFAULT_HASH_SALT_VARIABLE = "snowberg_hash_salt"
+
+
+class ColumnSettings(StrictModel):
+    """Source columns left out of the lake, or hashed inside Snowflake before they leave it."""
+
+    exclude: ColumnNames = Field(default_factory=list)
+    """Columns never selected, never written and never in the Iceberg schema. Adding one to the list later is a
+    dropped column: ``on_column_dropped`` decides."""
+    hash: ColumnNames = Field(default_factory=list)
+    """Columns replaced in Snowflake's SELECT by ``SHA2(TO_VARCHAR(column) || salt, 256)`` (64 hex characters; NULL
+    stays NULL): the clear value never leaves Snowflake. A hashed key still merges; the volume check compares the
+    hashes. Adding a column to the list later is refused unless the table is reloaded (``full_refresh``)."""
+    hash_salt: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,250}$")] = DEFAULT_HASH_SALT_VARIABLE
+    """The Airflow Variable holding the salt of ``hash`` (never the salt itself: it stays out of the YAML and is
+    masked in task logs). A run of a table with ``hash`` fails, naming the Variable, when it is missing."""
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> ColumnSettings:
+        both = sorted({c.upper() for c in self.exclude} & {c.upper() for c in self.hash})
+        if both:
+            raise ValueError(f"column(s) {', '.join(both)} are in both exclude and hash: choose one")
+        return self
+
+
 class UnloadSettings(StrictModel):
     """Push-down unload (``COPY INTO @stage … PARQUET`` + ``add_files``): a manual DAG for big initial loads."""
 
@@ -309,6 +351,15 @@ class TableConfig(StrictModel):
     """A column of the Iceberg table the source no longer sends: fail before writing, or keep it and write NULL.
     Either way a ``schema_change`` alert is sent (for a kept column once: the table property
     ``snowberg.columns-kept-null`` records it)."""
+    columns: ColumnSettings = Field(default_factory=ColumnSettings)
+    """Source columns to leave out (``exclude``) or hash inside Snowflake (``hash``, salted with the Airflow Variable
+    ``hash_salt``); see docs/configuration.md, "Leaving out and hashing columns". A table's own ``columns`` replaces
+    the ``defaults`` section as a whole."""
+    on_policy: OnPolicy = OnPolicy.FAIL
+    """A masking policy on a source column (one not in ``columns.exclude``) or a row access policy on the source,
+    as Snowflake's ``INFORMATION_SCHEMA.POLICY_REFERENCES`` reports them for ``source.table``: fail the run before
+    anything is read, load and warn, or load deliberately and record the policies in each commit's snapshot summary
+    (docs/configuration.md, "Masking and row access policies")."""
     max_rows_per_slice: int = Field(default=250_000, ge=1_000)
     """A window with more rows is read in slices by cursor value, in bounded memory (docs/performance.md)."""
     scale_out: bool = False
@@ -367,6 +418,7 @@ class TableConfig(StrictModel):
                 raise ValueError("; ".join(problems))
         if self.write_mode is WriteMode.MERGE and not self.primary_key:
             raise ValueError("write_mode 'merge' needs primary_key")
+        self._columns_fit()
         # Re-read rows are harmless only when they merge: what matters is the
         # effective write mode, not whether a key is declared.
         rereads = []
@@ -385,6 +437,34 @@ class TableConfig(StrictModel):
                 "set cursor.lookback: 0 / null_policy raise|exclude, or merge on the key"
             )
         return self
+
+    def _columns_fit(self) -> None:
+        """Refuse ``columns`` settings the load could not honour: a needed column left out, a cursor hashed."""
+        excluded = {c.upper() for c in self.columns.exclude}
+        hashed = {c.upper() for c in self.columns.hash}
+        needed = [("primary_key", c) for c in self.primary_key]
+        needed += [("partition_by", p.column) for p in self.partition_by]
+        if self.cursor is not None:
+            needed.append(("cursor.column", self.cursor.column))
+        for what, c in needed:
+            if c.upper() in excluded:
+                raise ValueError(f"columns.exclude leaves out {c!r}, which {what} needs")
+        if self.cursor is not None and self.cursor.column.upper() in hashed:
+            raise ValueError(f"columns.hash cannot hash the cursor column {self.cursor.column!r}: windows compare it")
+        for what, names in (
+            ("number_as_long", self.number_as_long),
+            (
+                "partition_by",
+                [
+                    p.column
+                    for p in self.partition_by
+                    if p.transform != "identity" and not p.transform.startswith(("bucket", "truncate"))
+                ],
+            ),
+        ):
+            clash = sorted(c for c in names if c.upper() in hashed)
+            if clash:
+                raise ValueError(f"columns.hash makes {', '.join(clash)} text, which {what} cannot take")
 
     @property
     def dag_id(self) -> str:
