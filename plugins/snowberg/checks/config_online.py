@@ -71,6 +71,7 @@ from snowberg.mapping.columns import SnowflakeColumn, TypeMappingError
 from snowberg.mapping.rules import map_columns
 from snowberg.snowflake.hook import snowflake_connection
 from snowberg.snowflake.policies import PolicyError, check_policies
+from snowberg.snowflake.projection import set_salt
 from snowberg.snowflake.source import SourceQuery, cursor_kind, result_columns
 from snowberg.streams.staging import check_mode
 from snowberg.streams.status import read_status
@@ -81,6 +82,7 @@ log = logging.getLogger(__name__)
 Finding = tuple[str | None, Severity, str]  # (field or None for the entry, severity, message)
 OK, WARNING, ERROR = Severity.OK, Severity.WARNING, Severity.ERROR
 PROBE_PREFIX = "snowberg_validate_probe_"
+VALIDATE_SALT = "snowberg-validate-compiles-only"
 
 
 def describe(exc: BaseException) -> str:
@@ -277,6 +279,10 @@ def source_findings(conn: Any, cfg: TableConfig, lake_table: Any = None) -> list
     """The source as the load will read it: columns, cursor type, type mapping, key, partitions, identity."""
     fld = "source.table" if cfg.source.table else "source.query"
     try:
+        if cfg.columns.hash:
+            # The projection names the session's salt; LIMIT 0 reads no row, so a stand-in compiles it (the
+            # run reads the real one from its Airflow Variable, which this command does not open).
+            set_salt(conn, VALIDATE_SALT)
         columns = _columns(conn, SourceQuery(cfg).from_clause)
     except Exception as exc:  # noqa: BLE001 - a missing table, a missing grant, a query that does not compile
         return [(fld, ERROR, f"the source cannot be read: {describe(exc)}")]

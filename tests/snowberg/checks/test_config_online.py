@@ -63,6 +63,12 @@ tables:
     target: shop.float_key
     cursor: {column: updated_at}
     primary_key: [score]
+  - name: hashed
+    source: {table: DB.S.ORDERS}
+    target: shop.hashed
+    cursor: {column: updated_at}
+    primary_key: [id]
+    columns: {exclude: [note], hash: [id]}
 """
 
 SYNCS = """\
@@ -136,7 +142,7 @@ def test_each_connection_and_catalog_opens_once_and_a_failure_names_its_field(
         ("other_conn", "catalog", "error"),
     ]
     assert opened[0].message.endswith(
-        "(also used by 'bad_key', 'drifted', 'float_key', 'no_source', 'not_yet', 'text_cursor', 'to_native')"
+        "(also used by 'bad_key', 'drifted', 'float_key', 'hashed', 'no_source', 'not_yet', 'text_cursor', 'to_native')"
     )
     assert opened[0].message.startswith("Snowflake connection 'sf' opens (role ")
     assert "nope" in opened[1].message and "isn't defined" in opened[1].message
@@ -168,6 +174,14 @@ def test_sources_are_checked_with_the_loads_own_rules(online: tuple[Report, Any,
     [(sev, msg)] = [(s, m) for s, m in only(issues, "float_key", "primary_key") if s != "ok"]
     assert sev == "error" and msg.startswith("the volume check cannot compare it: table 'float_key': column 'score' is")
     assert msg.endswith("use a NUMBER, text, DATE or TIMESTAMP key, or set volume.count_only")
+
+
+def test_a_columns_section_is_checked_as_the_load_reads_the_source(online: tuple[Report, Any, list[Any]]) -> None:
+    """Excluded columns are not in what the load reads; a hashed key is text, which the volume check compares."""
+    issues = online[2]
+    assert ("ok", "the source answers with 3 columns") in only(issues, "hashed", "source.table")
+    assert only(issues, "hashed", "primary_key") == [("ok", "key column(s) id are in the source")]
+    assert [s for s, _ in only(issues, "hashed")] == ["ok"] * len(only(issues, "hashed"))
 
 
 def test_sources_are_asked_for_masking_and_row_access_policies(online: tuple[Report, Any, list[Any]]) -> None:

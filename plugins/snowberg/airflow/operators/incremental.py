@@ -245,6 +245,8 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
     :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
     :param batch_rows: rows per written batch.
     :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
+    :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never read,
+        hashed ones are read as their salted SHA-256 (the salt from the Airflow Variable ``columns.hash_salt``).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -268,6 +270,7 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         geo_format: str = "geojson",
         batch_rows: int = 250_000,
         on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        columns: ColumnSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -287,6 +290,7 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         self.geo_format = geo_format
         self.batch_rows = batch_rows
         self.on_column_dropped = on_column_dropped
+        self.columns = columns or {}
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
