@@ -24,6 +24,7 @@ who may read the loading role's query history may read the salt.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from snowberg.config.table_config import ColumnSettings
@@ -38,9 +39,36 @@ class HashSaltError(ValueError):
     """The salt of ``columns.hash`` is missing or unusable; the message names the Airflow Variable."""
 
 
-def hash_sql(column: str) -> str:
-    """The SQL that replaces ``column``: SHA-256 of its text and the salt, as 64 lower-case hex characters."""
-    return f"SHA2(TO_VARCHAR({quote_identifier(column, 'column')}) || ${SALT_VARIABLE}, 256)"
+# The hashed column's type as a staging table stores it (SHA2(…, 256) gives 64 hex characters).
+HASH_LENGTH = 64
+
+
+def hash_sql(column: str, qualifier: str = "") -> str:
+    """The SQL that replaces ``column``: SHA-256 of its text and the salt, as 64 lower-case hex characters.
+
+    ``qualifier``: a table alias with its dot (``"s."``) when the column must be qualified.
+    """
+    return f"SHA2(TO_VARCHAR({qualifier}{quote_identifier(column, 'column')}) || ${SALT_VARIABLE}, 256)"
+
+
+def stored_names(columns: Iterable[str]) -> set[str]:
+    """The config's column names as Snowflake stores them (the rule of ``quote_identifier``)."""
+    return {quote_identifier(c, "column")[1:-1] for c in columns}
+
+
+def select_list(names: Sequence[str], columns: ColumnSettings, qualifier: str = "") -> list[str]:
+    """The select list for stored column ``names``: excluded ones left out, hashed ones hashed (under their name).
+
+    For statements that name their columns (the stream's consume, the CHANGES read) rather than ``SELECT *``.
+    """
+    excluded, hashed = stored_names(columns.exclude), stored_names(columns.hash)
+    out = []
+    for n in names:
+        if n in excluded:
+            continue
+        col = f"{qualifier}{quote_identifier(n, 'column')}"
+        out.append(f"{hash_sql(n, qualifier)} AS {quote_identifier(n, 'column')}" if n in hashed else col)
+    return out
 
 
 def projected(base: str, columns: ColumnSettings) -> str:

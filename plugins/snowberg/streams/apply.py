@@ -38,6 +38,7 @@ from snowberg.iceberg.write import write_data_files
 from snowberg.load.extract import cast_fetched, mapping_options
 from snowberg.mapping.cast import cast_array
 from snowberg.mapping.rules import MappedColumn, MappingOptions, map_columns
+from snowberg.snowflake.projection import stored_names
 from snowberg.snowflake.source import fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp
 from snowberg.streams import sql as S
@@ -132,9 +133,11 @@ def pending_batches(conn: Any, stream: StreamSource, low: int) -> list[Pending]:
         cur.close()
 
 
-def source_columns(conn: Any, stream: StreamSource) -> list[str]:
-    """Staging columns that hold source data (bookkeeping columns removed)."""
-    return [c.name for c in describe(conn, S.describe_table_sql(stream.staging_name)) if c.name not in S.META_NAMES]
+def source_columns(conn: Any, stream: StreamSource, excluded: Sequence[str] = ()) -> list[str]:
+    """Staging columns that hold source data (bookkeeping columns removed, and ``columns.exclude``: a staging
+    table made before a column was excluded still has it, unfilled from then on)."""
+    gone = S.META_NAMES | stored_names(excluded)
+    return [c.name for c in describe(conn, S.describe_table_sql(stream.staging_name)) if c.name not in gone]
 
 
 def stored_key(conn_columns: Sequence[str], key: Sequence[str]) -> list[str]:
@@ -313,7 +316,7 @@ def _apply_target(
         )
     applied = [p for p in pending if p.batch_id > low]
     opts = mapping_options(cfg)
-    columns = source_columns(conn, stream)
+    columns = source_columns(conn, stream, cfg.columns.exclude)
     key = stored_key(columns, key)
     params = {"low": low, "high": through}
     if key:
@@ -419,7 +422,7 @@ def _apply_changelog(
         timestamp_nanos=base.timestamp_nanos,
         geo_format=base.geo_format,
     )
-    columns = source_columns(conn, stream)
+    columns = source_columns(conn, stream, cfg.columns.exclude)
     cur = conn.cursor()
     try:
         cur.execute(S.changelog_rows_sql(stream.staging_name, columns), {"low": committed, "high": through})

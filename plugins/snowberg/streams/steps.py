@@ -53,6 +53,7 @@ def consume_step(
         committed_generation=st.generation if st else None,
         run_id=run_id,
         recover=recover,
+        settings=cfg.columns,
     )
     return res.to_dict()
 

@@ -243,3 +243,22 @@ def test_defaults_give_every_table_the_columns_section() -> None:
     assert a.columns.exclude == ["ssn"]
     assert (b.columns.exclude, b.columns.hash) == ([], ["email"])  # a table's own section replaces the default
     assert json.loads(a.columns.model_dump_json())["hash_salt"] == "snowberg_hash_salt"
+
+
+def test_the_push_down_unload_copies_through_the_same_projection(source: Any, catalog: Any) -> None:
+    """COPY INTO @stage runs on Snowflake only (the emulator has no unload): its statement is checked here."""
+    from snowberg.config.table_config import UnloadSettings
+    from snowberg.load.extract import mapping_options
+    from snowberg.load.unload import UnloadTarget, copy_sql
+    from snowberg.mapping.rules import map_columns
+    from snowberg.snowflake.source import SourceQuery, result_columns
+
+    cfg = config(source, cursor={"column": "updated_at"}, columns={"exclude": ["ssn"], "hash": ["email"]})
+    w = plan_run(cfg, source.conn, None, run_id="r1")
+    cur = source.conn.cursor()
+    cur.execute(f"SELECT * FROM {SourceQuery(cfg).from_clause} LIMIT 0")
+    cols = map_columns(result_columns(cur), mapping_options(cfg))
+    assert [c.name for c in cols] == ["code", "email", "amount", "updated_at"]
+    settings = UnloadSettings(stage="LAKE_DB.PUBLIC.LAKE_STAGE", stage_url="s3://lake/unload")
+    sql, _ = copy_sql(cfg, w, cols, UnloadTarget(stage=settings.stage, stage_url=settings.stage_url))
+    assert 'FROM (SELECT * EXCLUDE ("SSN") REPLACE (SHA2(TO_VARCHAR("EMAIL") || $SNOWBERG_HASH_SALT, 256)' in sql
