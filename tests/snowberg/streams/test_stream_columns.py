@@ -71,3 +71,30 @@ def test_a_newly_hashed_column_is_refused_and_a_newly_excluded_one_is_a_dropped_
     h.update(1, "paid")
     with pytest.raises(TypeMappingError, match="amount"):
         h.run()  # on_column_dropped: fail (the default)
+
+
+def test_a_changes_backfill_reads_through_the_same_columns(harness: Harness) -> None:
+    import time
+
+    from snowberg.streams.changes import backfill_changes
+
+    def now() -> Any:
+        time.sleep(0.05)
+        (ts,) = h.sql("SELECT CURRENT_TIMESTAMP()")[0]
+        time.sleep(0.05)
+        return ts
+
+    h = harness
+    with_columns(h, exclude=["amount"], hash=["id", "status"])
+    h.sql(f'ALTER TABLE "{h.db}"."SRC"."ORDERS" SET CHANGE_TRACKING = TRUE')
+    h.insert((1, "new", "10.00"), (2, "new", "20.00"))
+    t0 = now()
+    h.update(1, "paid")
+    h.delete(2)
+    t1 = now()
+    res = backfill_changes(
+        h.cfg, h.stream, h._pipeline_conn, h.catalog(), start=t0, end=t1, run_id="bf", target="table"
+    )
+    assert res["keys"] == 2
+    rows = lake(h)
+    assert [(r["id"], r["status"]) for r in rows] == [(sha(1), sha("paid"))] and "amount" not in rows[0]
