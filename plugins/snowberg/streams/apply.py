@@ -237,10 +237,12 @@ def load_batches(
     run_id: str,
     through_batch_id: int | None,
     dag_id: str = "",
+    policies_allowed: str | None = None,
 ) -> ApplyResult:
     """Apply staged batches ``(committed, through]`` to the target (and the changelog), once.
 
-    ``dag_id``: the run's DAG, recorded with the run id in every commit.
+    ``dag_id``: the run's DAG, recorded with the run id in every commit. ``policies_allowed``: the source's
+    policies the consume allowed (``on_policy: allow``), recorded in the target's commit.
     """
     started = time.monotonic()
     key = check_keys(cfg, stream)
@@ -259,7 +261,18 @@ def load_batches(
     if through > committed:
         pending = [p for p in pending_all if committed < p.batch_id <= through]
         result = _apply_target(
-            cfg, stream, conn, catalog, table, key, committed, through, pending, run_id, dag_id=dag_id
+            cfg,
+            stream,
+            conn,
+            catalog,
+            table,
+            key,
+            committed,
+            through,
+            pending,
+            run_id,
+            dag_id=dag_id,
+            policies_allowed=policies_allowed,
         )
     else:
         log.info(
@@ -301,6 +314,7 @@ def _apply_target(
     run_id: str,
     *,
     dag_id: str,
+    policies_allowed: str | None = None,
 ) -> ApplyResult:
     started = time.monotonic()
     if not pending:
@@ -349,6 +363,8 @@ def _apply_target(
         if deleted:
             replaced = key_filter(keys)
     summary = {cp.DELETED_KEYS: str(deleted), core_state.ROWS: str(progress.rows)}
+    if policies_allowed:
+        summary[core_state.POLICIES_ALLOWED] = policies_allowed
     snap = gate.commit(
         table,
         tx,
