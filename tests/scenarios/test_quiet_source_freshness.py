@@ -94,7 +94,8 @@ def test_quiet_source_stays_green_and_a_stopped_pipeline_alerts(
     assert states["plan"] == "success"
     # The idle run ends after its plan: nothing else starts, and the UI shows skipped.
     assert {t: s for t, s in states.items() if t != "plan"} == dict.fromkeys(set(states) - {"plan"}, "skipped")
-    assert len(statements) == 1, statements
+    # The policy query (INFORMATION_SCHEMA.POLICY_REFERENCES) and the plan query.
+    assert len(statements) == 2 and "POLICY_REFERENCES" in statements[0], statements
     # The checks DAG (where freshness alerts) is green: the idle run proved the lake current.
     quiet = checks.test()
     assert quiet.state == "success", _states(quiet)

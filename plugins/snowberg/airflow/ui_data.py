@@ -125,6 +125,8 @@ class TableStatus:
     bytes: int | None = None
     duration_seconds: float | None = None
     watermark: str | None = None
+    # The masking/row access policies the current state's load allowed (on_policy: allow), from its summary.
+    policies_allowed: str | None = None
     mirror: str | None = None
     mirror_in_sync: bool | None = None
     sla: str | None = None
@@ -222,6 +224,7 @@ def _lake(status: TableStatus, cfg: TableConfig) -> None:
         status.committed_at, status.watermark = _iso(st.timestamp_ms), st.watermark
         status.rows = int(summary.get(state.ROWS) or 0)
         status.bytes = int(summary.get("added-files-size") or 0)
+        status.policies_allowed = summary.get(state.POLICIES_ALLOWED)
     status.history = history(table)
 
 

@@ -12,6 +12,8 @@ opens what the config names and asks, with the rules the runs themselves apply:
   (``iceberg.tables.build_partition_spec``), the volume check's key and cursor types
   (``checks.hashdiff.value_kind``); an existing lake table is held to what it was
   loaded with (``iceberg.identity.check_identity``, and the cursor kind its watermark recorded);
+  masking and row access policies on the source are judged by ``on_policy`` as a run's plan judges
+  them (``snowflake.policies.check_policies``: one ``POLICY_REFERENCES`` query);
 * each catalog opens (``iceberg.catalogs.open_catalog``); each namespace a table writes to is
   **probed for writes by creating and purging a one-column table**
   ``<namespace>.snowberg_validate_probe_<random>`` (a namespace that does not exist yet is created
@@ -56,7 +58,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from snowberg.checks.hashdiff import VolumeInputError, value_kind
-from snowberg.config.table_config import TableConfig
+from snowberg.config.table_config import OnPolicy, TableConfig
 from snowberg.config.validate import FileResult, Issue, Report, Severity
 from snowberg.core.cursor import CursorKind
 from snowberg.core.identifiers import IcebergName, TableName, clip, quote_identifier
@@ -68,6 +70,8 @@ from snowberg.load.extract import mapping_options
 from snowberg.mapping.columns import SnowflakeColumn, TypeMappingError
 from snowberg.mapping.rules import map_columns
 from snowberg.snowflake.hook import snowflake_connection
+from snowberg.snowflake.policies import PolicyError, check_policies
+from snowberg.snowflake.projection import set_salt
 from snowberg.snowflake.source import SourceQuery, cursor_kind, result_columns
 from snowberg.streams.staging import check_mode
 from snowberg.streams.status import read_status
@@ -78,6 +82,7 @@ log = logging.getLogger(__name__)
 Finding = tuple[str | None, Severity, str]  # (field or None for the entry, severity, message)
 OK, WARNING, ERROR = Severity.OK, Severity.WARNING, Severity.ERROR
 PROBE_PREFIX = "snowberg_validate_probe_"
+VALIDATE_SALT = "snowberg-validate-compiles-only"
 
 
 def describe(exc: BaseException) -> str:
@@ -274,6 +279,10 @@ def source_findings(conn: Any, cfg: TableConfig, lake_table: Any = None) -> list
     """The source as the load will read it: columns, cursor type, type mapping, key, partitions, identity."""
     fld = "source.table" if cfg.source.table else "source.query"
     try:
+        if cfg.columns.hash:
+            # The projection names the session's salt; LIMIT 0 reads no row, so a stand-in compiles it (the
+            # run reads the real one from its Airflow Variable, which this command does not open).
+            set_salt(conn, VALIDATE_SALT)
         columns = _columns(conn, SourceQuery(cfg).from_clause)
     except Exception as exc:  # noqa: BLE001 - a missing table, a missing grant, a query that does not compile
         return [(fld, ERROR, f"the source cannot be read: {describe(exc)}")]
@@ -319,6 +328,7 @@ def source_findings(conn: Any, cfg: TableConfig, lake_table: Any = None) -> list
         except TypeMappingError as exc:
             out.append(("partition_by", ERROR, str(exc)))
     out += _volume_findings(cfg, by_name)
+    out += policy_findings(conn, cfg)
     absent = [c for c in cfg.number_as_long if c.lower() not in by_name]
     if absent:
         out.append(("number_as_long", WARNING, f"{clip(absent)[1:-1]} not in the source ({names}): nothing to opt in"))
@@ -331,6 +341,22 @@ def source_findings(conn: Any, cfg: TableConfig, lake_table: Any = None) -> list
         except ValueError as exc:
             out.append((None, ERROR, str(exc)))
     return out
+
+
+def policy_findings(conn: Any, cfg: TableConfig) -> list[Finding]:
+    """Masking and row access policies on the source, judged by ``on_policy`` as every run's plan judges them."""
+    try:
+        finding = check_policies(cfg, conn, excluded=cfg.columns.exclude)
+    except PolicyError as exc:
+        return [("on_policy", ERROR, str(exc))]
+    if not finding.checked:
+        return [("on_policy", WARNING, f"not checked: {finding.note}")]
+    if not finding.references:
+        return [("on_policy", OK, "no masking or row access policy applies to the source")]
+    found = "; ".join(r.describe() for r in finding.references)
+    if cfg.on_policy is OnPolicy.WARN:
+        return [("on_policy", WARNING, f"{found} (role {finding.role}); on_policy warn: runs load and warn")]
+    return [("on_policy", OK, f"{found} (role {finding.role}); on_policy allow: each commit records it")]
 
 
 def _volume_findings(cfg: TableConfig, by_name: dict[str, SnowflakeColumn]) -> list[Finding]:

@@ -828,9 +828,12 @@ def _utc_text(instant: datetime) -> str:
     return instant.astimezone(UTC).isoformat(sep=" ", timespec="microseconds")
 
 
+AS_OF = "AT(TIMESTAMP => TO_TIMESTAMP_LTZ(%(as_of)s))"
+
+
 def as_of_clause(from_clause: str) -> str:
     """Snowflake time travel: the source table as of an instant (bound as ``as_of``)."""
-    return f"{from_clause} AT(TIMESTAMP => TO_TIMESTAMP_LTZ(%(as_of)s))"
+    return f"{from_clause} {AS_OF}"
 
 
 def _verify_counts_as_of(
@@ -849,7 +852,8 @@ def _verify_counts_as_of(
     elif dialect is hd.HashDialect.EMULATOR:
         report.add_note(f"the local emulator has no time travel: compared with the source now, not as of {as_of}")
     else:
-        from_clause, from_params = as_of_clause(sq.from_clause), {"as_of": as_of}
+        # On the table, under the projection of columns.exclude/hash.
+        from_clause, from_params = sq.from_clause_at(AS_OF), {"as_of": as_of}
         report.as_of = as_of
     report.scope_reason = (
         f"counts {'per day of ' + settings.day_column if settings.day_column else 'of the whole table'}, "

@@ -123,6 +123,23 @@ def _column_add_policy(value: object) -> object:
     return ColumnAddPolicy.NULL if value is None else value
 
 
+class OnPolicy(StrEnum):
+    """What a run does when Snowflake reports a masking or row access policy on the source.
+
+    The extracting role reads what the policy lets it read: masked values (``*****``, NULL, a hash) or only
+    some rows. Loaded, they look like data, and the volume check, which reads through the same role, agrees.
+
+    fail:  fail before anything is read, naming the column, the policy and the role (the default)
+    warn:  load, and log a warning naming them on every run
+    allow: load deliberately; each commit records the policies in its snapshot summary
+           (``snowberg.policies-allowed``)
+    """
+
+    FAIL = "fail"
+    WARN = "warn"
+    ALLOW = "allow"
+
+
 class MergeStrategy(StrEnum):
     """How a merge run hides the earlier versions of the keys it loads (docs/performance.md).
 
@@ -236,6 +253,31 @@ class Cursor(StrictModel):
         return v
 
 
+DEFAULT_HASH_SALT_VARIABLE = "snowberg_hash_salt"
+
+
+class ColumnSettings(StrictModel):
+    """Source columns left out of the lake, or hashed inside Snowflake before they leave it."""
+
+    exclude: ColumnNames = Field(default_factory=list)
+    """Columns never selected, never written and never in the Iceberg schema. Adding one to the list later is a
+    dropped column: ``on_column_dropped`` decides."""
+    hash: ColumnNames = Field(default_factory=list)
+    """Columns replaced in Snowflake's SELECT by ``SHA2(TO_VARCHAR(column) || salt, 256)`` (64 hex characters; NULL
+    stays NULL): the clear value never leaves Snowflake. A hashed key still merges; the volume check compares the
+    hashes. Adding a column to the list later is refused unless the table is reloaded (``full_refresh``)."""
+    hash_salt: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,250}$")] = DEFAULT_HASH_SALT_VARIABLE
+    """The Airflow Variable holding the salt of ``hash`` (never the salt itself: it stays out of the YAML and is
+    masked in task logs). A run of a table with ``hash`` fails, naming the Variable, when it is missing."""
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> ColumnSettings:
+        both = sorted({c.upper() for c in self.exclude} & {c.upper() for c in self.hash})
+        if both:
+            raise ValueError(f"column(s) {', '.join(both)} are in both exclude and hash: choose one")
+        return self
+
+
 class UnloadSettings(StrictModel):
     """Push-down unload (``COPY INTO @stage … PARQUET`` + ``add_files``): a manual DAG for big initial loads."""
 
@@ -337,6 +379,15 @@ class TableConfig(StrictModel):
     values for them: ``ADD COLUMN … DEFAULT``, an UPDATE that does not move the cursor; the ``schema_change`` event
     says so); ``backfill`` re-reads it for them by ``primary_key`` after the run's commit and writes it in one more
     commit, a one-time cost ∝ the table (needs ``primary_key``; not with ``scale_out`` or ``stream``)."""
+    columns: ColumnSettings = Field(default_factory=ColumnSettings)
+    """Source columns to leave out (``exclude``) or hash inside Snowflake (``hash``, salted with the Airflow Variable
+    ``hash_salt``); see docs/configuration.md, "Leaving out and hashing columns". A table's own ``columns`` replaces
+    the ``defaults`` section as a whole."""
+    on_policy: OnPolicy = OnPolicy.FAIL
+    """A masking policy on a source column (one not in ``columns.exclude``) or a row access policy on the source,
+    as Snowflake's ``INFORMATION_SCHEMA.POLICY_REFERENCES`` reports them for ``source.table``: fail the run before
+    anything is read, load and warn, or load deliberately and record the policies in each commit's snapshot summary
+    (docs/configuration.md, "Masking and row access policies")."""
     max_rows_per_slice: int = Field(default=250_000, ge=1_000)
     """A window with more rows is read in slices by cursor value, in bounded memory (docs/performance.md)."""
     scale_out: bool = False
@@ -401,6 +452,7 @@ class TableConfig(StrictModel):
                 raise ValueError("; ".join(problems))
         if self.write_mode is WriteMode.MERGE and not self.primary_key:
             raise ValueError("write_mode 'merge' needs primary_key")
+        self._columns_fit()
         # Re-read rows are harmless only when they merge: what matters is the
         # effective write mode, not whether a key is declared.
         rereads = []
@@ -423,6 +475,34 @@ class TableConfig(StrictModel):
             if refused:
                 raise ValueError(f"on_column_added 'backfill' {refused}; or set on_column_added: null")
         return self
+
+    def _columns_fit(self) -> None:
+        """Refuse ``columns`` settings the load could not honour: a needed column left out, a cursor hashed."""
+        excluded = {c.upper() for c in self.columns.exclude}
+        hashed = {c.upper() for c in self.columns.hash}
+        needed = [("primary_key", c) for c in self.primary_key]
+        needed += [("partition_by", p.column) for p in self.partition_by]
+        if self.cursor is not None:
+            needed.append(("cursor.column", self.cursor.column))
+        for what, c in needed:
+            if c.upper() in excluded:
+                raise ValueError(f"columns.exclude leaves out {c!r}, which {what} needs")
+        if self.cursor is not None and self.cursor.column.upper() in hashed:
+            raise ValueError(f"columns.hash cannot hash the cursor column {self.cursor.column!r}: windows compare it")
+        for what, names in (
+            ("number_as_long", self.number_as_long),
+            (
+                "partition_by",
+                [
+                    p.column
+                    for p in self.partition_by
+                    if p.transform != "identity" and not p.transform.startswith(("bucket", "truncate"))
+                ],
+            ),
+        ):
+            clash = sorted(c for c in names if c.upper() in hashed)
+            if clash:
+                raise ValueError(f"columns.hash makes {', '.join(clash)} text, which {what} cannot take")
 
     @property
     def dag_id(self) -> str:

@@ -265,6 +265,9 @@ def run_counts(name: str, w: Window, *, extracted: int | None, committed: int) -
         props[state.ROWS_PLANNED] = str(planned)
     if extracted is not None:
         props[state.ROWS_EXTRACTED] = str(extracted)
+    allowed = w.extra.get(state.WINDOW_POLICIES_ALLOWED)
+    if allowed:
+        props[state.POLICIES_ALLOWED] = str(allowed)
     return props
 
 

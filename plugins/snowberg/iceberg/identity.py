@@ -1,9 +1,11 @@
 """What a lake table was loaded with, and the refusal to load it with something else.
 
 The watermark in a table's state belongs to one source, one cursor column and
-one key. A config edit that changes any of them (``source``, ``cursor.column``,
-``primary_key``) would otherwise resume from a watermark of another column,
-or merge on another key, without a word. So the three are recorded as table
+one key, and its values to one set of hashed columns (``columns.hash``). A
+config edit that changes any of them (``source``, ``cursor.column``,
+``primary_key``, ``columns.hash``) would otherwise resume from a watermark of
+another column, merge on another key, or mix hashes with clear values in one
+column, without a word. So the four are recorded as table
 properties (at creation, and by the commit of a run on a table that lacks
 them) and every plan compares them with the config before any SQL reads rows.
 A ``full_refresh`` run is the way through: it rebuilds the table from the new
@@ -38,11 +40,25 @@ SOURCE = "snowberg.source"
 CURSOR_COLUMN = "snowberg.cursor-column"
 PRIMARY_KEY = "snowberg.primary-key"
 QUERY_SHA256 = "snowberg.source-query-sha256"
+# The columns hashed in Snowflake (columns.hash): a column that becomes hashed (or clear again) would mix clear
+# values and hashes in one column, and a hashed key would no longer match its clear rows, so a change needs a reload.
+HASHED_COLUMNS = "snowberg.hashed-columns"
 
 # (property, config field as users write it)
-_CHECKED = ((SOURCE, "source"), (CURSOR_COLUMN, "cursor.column"), (PRIMARY_KEY, "primary_key"))
-IDENTITY_KEYS = (VERSION, SOURCE, CURSOR_COLUMN, PRIMARY_KEY, QUERY_SHA256)
-FIELD_NAMES = {SOURCE: "source", CURSOR_COLUMN: "cursor.column", PRIMARY_KEY: "primary_key", QUERY_SHA256: "query"}
+_CHECKED = (
+    (SOURCE, "source"),
+    (CURSOR_COLUMN, "cursor.column"),
+    (PRIMARY_KEY, "primary_key"),
+    (HASHED_COLUMNS, "columns.hash"),
+)
+IDENTITY_KEYS = (VERSION, SOURCE, CURSOR_COLUMN, PRIMARY_KEY, QUERY_SHA256, HASHED_COLUMNS)
+FIELD_NAMES = {
+    SOURCE: "source",
+    CURSOR_COLUMN: "cursor.column",
+    PRIMARY_KEY: "primary_key",
+    QUERY_SHA256: "query",
+    HASHED_COLUMNS: "columns.hash",
+}
 
 
 class ConfigDriftError(ValueError):
@@ -65,6 +81,7 @@ def identity_properties(cfg: TableConfig) -> dict[str, str]:
         SOURCE: source,
         CURSOR_COLUMN: cfg.cursor.column.lower() if cfg.cursor else "",
         PRIMARY_KEY: ",".join(c.lower() for c in cfg.primary_key),
+        HASHED_COLUMNS: ",".join(sorted(c.lower() for c in cfg.columns.hash)),
     }
     if cfg.source.query is not None:
         props[QUERY_SHA256] = hashlib.sha256(cfg.source.query.encode()).hexdigest()

@@ -58,6 +58,11 @@ DAG_ID = PREFIX + "dag-id"  # the DAG whose run wrote the commit: run ids (sched
 # A cursor-less table's full refresh: the source's INFORMATION_SCHEMA version it read (JSON); the next
 # scheduled run skips the reload while Snowflake reports the same (snowberg.snowflake.source_version).
 SOURCE_VERSION = PREFIX + "source-version"
+# A load of a source with masking or row access policies its table allows (``on_policy: allow``): which ones,
+# and the role that read it (snowberg.snowflake.policies).
+POLICIES_ALLOWED = PREFIX + "policies-allowed"
+# The plan's Window.extra key that carries it to the commit.
+WINDOW_POLICIES_ALLOWED = "policies_allowed"
 # Table properties set by ``rollback.rollback`` in its commit: the head it moved main away from, and the snapshot
 # it moved main to. A Variable naming that head, or an ancestor of it above that target, was undone by snowberg,
 # not lost (``undone_by_rollback``).

@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from snowberg.config.table_config import NullCursorPolicy, TableConfig
+from snowberg.config.table_config import NullCursorPolicy, OnPolicy, TableConfig
 from snowberg.core.cursor import CursorKind
 from snowberg.core.identifiers import TableName
 from snowberg.core.window import Mode, Window
@@ -24,6 +24,7 @@ from snowberg.iceberg.identity import check_identity
 from snowberg.mapping.columns import SnowflakeColumn, TypeMappingError
 from snowberg.snowflake import source_version
 from snowberg.snowflake.change_signal import SignalKind, read_signal
+from snowberg.snowflake.policies import check_policies
 from snowberg.snowflake.source import SourceQuery, cursor_kind, describe_cursor
 
 if TYPE_CHECKING:
@@ -47,6 +48,9 @@ SKIPPED = "skipped_because"
 # the plan's query, and when rows beyond the window (if any) are covered by a run.
 WATCH_SIGNAL = "watch_signal"
 WATCH_DUE = "watch_due"
+# Window.extra key of a run that loads a source with policies its table allows (``on_policy: allow``): what they
+# are; each commit records it in its snapshot summary (``snowberg.iceberg.gate.run_counts``).
+POLICIES_ALLOWED = state.WINDOW_POLICIES_ALLOWED
 # Added to a due time: the triggerer's clock and Snowflake's may differ by a little.
 DUE_MARGIN = timedelta(minutes=1)
 
@@ -85,6 +89,8 @@ def plan_run(
     # Read before anything else: a change committed after it moves the token again, so the triggerer
     # starts another run for what this one may not see (docs/event-driven.md, "No row stays behind").
     watched = watch_signal(cfg, conn, mode, dry_run)
+    # Masking and row access policies: one metadata query, before any row is read (PolicyError under on_policy fail).
+    policies = policy_extra(cfg, conn)
     if cfg.cursor is None:
         # Without a cursor nothing tells new rows from old: a run replaces the table, unless Snowflake
         # reports the source unchanged since the last load (scheduled runs only; a full_refresh always reloads).
@@ -103,7 +109,7 @@ def plan_run(
                     run_id=run_id,
                     dag_id=dag_id,
                     dry_run=dry_run,
-                    extra={SKIPPED: why, **watched},
+                    extra={SKIPPED: why, **watched, **policies},
                 )
             log.info(
                 "table %s has no cursor: this run is a full refresh (one replace commit): %s",
@@ -118,7 +124,7 @@ def plan_run(
             run_id=run_id,
             dag_id=dag_id,
             dry_run=dry_run,
-            extra=({state.SOURCE_VERSION: observed.version.to_text()} if observed.version else {}) | watched,
+            extra=({state.SOURCE_VERSION: observed.version.to_text()} if observed.version else {}) | watched | policies,
         )
     zone = ZoneInfo(cfg.cursor.timezone)
 
@@ -141,7 +147,13 @@ def plan_run(
             assert base_wm is not None  # check_backfill_request refused a table without one
             w = _backfill_window(cfg, kind, scale, zone, start, end, base_wm)
             w = replace(
-                w, base_snapshot_id=base_snap, planned_at=planned_at, run_id=run_id, dag_id=dag_id, dry_run=dry_run
+                w,
+                base_snapshot_id=base_snap,
+                planned_at=planned_at,
+                run_id=run_id,
+                dag_id=dag_id,
+                dry_run=dry_run,
+                extra=w.extra | policies,
             )
             w = _count_backfill(cur, sq, w)
             log.info("planned backfill window for %s: %s", cfg.name, describe_window(w))
@@ -230,7 +242,7 @@ def plan_run(
         run_id=run_id,
         dag_id=dag_id,
         dry_run=dry_run,
-        extra={"min_cursor": _str(res["min_cursor"]), "max_cursor": _str(res["max_cursor"])} | watched,
+        extra={"min_cursor": _str(res["min_cursor"]), "max_cursor": _str(res["max_cursor"])} | watched | policies,
     )
     log.info("planned %s window for %s: %s", mode, cfg.name, describe_window(w))
     return w
@@ -246,6 +258,14 @@ def watch_signal(cfg: TableConfig, conn: Any, mode: Mode, dry_run: bool) -> dict
         return {}
     name = TableName.parse(cfg.source.table)
     return {WATCH_SIGNAL: read_signal(conn, SignalKind.TABLE, name)}
+
+
+def policy_extra(cfg: TableConfig, conn: Any) -> dict[str, Any]:
+    """``{POLICIES_ALLOWED: text}`` when the run loads a source whose policies its table allows, else nothing."""
+    finding = check_policies(cfg, conn, excluded=cfg.columns.exclude)
+    if cfg.on_policy is OnPolicy.ALLOW and finding.references:
+        return {POLICIES_ALLOWED: f"{finding.summary_text()} (role {finding.role})"}
+    return {}
 
 
 def covered_from(kind: CursorKind, newest: Any, high: str | None, lag: timedelta, zone: ZoneInfo) -> datetime | None:

@@ -15,6 +15,10 @@ are the emulator's behaviour, not snowberg's: nothing here runs against a real S
   its commit time (the rules, with Snowflake's documentation: ``snowberg.local.change_times``), and
   both serve it: ``LAST_ALTERED`` as a TIMESTAMP_LTZ, the function as UTC nanoseconds since the epoch.
 
+* **No policies.** fakesnow has no masking or row access policies, and no
+  ``INFORMATION_SCHEMA.POLICY_REFERENCES``: here the table function answers with its documented columns and
+  no row, which is the truth about any emulated table.
+
 How: fakesnow's instance, connection and cursor classes are subclassed (never patched or copied), and
 the server module's ``shared_fs`` is set to the subclassed instance before its app starts. The cursor
 reads each statement as fakesnow parsed it (``_transform_explode``), and inlines the function's value
@@ -105,6 +109,36 @@ def tables_view_sql(database: str) -> str:
         copy=False,
     )
     return create.sql(dialect="duckdb")
+
+
+# POLICY_REFERENCES' documented columns (https://docs.snowflake.com/en/sql-reference/functions/policy_references).
+POLICY_REFERENCES_COLUMNS = (
+    "POLICY_DB",
+    "POLICY_SCHEMA",
+    "POLICY_NAME",
+    "POLICY_KIND",
+    "REF_DATABASE_NAME",
+    "REF_SCHEMA_NAME",
+    "REF_ENTITY_NAME",
+    "REF_ENTITY_DOMAIN",
+    "REF_COLUMN_NAME",
+    "REF_ARG_COLUMN_NAMES",
+    "TAG_DATABASE",
+    "TAG_SCHEMA",
+    "TAG_NAME",
+    "POLICY_STATUS",
+)
+
+
+def no_policies(expression: exp.Expr) -> None:
+    """Replace each ``TABLE(….POLICY_REFERENCES(…))`` in ``expression`` by its columns with no row."""
+    for node in list(expression.find_all(exp.TableFromRows)):
+        call = node.this.expression if isinstance(node.this, exp.Dot) else node.this
+        if not (isinstance(call, exp.Anonymous) and str(call.name).upper() == "POLICY_REFERENCES"):
+            continue
+        cols = ", ".join(f"CAST(NULL AS VARCHAR) AS {c}" for c in POLICY_REFERENCES_COLUMNS)
+        empty = sqlglot.parse_one(f"SELECT {cols} WHERE FALSE", read="snowflake")
+        node.replace(exp.Subquery(this=empty, alias=exp.TableAlias(this=exp.to_identifier(node.alias or "policies"))))
 
 
 class CommitClock:
@@ -254,7 +288,8 @@ class RecordingCursor(FakeSnowflakeCursor):
         return super()._transform_explode(expression)
 
     def _transform(self, expression: exp.Expr, params: Any) -> exp.Expr:
-        """Answer ``SYSTEM$LAST_CHANGE_COMMIT_TIME('<table>')`` before fakesnow's transforms run."""
+        """Answer ``SYSTEM$LAST_CHANGE_COMMIT_TIME('<table>')`` and ``POLICY_REFERENCES`` before fakesnow's own."""
+        no_policies(expression)
         for call in change_time_calls(expression):
             value = exp.Literal.number(self._change_time_ns(call))
             call.replace(exp.alias_(value, column_name(call), quoted=True) if call.parent is expression else value)

@@ -6,7 +6,8 @@
 * the session is pinned (``snowberg.snowflake.session``);
 * NUMBER columns with a scale arrive as decimals, never floats
   (``arrow_number_to_decimal``);
-* empty warehouse/region/role are left out rather than sent as ``""``.
+* empty warehouse/region/role are left out rather than sent as ``""``;
+* a table with ``columns.hash`` gets its salt as a session variable.
 
 Only the public ``get_conn()`` is overridden; the provider's connection
 parameters (login, key pair, OAuth, …) are taken as it builds them.
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.snowflake.hooks.snowflake import SnowflakeHook
 
+from snowberg.snowflake.projection import HashSaltError, check_salt, set_salt
 from snowberg.snowflake.session import session_parameters
 
 if TYPE_CHECKING:
@@ -53,10 +55,40 @@ class SnowbergSnowflakeHook(SnowflakeHook):
         return params
 
     def get_conn(self) -> SnowflakeConnection:
-        """A connection with snowberg's parameters (the provider's ``get_conn`` would drop host, port and session)."""
+        """A connection with snowberg's parameters (the provider's ``get_conn`` would drop host, port and session).
+
+        For a table with ``columns.hash``, the salt is read from its Airflow Variable first (a missing one
+        fails here, naming it, before Snowflake is reached), registered with Airflow's secrets masker, and
+        set as the session's variable (``snowberg.snowflake.projection``).
+        """
         from snowflake import connector
 
-        return connector.connect(**self.connection_parameters())
+        salt = self.hash_salt()
+        conn = connector.connect(**self.connection_parameters())
+        if salt is not None:
+            try:
+                set_salt(conn, salt)
+            except Exception:
+                conn.close()
+                raise
+        return conn
+
+    def hash_salt(self) -> str | None:
+        """The salt of the table's ``columns.hash`` (None without hashed columns), masked in task logs."""
+        cfg = self.table_config
+        if cfg is None or not cfg.columns.hash:
+            return None
+        from airflow.sdk import Variable
+        from airflow.sdk.log import mask_secret
+
+        name = cfg.columns.hash_salt
+        try:
+            value = Variable.get(name, default=None)
+        except Exception as exc:  # noqa: BLE001 - a Variable that cannot be read is as missing as an absent one
+            raise HashSaltError(f"cannot read the Airflow Variable {name!r} (columns.hash_salt): {exc}") from exc
+        salt = check_salt(None if value is None else str(value), name)
+        mask_secret(salt)
+        return salt
 
 
 def snowflake_hook(conn_id: str, cfg: TableConfig | None = None) -> SnowbergSnowflakeHook:

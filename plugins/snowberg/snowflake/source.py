@@ -17,6 +17,7 @@ from snowberg.core.cursor import CursorKind
 from snowberg.core.identifiers import TableName, quote_identifier
 from snowberg.core.window import Window
 from snowberg.mapping.columns import SnowflakeColumn
+from snowberg.snowflake.projection import projected
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -43,10 +44,17 @@ class SourceQuery:
     def __init__(self, cfg: TableConfig) -> None:
         self.cfg = cfg
         if cfg.source.table:
-            self.from_clause = TableName.parse(cfg.source.table).quoted()
+            self.base_clause = TableName.parse(cfg.source.table).quoted()
         else:
-            self.from_clause = f"({cfg.source.query}) AS snowberg_src"
+            alias = "snowberg_base" if cfg.columns.exclude or cfg.columns.hash else "snowberg_src"
+            self.base_clause = f"({cfg.source.query}) AS {alias}"
+        # Every statement reads the source through this: excluded columns left out, hashed ones hashed.
+        self.from_clause = projected(self.base_clause, cfg.columns)
         self.cursor_sql = quote_identifier(cfg.cursor.column, "cursor column") if cfg.cursor else None
+
+    def from_clause_at(self, at_clause: str) -> str:
+        """``from_clause`` with ``at_clause`` (time travel, ``AT(…)``) on the source table, under the projection."""
+        return projected(f"{self.base_clause} {at_clause}", self.cfg.columns)
 
     def describe_cursor_sql(self) -> str:
         """A query returning no rows whose result metadata types the cursor column."""

@@ -38,6 +38,7 @@ from snowberg.iceberg.write import write_data_files
 from snowberg.load.extract import cast_fetched, mapping_options
 from snowberg.mapping.cast import cast_array
 from snowberg.mapping.rules import MappedColumn, MappingOptions, map_columns
+from snowberg.snowflake.projection import stored_names
 from snowberg.snowflake.source import fetch_batches, result_columns
 from snowberg.streams import checkpoint as cp
 from snowberg.streams import sql as S
@@ -132,9 +133,11 @@ def pending_batches(conn: Any, stream: StreamSource, low: int) -> list[Pending]:
         cur.close()
 
 
-def source_columns(conn: Any, stream: StreamSource) -> list[str]:
-    """Staging columns that hold source data (bookkeeping columns removed)."""
-    return [c.name for c in describe(conn, S.describe_table_sql(stream.staging_name)) if c.name not in S.META_NAMES]
+def source_columns(conn: Any, stream: StreamSource, excluded: Sequence[str] = ()) -> list[str]:
+    """Staging columns that hold source data (bookkeeping columns removed, and ``columns.exclude``: a staging
+    table made before a column was excluded still has it, unfilled from then on)."""
+    gone = S.META_NAMES | stored_names(excluded)
+    return [c.name for c in describe(conn, S.describe_table_sql(stream.staging_name)) if c.name not in gone]
 
 
 def stored_key(conn_columns: Sequence[str], key: Sequence[str]) -> list[str]:
@@ -234,10 +237,12 @@ def load_batches(
     run_id: str,
     through_batch_id: int | None,
     dag_id: str = "",
+    policies_allowed: str | None = None,
 ) -> ApplyResult:
     """Apply staged batches ``(committed, through]`` to the target (and the changelog), once.
 
-    ``dag_id``: the run's DAG, recorded with the run id in every commit.
+    ``dag_id``: the run's DAG, recorded with the run id in every commit. ``policies_allowed``: the source's
+    policies the consume allowed (``on_policy: allow``), recorded in the target's commit.
     """
     started = time.monotonic()
     key = check_keys(cfg, stream)
@@ -256,7 +261,18 @@ def load_batches(
     if through > committed:
         pending = [p for p in pending_all if committed < p.batch_id <= through]
         result = _apply_target(
-            cfg, stream, conn, catalog, table, key, committed, through, pending, run_id, dag_id=dag_id
+            cfg,
+            stream,
+            conn,
+            catalog,
+            table,
+            key,
+            committed,
+            through,
+            pending,
+            run_id,
+            dag_id=dag_id,
+            policies_allowed=policies_allowed,
         )
     else:
         log.info(
@@ -298,6 +314,7 @@ def _apply_target(
     run_id: str,
     *,
     dag_id: str,
+    policies_allowed: str | None = None,
 ) -> ApplyResult:
     started = time.monotonic()
     if not pending:
@@ -313,7 +330,7 @@ def _apply_target(
         )
     applied = [p for p in pending if p.batch_id > low]
     opts = mapping_options(cfg)
-    columns = source_columns(conn, stream)
+    columns = source_columns(conn, stream, cfg.columns.exclude)
     key = stored_key(columns, key)
     params = {"low": low, "high": through}
     if key:
@@ -346,6 +363,8 @@ def _apply_target(
         if deleted:
             replaced = key_filter(keys)
     summary = {cp.DELETED_KEYS: str(deleted), core_state.ROWS: str(progress.rows)}
+    if policies_allowed:
+        summary[core_state.POLICIES_ALLOWED] = policies_allowed
     snap = gate.commit(
         table,
         tx,
@@ -419,7 +438,7 @@ def _apply_changelog(
         timestamp_nanos=base.timestamp_nanos,
         geo_format=base.geo_format,
     )
-    columns = source_columns(conn, stream)
+    columns = source_columns(conn, stream, cfg.columns.exclude)
     cur = conn.cursor()
     try:
         cur.execute(S.changelog_rows_sql(stream.staging_name, columns), {"low": committed, "high": through})

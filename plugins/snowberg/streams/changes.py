@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.stream_settings import StreamSource
-from snowberg.config.table_config import TableConfig
+from snowberg.config.table_config import ColumnSettings, TableConfig
 from snowberg.core.results import Status
 from snowberg.iceberg import gate
 from snowberg.iceberg import state as core_state
@@ -57,12 +57,23 @@ def _utc(v: datetime) -> datetime:
     return (v if v.tzinfo else v.replace(tzinfo=UTC)).astimezone(UTC)
 
 
-def read_changes(conn: Any, table: Any, *, start: datetime, end: datetime | None, append_only: bool) -> pa.Table:
-    """The window's changes as one Arrow table (source columns + the three METADATA$ columns)."""
+def read_changes(
+    conn: Any,
+    table: Any,
+    *,
+    start: datetime,
+    end: datetime | None,
+    append_only: bool,
+    settings: ColumnSettings | None = None,
+) -> pa.Table:
+    """The window's changes as one Arrow table (source columns + the three METADATA$ columns).
+
+    ``settings``: the table's ``columns`` (excluded columns left out, hashed ones hashed in Snowflake).
+    """
     import pyarrow as pa
 
     columns = [c.name for c in describe(conn, S.describe_table_sql(table))]
-    text = S.changes_sql(table, columns, append_only=append_only, end=end is not None)
+    text = S.changes_sql(table, columns, append_only=append_only, end=end is not None, settings=settings)
     params: dict[str, Any] = {"start": _utc(start).isoformat()}
     if end is not None:
         params["end"] = _utc(end).isoformat()
@@ -173,7 +184,7 @@ def backfill_changes(
                     "into the changelog (target=changelog), or start the window at or after that time."
                 )
 
-    changes = read_changes(conn, src, start=start, end=end, append_only=stream.append_only)
+    changes = read_changes(conn, src, start=start, end=end, append_only=stream.append_only, settings=cfg.columns)
     log.info("CHANGES on %s in [%s, %s]: %d change rows (nothing consumed)", src, s_iso, e_iso, changes.num_rows)
     base = mapping_options(cfg)
     opts = MappingOptions(
@@ -185,7 +196,7 @@ def backfill_changes(
     try:
         columns = [c.name for c in describe(conn, S.describe_table_sql(src))]
         cur.execute(
-            S.changes_sql(src, columns, append_only=stream.append_only, end=True) + " LIMIT 0",
+            S.changes_sql(src, columns, append_only=stream.append_only, end=True, settings=cfg.columns) + " LIMIT 0",
             {"start": s_iso, "end": e_iso},
         )
         meta = [c for c in result_columns(cur)]

@@ -11,11 +11,13 @@ any SELECT) does not move the offset.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
+from snowberg.config.table_config import ColumnSettings
 from snowberg.core.identifiers import TableName, quote_identifier
 from snowberg.mapping.columns import SnowflakeColumn
+from snowberg.snowflake.projection import hash_sql, select_list
 
 
 class ChangeAction(enum.StrEnum):
@@ -157,11 +159,12 @@ def idle_probe_sql(staging: TableName) -> str:
 
 
 def consume_sql(
-    stream: TableName, staging: TableName, columns: Sequence[SnowflakeColumn]
+    stream: TableName, staging: TableName, columns: Sequence[SnowflakeColumn], hashed: Collection[str] = ()
 ) -> tuple[str, dict[str, Any]]:
     """The one statement that moves the stream's offset (inside BEGIN … COMMIT).
 
-    Rows are numbered within the batch, deletes first: a stream returns the
+    ``hashed``: stored names of ``columns.hash`` columns, staged as their salted SHA-256 (the clear value never
+    reaches the staging table). Rows are numbered within the batch, deletes first: a stream returns the
     net change per row between two table versions, so the old images go
     before the new ones and "last wins" is the table's state at the end.
     """
@@ -178,7 +181,7 @@ def consume_sql(
         "%(run_id)s",
         "CURRENT_TIMESTAMP()",
         "%(stream_created)s",
-    ] + [f"s.{c}" for c in src]
+    ] + [hash_sql(c.name, "s.") if c.name in hashed else f"s.{q(c.name)}" for c in columns]
     sql = f"INSERT INTO {staging.quoted()} ({', '.join(target)}) SELECT {', '.join(select)} FROM {stream.quoted()} AS s"
     return sql, {}
 
@@ -275,16 +278,18 @@ def clear_staging_sql(staging: TableName) -> str:
     return f"DELETE FROM {staging.quoted()}"
 
 
-def changes_sql(table: TableName, columns: Sequence[str], *, append_only: bool, end: bool) -> str:
+def changes_sql(
+    table: TableName, columns: Sequence[str], *, append_only: bool, end: bool, settings: ColumnSettings | None = None
+) -> str:
     """A stateless range read with the CHANGES clause (needs CHANGE_TRACKING = TRUE on the table).
 
     Nothing is consumed: CHANGES has no offset. ``AT`` is the start of the
     range, ``END`` its end (inclusive, per Snowflake's docs). The metadata
     columns are renamed to the staging names (``SNOWBERG_ACTION`` …) so a
-    window looks like a staged batch.
+    window looks like a staged batch. ``settings``: the table's ``columns`` (excluded left out, hashed hashed).
     """
     info = "APPEND_ONLY" if append_only else "DEFAULT"
-    cols = ", ".join(q(c) for c in columns)
+    cols = ", ".join(select_list(columns, settings) if settings is not None else [q(c) for c in columns])
     meta = ", ".join(
         f"{q(m)} AS {q(a)}" for m, a in zip(STREAM_METADATA, (S_ACTION, S_ISUPDATE, S_ROW_ID), strict=True)
     )

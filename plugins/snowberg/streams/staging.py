@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from snowberg.config.stream_settings import StreamSource
+from snowberg.config.table_config import ColumnSettings
 from snowberg.core import faults
 from snowberg.core.identifiers import TableName
 from snowberg.mapping.columns import SnowflakeColumn
+from snowberg.snowflake.projection import HASH_LENGTH, stored_names
 from snowberg.snowflake.source import result_columns
 from snowberg.streams import sql as S
 from snowberg.streams.errors import StreamConfigError, StreamError
@@ -94,6 +96,20 @@ def stream_columns(conn: Any, stream: TableName) -> list[SnowflakeColumn]:
     cols = [c for c in describe(conn, S.describe_stream_sql(stream)) if c.name.upper() not in S.STREAM_METADATA]
     S.check_columns(cols)
     return cols
+
+
+def staged_columns(columns: list[SnowflakeColumn], settings: ColumnSettings) -> tuple[list[SnowflakeColumn], set[str]]:
+    """The stream's columns as staged: ``columns.exclude`` left out, ``columns.hash`` as 64-character text.
+
+    Also the stored names of the hashed ones (``consume_sql`` hashes them in its SELECT).
+    """
+    excluded, hashed = stored_names(settings.exclude), stored_names(settings.hash)
+    out = [
+        replace(c, type="TEXT", length=HASH_LENGTH, precision=None, scale=None) if c.name in hashed else c
+        for c in columns
+        if c.name not in excluded
+    ]
+    return out, hashed & {c.name for c in out}
 
 
 def ensure_staging(conn: Any, staging: TableName, columns: list[SnowflakeColumn]) -> None:
@@ -175,6 +191,7 @@ def consume(
     committed_generation: str | None,
     run_id: str,
     recover: bool = False,
+    settings: ColumnSettings | None = None,
 ) -> ConsumeResult:
     """Stage the stream's changes as one new batch, in one Snowflake transaction.
 
@@ -182,6 +199,7 @@ def consume(
     last stream commit records (``checkpoint.read_stream_state``).
     ``recover``: re-create the stream with initial rows first (the run param
     ``recover_stale_stream``); the batch is then a full refresh.
+    ``settings``: the table's ``columns``: excluded columns are not staged, hashed ones are staged hashed.
     """
     started = time.monotonic()
     name = stream.stream_name
@@ -200,7 +218,7 @@ def consume(
     status = require_fresh(status, name)
     check_mode(status, stream)
 
-    columns = stream_columns(conn, name)
+    columns, hashed = staged_columns(stream_columns(conn, name), settings or ColumnSettings())
     ensure_staging(conn, staging, columns)
     generation = status.generation
     previous = last_generation(conn, staging, committed_generation)
@@ -234,7 +252,7 @@ def consume(
         params = {"batch_id": batch_id, "run_id": run_id, "stream_created": generation}
         if refresh:
             cur.execute(S.refresh_marker_sql(staging), params)
-        sql_text, extra = S.consume_sql(name, staging, columns)
+        sql_text, extra = S.consume_sql(name, staging, columns, hashed)
         cur.execute(sql_text, {**params, **extra})
         rows = int(cur.rowcount or 0)
         remember = rows == 0 and not refresh and previous is None and generation is not None

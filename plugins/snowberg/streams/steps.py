@@ -13,10 +13,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from snowberg.config.stream_settings import StreamSource
-from snowberg.config.table_config import TableConfig
+from snowberg.config.table_config import OnPolicy, TableConfig
 from snowberg.core.window import Mode
+from snowberg.iceberg import state as core_state
 from snowberg.iceberg.identity import check_identity
 from snowberg.iceberg.tables import load_table_or_none
+from snowberg.snowflake.policies import check_policies
 from snowberg.streams import checkpoint as cp
 from snowberg.streams.apply import check_keys, committed_through, load_batches
 from snowberg.streams.staging import cleanup, consume, nothing_to_consume
@@ -45,6 +47,8 @@ def consume_step(
     recover: bool = False,
 ) -> dict[str, Any]:
     st = _checked_state(cfg, stream, catalog, mode=Mode.FULL_REFRESH if recover else Mode.INCREMENTAL)
+    # Masking and row access policies on the tracked table, before anything is staged (snowflake.policies).
+    finding = check_policies(cfg, conn, excluded=cfg.columns.exclude)
     res = consume(
         conn,
         stream,
@@ -53,8 +57,12 @@ def consume_step(
         committed_generation=st.generation if st else None,
         run_id=run_id,
         recover=recover,
+        settings=cfg.columns,
     )
-    return res.to_dict()
+    out = res.to_dict()
+    if cfg.on_policy is OnPolicy.ALLOW and finding.references:
+        out[core_state.WINDOW_POLICIES_ALLOWED] = f"{finding.summary_text()} (role {finding.role})"
+    return out
 
 
 def idle_step(cfg: TableConfig, stream: StreamSource, conn: Any, catalog: Catalog) -> cp.StreamState | None:
@@ -93,7 +101,10 @@ def load_step(
     dag_id: str = "",
 ) -> dict[str, Any]:
     through = int(consumed["through_batch_id"]) if consumed and consumed.get("through_batch_id") is not None else None
-    return load_batches(cfg, stream, conn, catalog, run_id=run_id, through_batch_id=through, dag_id=dag_id).to_dict()
+    allowed = (consumed or {}).get(core_state.WINDOW_POLICIES_ALLOWED)
+    return load_batches(
+        cfg, stream, conn, catalog, run_id=run_id, through_batch_id=through, dag_id=dag_id, policies_allowed=allowed
+    ).to_dict()
 
 
 def cleanup_step(

@@ -98,3 +98,34 @@ def test_the_page_judges_freshness_as_the_tables_check_does_from_the_last_proof_
     # With today's "time since last data" chosen, the same table is stale on the page too.
     last_data = table_status(cfg.model_copy(update={"freshness_measure": "last_data"}), session=None)
     assert last_data.fresh is False
+
+
+def test_the_page_shows_the_policies_a_load_allowed(catalog_env: Any, airflow_db: str) -> None:
+    """``on_policy: allow``: the commit's snapshot summary names the policies, and the page's data carries them."""
+    from snowberg.airflow.ui_data import table_status
+    from snowberg.config.table_config import TableConfig
+    from snowberg.iceberg import state
+    from snowberg.iceberg.catalogs import open_catalog
+
+    catalog_env("uipol")
+    cfg = TableConfig(
+        name="masked_page", source={"table": "DB.S.SRC"}, target="ui.masked", catalog="uipol", on_policy="allow"
+    )
+    cat = open_catalog("uipol")
+    cat.create_namespace("ui")
+    t = cat.create_table(("ui", "masked"), schema=pa.schema([pa.field("id", pa.int64())]))
+    _commit(t, 1, "2026-01-01 00:00:00", "r1")
+    assert table_status(cfg, session=None).policies_allowed is None
+    allowed = "MASKING_POLICY GOV.P.EMAIL_MASK on EMAIL (role LOADER)"
+    t.append(
+        pa.table({"id": pa.array([2], pa.int64())}),
+        snapshot_properties={
+            state.WATERMARK: "2026-01-02 00:00:00",
+            state.CURSOR_KIND: "timestamp_ntz",
+            state.RUN_ID: "r2",
+            state.MODE: "incremental",
+            state.ROWS: "1",
+            state.POLICIES_ALLOWED: allowed,
+        },  # fmt: skip
+    )
+    assert table_status(cfg, session=None).policies_allowed == allowed

@@ -63,6 +63,12 @@ tables:
     target: shop.float_key
     cursor: {column: updated_at}
     primary_key: [score]
+  - name: hashed
+    source: {table: DB.S.ORDERS}
+    target: shop.hashed
+    cursor: {column: updated_at}
+    primary_key: [id]
+    columns: {exclude: [note], hash: [id]}
 """
 
 SYNCS = """\
@@ -136,7 +142,7 @@ def test_each_connection_and_catalog_opens_once_and_a_failure_names_its_field(
         ("other_conn", "catalog", "error"),
     ]
     assert opened[0].message.endswith(
-        "(also used by 'bad_key', 'drifted', 'float_key', 'no_source', 'not_yet', 'text_cursor', 'to_native')"
+        "(also used by 'bad_key', 'drifted', 'float_key', 'hashed', 'no_source', 'not_yet', 'text_cursor', 'to_native')"
     )
     assert opened[0].message.startswith("Snowflake connection 'sf' opens (role ")
     assert "nope" in opened[1].message and "isn't defined" in opened[1].message
@@ -168,6 +174,45 @@ def test_sources_are_checked_with_the_loads_own_rules(online: tuple[Report, Any,
     [(sev, msg)] = [(s, m) for s, m in only(issues, "float_key", "primary_key") if s != "ok"]
     assert sev == "error" and msg.startswith("the volume check cannot compare it: table 'float_key': column 'score' is")
     assert msg.endswith("use a NUMBER, text, DATE or TIMESTAMP key, or set volume.count_only")
+
+
+def test_a_columns_section_is_checked_as_the_load_reads_the_source(online: tuple[Report, Any, list[Any]]) -> None:
+    """Excluded columns are not in what the load reads; a hashed key is text, which the volume check compares."""
+    issues = online[2]
+    assert ("ok", "the source answers with 3 columns") in only(issues, "hashed", "source.table")
+    assert only(issues, "hashed", "primary_key") == [("ok", "key column(s) id are in the source")]
+    assert [s for s, _ in only(issues, "hashed")] == ["ok"] * len(only(issues, "hashed"))
+
+
+def test_sources_are_asked_for_masking_and_row_access_policies(online: tuple[Report, Any, list[Any]]) -> None:
+    """The emulator has no policies (its POLICY_REFERENCES answers no row); a query source cannot be asked."""
+    issues = online[2]
+    assert only(issues, "good", "on_policy") == [("ok", "no masking or row access policy applies to the source")]
+    [(sev, msg)] = only(issues, "text_cursor", "on_policy")
+    assert sev == "warning" and "custom query" in msg
+
+
+def test_a_policy_is_an_error_under_fail_and_a_warning_under_warn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """POLICY_REFERENCES rows shaped from Snowflake's documentation (tests/snowberg/snowflake/test_policies.py)."""
+    from snowberg.checks.config_online import policy_findings
+    from snowberg.config.table_config import parse_config
+    from snowberg.snowflake import policies
+
+    row = {"POLICY_DB": "GOV", "POLICY_SCHEMA": "P", "POLICY_NAME": "EMAIL_MASK", "POLICY_KIND": "MASKING_POLICY"}
+    monkeypatch.setattr(policies, "read_references", lambda conn, name: policies.parse_references([
+        {**row, "REF_COLUMN_NAME": "EMAIL"}]))  # fmt: skip
+    monkeypatch.setattr(policies, "current_role", lambda conn: "LOADER")
+
+    def cfg(**over: Any) -> TableConfig:
+        entry = {"name": "t", "source": {"table": "DB.S.T"}, "target": "ns.t", **over}
+        return parse_config({"tables": [entry]}).tables[0]
+
+    [(fld, sev, msg)] = policy_findings(None, cfg())
+    assert (fld, sev) == ("on_policy", Severity.ERROR) and "EMAIL_MASK" in msg and "role LOADER" in msg
+    [(fld, sev, msg)] = policy_findings(None, cfg(on_policy="warn"))
+    assert sev == Severity.WARNING and "column EMAIL carries masking policy GOV.P.EMAIL_MASK" in msg
+    [(fld, sev, msg)] = policy_findings(None, cfg(on_policy="allow"))
+    assert sev == Severity.OK and "each commit records it" in msg
 
 
 def test_namespaces_are_probed_by_creating_and_purging_a_table_and_nothing_is_left(

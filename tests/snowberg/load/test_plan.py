@@ -552,7 +552,9 @@ class StatementLog:
         return cur
 
 
-def test_a_run_after_the_first_plans_with_one_statement(sfdb: Any, catalog: Any, variables: Any) -> None:
+def test_a_run_after_the_first_plans_with_the_policy_query_and_one_plan_statement(
+    sfdb: Any, catalog: Any, variables: Any
+) -> None:
     sfdb.sql(NTZ_DDL.format(t=sfdb.table("SRC")))
     insert_ntz(sfdb, [(1, "a", wall("UTC") - timedelta(hours=2))])
     cfg = config(sfdb, {"column": "updated_at"}, write_mode="append")
@@ -563,8 +565,10 @@ def test_a_run_after_the_first_plans_with_one_statement(sfdb: Any, catalog: Any,
     table, _ = reconcile_before_plan(cfg, catalog, variables)
     w = plan_run(cfg, conn, table, run_id="r2")
     # The cursor's type comes from the table's state and is checked against the plan's own result:
-    # no compile-only describe before it (on Snowflake each statement is a round trip and a compile).
-    assert len(conn.statements) == 1 and "rows_in_window" in conn.statements[0], conn.statements
+    # no compile-only describe before it (on Snowflake each statement is a round trip and a compile). The one
+    # other statement is the metadata query for the source's masking and row access policies.
+    assert len(conn.statements) == 2, conn.statements
+    assert "POLICY_REFERENCES" in conn.statements[0] and "rows_in_window" in conn.statements[1], conn.statements
     assert w.rows_in_window == 1 and w.cursor_kind == "timestamp_ntz"
     assert load_window(cfg, sfdb.conn, catalog, w).rows == 1
 

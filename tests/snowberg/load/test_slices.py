@@ -270,7 +270,7 @@ def test_rows_tied_on_one_cursor_value_stay_in_one_slice(sfdb: Any, catalog: Any
     assert load_window(cfg, sfdb.conn, catalog, w).rows == 3_000
 
 
-def test_nothing_new_issues_one_query_and_writes_nothing(
+def test_nothing_new_issues_the_policy_query_and_one_plan_query_and_writes_nothing(
     sfdb: Any, catalog: Any, variables: Any, tmp_path: Path
 ) -> None:
     from snowberg.load.extract import load_window
@@ -287,7 +287,8 @@ def test_nothing_new_issues_one_query_and_writes_nothing(
     w2 = plan_slices(cfg, conn, plan_window(cfg, conn, catalog, "r2"), max_rows=100)
     r = load_window(cfg, conn, catalog, w2)
     assert r.status == "nothing_new"
-    assert len(conn.log) == 1 and "rows_in_window" in conn.log[0][0]  # the plan query, nothing else
+    # The source's policy metadata query (POLICY_REFERENCES) and the plan query, nothing else.
+    assert len(conn.log) == 2 and "POLICY_REFERENCES" in conn.log[0][0] and "rows_in_window" in conn.log[1][0]
     assert sorted(p for p in wh.rglob("*") if p.is_file()) == files  # no data file, no metadata file
 
 

@@ -63,6 +63,9 @@ _DML = re.compile(
     re.I,
 )
 _CHANGES = re.compile(rf"(?P<table>{_QNAME})\s+CHANGES\s*\(", re.I)
+# Snowflake's INFORMATION_SCHEMA.POLICY_REFERENCES table function: no policy in the emulator, so no row.
+_POLICY_REFERENCES = re.compile(r"INFORMATION_SCHEMA\.POLICY_REFERENCES\s*\(", re.I)
+_POLICY_COLUMNS = ("POLICY_DB", "POLICY_SCHEMA", "POLICY_NAME", "POLICY_KIND", "REF_COLUMN_NAME", "TAG_NAME")
 _HAS_DATA = re.compile(r"SYSTEM\$STREAM_HAS_DATA\s*\(\s*(?:'(?P<lit>(?:[^']|'')*)'|%\((?P<bind>\w+)\)s)\s*\)", re.I)
 
 
@@ -355,6 +358,11 @@ class DoubleCursor:
             return self._changes(text, params)
         if _HAS_DATA.search(text):
             return self._has_data(text, params)
+        if _POLICY_REFERENCES.search(text):
+            self.cur.execute(
+                "SELECT " + ", ".join(f"CAST(NULL AS VARCHAR) AS {c}" for c in _POLICY_COLUMNS) + " WHERE FALSE"
+            )
+            return self
         streams = self._referenced_streams(text)
         if streams:
             return self._on_stream(text, params, streams)

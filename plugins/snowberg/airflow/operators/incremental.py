@@ -47,8 +47,10 @@ from snowberg.airflow.operators.idle import end_idle_run
 from snowberg.config.table_config import (
     ColumnAddPolicy,
     ColumnDropPolicy,
+    ColumnSettings,
     Cursor,
     MergeStrategy,
+    OnPolicy,
     PartitionField,
     Source,
     TableConfig,
@@ -100,7 +102,7 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
     what the freshness check measures) and skips every task downstream the
     way ``ShortCircuitOperator`` does (``SkipMixin.skip``: the plan succeeds,
     the rest shows *skipped*), so no further task process starts and the run
-    sends Snowflake the plan's one statement.
+    sends Snowflake the plan's statement and the source's policy metadata query.
 
     Run params (validated before any SQL): ``window_start``/``window_end``
     (a backfill of that window), ``number_start``/``number_end`` (a backfill
@@ -117,6 +119,9 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
     :param max_rows_per_slice: a window with more rows is cut into slices by cursor value.
     :param watch: the table's ``watch`` settings (``WatchSettings`` or its dict): a watched table's run reads the
         source's change token first and records what it saw for the triggerer (docs/event-driven.md).
+    :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never read,
+        hashed ones are hashed in Snowflake.
+    :param on_policy: ``fail``, ``warn`` or ``allow``: a masking or row access policy on the source.
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -134,6 +139,8 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
         geo_format: str = "geojson",
         max_rows_per_slice: int = 250_000,
         watch: WatchSettings | Settings | None = None,
+        columns: ColumnSettings | Settings | None = None,
+        on_policy: OnPolicy | str = OnPolicy.FAIL,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -147,6 +154,8 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
         self.geo_format = geo_format
         self.max_rows_per_slice = max_rows_per_slice
         self.watch = watch
+        self.columns = columns or {}
+        self.on_policy = on_policy
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
@@ -239,6 +248,8 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
     :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
     :param on_column_added: ``null`` or ``backfill``: after the commit, a column the source gained is re-read by
         key for the rows loaded before (``snowberg.load.column_backfill``; also on a retry whose load had committed).
+    :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never read,
+        hashed ones are read as their salted SHA-256 (the salt from the Airflow Variable ``columns.hash_salt``).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -263,6 +274,7 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         batch_rows: int = 250_000,
         on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
         on_column_added: ColumnAddPolicy | str | None = ColumnAddPolicy.NULL,
+        columns: ColumnSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -283,6 +295,7 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         self.batch_rows = batch_rows
         self.on_column_dropped = on_column_dropped
         self.on_column_added = on_column_added
+        self.columns = columns or {}
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()

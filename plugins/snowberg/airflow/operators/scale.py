@@ -42,6 +42,7 @@ from snowberg.airflow.operators.incremental import SnowbergTableOperator
 from snowberg.airflow.operators.lake_access import names_lake_connection
 from snowberg.config.table_config import (
     ColumnDropPolicy,
+    ColumnSettings,
     Cursor,
     MergeStrategy,
     PartitionField,
@@ -74,6 +75,8 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
     :param timestamp_nanos: ``error`` or ``truncate`` for nanosecond timestamps.
     :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
     :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
+    :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never read,
+        hashed ones are read as their salted SHA-256 (the salt from the Airflow Variable ``columns.hash_salt``).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -98,6 +101,7 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
         timestamp_nanos: str = "error",
         geo_format: str = "geojson",
         on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        columns: ColumnSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -117,6 +121,7 @@ class SnowbergSlicePlanOperator(SnowbergTableOperator):
         self.timestamp_nanos = timestamp_nanos
         self.geo_format = geo_format
         self.on_column_dropped = on_column_dropped
+        self.columns = columns or {}
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
@@ -156,6 +161,8 @@ class SnowbergSliceLoadOperator(SnowbergTableOperator):
     :param timestamp_nanos: ``error`` or ``truncate`` for nanosecond timestamps.
     :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
     :param batch_rows: rows per written batch.
+    :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never read,
+        hashed ones are read as their salted SHA-256 (the salt from the Airflow Variable ``columns.hash_salt``).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -177,6 +184,7 @@ class SnowbergSliceLoadOperator(SnowbergTableOperator):
         timestamp_nanos: str = "error",
         geo_format: str = "geojson",
         batch_rows: int = 250_000,
+        columns: ColumnSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -193,6 +201,7 @@ class SnowbergSliceLoadOperator(SnowbergTableOperator):
         self.timestamp_nanos = timestamp_nanos
         self.geo_format = geo_format
         self.batch_rows = batch_rows
+        self.columns = columns or {}
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
@@ -223,6 +232,8 @@ class SnowbergSliceCommitOperator(LoadLineage, SnowbergTableOperator):
     :param primary_key: the key columns whose earlier versions the commit replaces.
     :param write_mode: ``merge`` or ``append``; None: merge when there is a primary key.
     :param merge_strategy: ``merge_on_read`` (position deletes) or ``copy_on_write``.
+    :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never read,
+        hashed ones are read as their salted SHA-256 (the salt from the Airflow Variable ``columns.hash_salt``).
     :param snowflake_conn_id: the Snowflake connection (lineage only; templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -242,6 +253,7 @@ class SnowbergSliceCommitOperator(LoadLineage, SnowbergTableOperator):
         primary_key: Sequence[str] = (),
         write_mode: WriteMode | str | None = None,
         merge_strategy: MergeStrategy | str = MergeStrategy.MERGE_ON_READ,
+        columns: ColumnSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -257,6 +269,7 @@ class SnowbergSliceCommitOperator(LoadLineage, SnowbergTableOperator):
         self.primary_key = primary_key
         self.write_mode = write_mode
         self.merge_strategy = merge_strategy
+        self.columns = columns or {}
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
@@ -351,6 +364,8 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
     :param timestamp_nanos: ``error`` or ``truncate`` for nanosecond timestamps.
     :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
     :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
+    :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never read,
+        hashed ones are read as their salted SHA-256 (the salt from the Airflow Variable ``columns.hash_salt``).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -375,6 +390,7 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
         timestamp_nanos: str = "error",
         geo_format: str = "geojson",
         on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        columns: ColumnSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -394,6 +410,7 @@ class SnowbergUnloadOperator(LoadLineage, SnowbergTableOperator):
         self.timestamp_nanos = timestamp_nanos
         self.geo_format = geo_format
         self.on_column_dropped = on_column_dropped
+        self.columns = columns or {}
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()

@@ -36,7 +36,7 @@ from snowberg.airflow.lineage import StreamLoadLineage, record_load
 from snowberg.airflow.operators.arguments import Settings, TableSettings, operator_arguments
 from snowberg.airflow.operators.idle import end_idle_run
 from snowberg.config.stream_settings import StreamSource
-from snowberg.config.table_config import ColumnDropPolicy, PartitionField, Source, TableConfig
+from snowberg.config.table_config import ColumnDropPolicy, ColumnSettings, PartitionField, Source, TableConfig
 from snowberg.config.watch_settings import WatchSettings
 
 
@@ -85,6 +85,8 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
     :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt`` (the session's output format).
     :param watch: the table's ``watch`` settings: a watched table's run records what it consumed for the
         triggerer (docs/event-driven.md).
+    :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never staged,
+        hashed ones are staged as their salted SHA-256 (the salt from the Airflow Variable ``columns.hash_salt``).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -101,6 +103,7 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
         stream: StreamSource | Settings,
         geo_format: str = "geojson",
         watch: WatchSettings | Settings | None = None,
+        columns: ColumnSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -113,6 +116,7 @@ class SnowbergStreamConsumeOperator(_StreamOperator, SkipMixin):
         self.stream = stream
         self.geo_format = geo_format
         self.watch = watch
+        self.columns = columns or {}
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
@@ -191,6 +195,8 @@ class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):
     :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
     :param batch_rows: rows per written batch.
     :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
+    :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never staged,
+        hashed ones are staged as their salted SHA-256 (the salt from the Airflow Variable ``columns.hash_salt``).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -212,6 +218,7 @@ class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):
         geo_format: str = "geojson",
         batch_rows: int = 250_000,
         on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        columns: ColumnSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -229,6 +236,7 @@ class SnowbergStreamLoadOperator(StreamLoadLineage, _StreamOperator):
         self.geo_format = geo_format
         self.batch_rows = batch_rows
         self.on_column_dropped = on_column_dropped
+        self.columns = columns or {}
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
@@ -406,6 +414,8 @@ class SnowbergStreamChangesOperator(_StreamOperator):
     :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt``.
     :param batch_rows: rows per written batch.
     :param on_column_dropped: ``fail`` or ``keep_null`` when a column is gone from the source.
+    :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never staged,
+        hashed ones are staged as their salted SHA-256 (the salt from the Airflow Variable ``columns.hash_salt``).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -424,6 +434,7 @@ class SnowbergStreamChangesOperator(_StreamOperator):
         geo_format: str = "geojson",
         batch_rows: int = 250_000,
         on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        columns: ColumnSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -440,6 +451,7 @@ class SnowbergStreamChangesOperator(_StreamOperator):
         self.geo_format = geo_format
         self.batch_rows = batch_rows
         self.on_column_dropped = on_column_dropped
+        self.columns = columns or {}
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()

@@ -26,7 +26,7 @@ from snowberg.airflow.operators.arguments import Settings, TableSettings
 from snowberg.airflow.operators.check_base import SnowbergCheckFailed
 from snowberg.airflow.operators.lake_access import names_lake_connection
 from snowberg.config.stream_settings import StreamSource
-from snowberg.config.table_config import Cursor, Source, WriteMode
+from snowberg.config.table_config import ColumnSettings, Cursor, Source, WriteMode
 from snowberg.config.volume_settings import AnomalyAction, VolumeSettings
 
 # The ``status`` of the result a check pushes when it could not run (the UI page shows it with its reason).
@@ -72,6 +72,8 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         compared by counts).
     :param geo_format: GEOGRAPHY/GEOMETRY as ``geojson`` or ``wkt`` (the session's output format).
     :param volume: what is compared and what a difference does (``VolumeSettings`` or its dict).
+    :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never read,
+        hashed ones are read as their salted SHA-256 (the salt from the Airflow Variable ``columns.hash_salt``).
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -92,6 +94,7 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         write_mode: WriteMode | str | None = None,
         geo_format: str = "geojson",
         volume: VolumeSettings | Settings | None = None,
+        columns: ColumnSettings | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -106,6 +109,7 @@ class VolumeCheckOperator(TableSettings, BaseOperator):
         self.write_mode = write_mode
         self.geo_format = geo_format
         self.volume = volume if volume is not None else VolumeSettings()
+        self.columns = columns or {}
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
