@@ -140,3 +140,38 @@ def test_the_clean_up_snapshot_keeps_the_state_and_changes_no_row(catalog: Any) 
     p = head.summary.additional_properties
     assert p[gate.state.RUN_ID] == "bf" and p["removed-position-delete-files"] == "1"
     assert deletes.live_rows(t) == 10 == len(rows_of(t))
+
+
+def test_a_summary_counting_delete_files_but_not_their_positions_is_not_taken_as_the_row_count(
+    catalog: Any, monkeypatch: Any
+) -> None:
+    """The Iceberg spec makes every snapshot summary count optional ("Optional Snapshot Summary Fields",
+    https://iceberg.apache.org/spec/#optional-snapshot-summary-fields): a writer may record its delete files
+    (``total-delete-files``) without their positions (``total-position-deletes``). ``total-records`` then still
+    counts the hidden rows, so ``live_rows`` reads the delete files instead (health, the rollback preview and the
+    sync's guard would over-count otherwise)."""
+    from pyiceberg.table.update import snapshot as snapshot_mod
+
+    from snowberg.iceberg.merge import write_position_deletes
+
+    t = small_table(catalog, 3)  # ids 0..29
+    summarise = snapshot_mod.update_snapshot_summaries
+    position_counts = ("added-position-deletes", "total-position-deletes", "removed-position-deletes")
+
+    def without_position_counts(summary: Any, previous_summary: Any = None) -> Any:
+        from pyiceberg.table.snapshots import Summary
+
+        out = summarise(summary, previous_summary)
+        props = {k: v for k, v in out.additional_properties.items() if k not in position_counts}
+        return Summary(out.operation, **props)
+
+    monkeypatch.setattr(snapshot_mod, "update_snapshot_summaries", without_position_counts)
+    tx = t.transaction()
+    write_position_deletes(tx, pa.table({"id": pa.array([1, 2, 15], pa.int64())}), state_props(4), io=t.io)
+    tx.commit_transaction()
+    monkeypatch.setattr(snapshot_mod, "update_snapshot_summaries", summarise)
+    t = catalog.load_table("ns.t")
+    p = t.current_snapshot().summary.additional_properties
+    assert p["total-records"] == "30" and int(p["total-delete-files"]) >= 1
+    assert not set(position_counts) & set(p)
+    assert deletes.live_rows(t) == 27 == len(rows_of(t))
