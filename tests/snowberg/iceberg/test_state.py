@@ -256,6 +256,13 @@ def test_a_variable_naming_another_runs_lost_commit_at_the_same_watermark_is_ref
     with pytest.raises(state.StateError, match="ahead of the table.*snapshot 424242"):
         state.reconcile("k", st, variables, t)
     assert variables["k"] == lost
+    # Naming r1 but with another watermark: not the state the copy holds either.
+    ahead = json.dumps(
+        {"watermark": "2026-01-05 00:00:00.000000", "snapshot_id": s1, "run_id": "r1", "cursor_kind": "timestamp_ntz"}
+    )
+    variables["k"] = ahead
+    with pytest.raises(state.StateError, match="ahead of the table"):
+        state.reconcile("k", st, variables, t)
     # The mirror of r1's own commit, expired: the same state, adopted.
     variables["k"] = json.dumps({"watermark": wm, "snapshot_id": s1, "run_id": "r1", "cursor_kind": "timestamp_ntz"})
     assert "was expired" in state.reconcile("k", st, variables, t)
