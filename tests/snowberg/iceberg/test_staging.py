@@ -284,3 +284,17 @@ def test_without_modification_times_a_staging_manifest_being_written_holds_the_f
     assert Path(gone_data.removeprefix("file://")).exists() and stray.exists()
     assert Path(kept_data.removeprefix("file://")).exists() and partial.exists()
     assert [(s["run_id"], s["removed"]) for s in r.staging] == [("o", True), ("p", False)]
+
+
+def test_a_run_staged_long_ago_and_abandoned_just_now_is_kept_for_the_orphan_age(catalog: Any) -> None:
+    """Old files are not enough: the table must have shown the run abandoned for the orphan age (a rollback in
+    that time could make its commit possible again)."""
+    t = small_table(catalog, 3)
+    folder, data = stage(t, "o", base="3")
+    old = (datetime.now(UTC) - timedelta(days=10)).timestamp()
+    for path in in_folder(t, folder) | {data}:
+        os.utime(path.removeprefix("file://"), (old, old))
+    t = commit(t, 4)
+    r = m.remove_orphan_files(t, older_than=AGE)
+    assert not ({data} | in_folder(t, folder)) & set(r.orphans)
+    assert [(s["verdict"], s["removed"]) for s in r.staging] == [("overtaken", False)]

@@ -437,3 +437,42 @@ def test_floating_point_key_columns_are_refused(lake, key_type: str) -> None:
     t = lake.create_table("shop.scored", schema=schema)
     with pytest.raises(KeyColumnsError, match=rf"'score' is {key_type}, which cannot identify a row"):
         resolve_key_columns(t, ["order_id", "score"])
+
+
+def test_a_data_file_whose_delete_files_did_not_change_is_not_read(lake, monkeypatch) -> None:
+    """Two data files, each with a position delete from before the synced snapshot; the change deletes a row of
+    the first only. The second file and its delete file are never opened: the cost follows the change."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from snowberg.iceberg.merge import write_position_deletes
+    from snowberg.sync.snapshots import read_changes
+
+    t = lake.create_table("shop.orders", schema=orders_schema())
+    t.append(orders(list(range(0, 10))))
+    t.append(orders(list(range(10, 20))))
+    tx = t.transaction()
+    write_position_deletes(tx, pa.table({"order_id": pa.array([1, 11], pa.int64())}), {}, io=t.io)
+    t = tx.commit_transaction()
+    last = t.current_snapshot().snapshot_id
+    (second,) = (
+        task
+        for task in t.scan().plan_files()
+        if pq.read_table(task.file.file_path.removeprefix("file://")).column("order_id")[0].as_py() == 10
+    )
+    untouched = {second.file.file_path, *(d.file_path for d in second.delete_files)}
+    assert len(untouched) == 2
+    tx = t.transaction()
+    write_position_deletes(tx, pa.table({"order_id": pa.array([5], pa.int64())}), {}, io=t.io)
+    t = tx.commit_transaction()
+    opened: list[str] = []
+    real_open = t.io.new_input
+
+    def new_input(location: str):
+        opened.append(location)
+        return real_open(location)
+
+    monkeypatch.setattr(t.io, "new_input", new_input)
+    ch = read_changes(t, plan_changes(t, last, key_columns=["order_id"]))
+    assert ch.deleted_keys.column("order_id").to_pylist() == [5]
+    assert opened and not untouched & set(opened)
