@@ -320,3 +320,30 @@ def test_a_backfill_range_merged_with_an_open_range_ending_at_its_end_keeps_that
         "[2025-12-31 00:00:00.000000, 2026-01-01 00:00:00.000000]",
         "(2026-01-01 02:00:00.000000, 2026-01-01 03:00:00.000000]",
     ]
+
+
+def test_another_engines_compaction_adds_nothing_to_the_scope(table: Any) -> None:
+    """A ``replace`` snapshot without snowberg's properties (Spark's rewrite_data_files, Snowflake's compaction)
+    moves no row between cursor ranges: the scope stays the late margin, not the range of every file it
+    rewrote (the check's cost would follow the table)."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    from snowberg.iceberg.deletes import replace_producer
+
+    rec = _record(table)
+    old = [task.file for task in table.scan().plan_files()]
+    data = table.scan().to_arrow()
+    tx = table.transaction()
+    producer = replace_producer(tx, table.io, {})
+    for f in old:
+        producer.delete_data_file(f)
+    for f in _dataframe_to_data_files(tx.table_metadata, data, table.io):
+        producer.append_data_file(f)
+    producer.commit()
+    tx.commit_transaction()
+    head = table.refresh().current_snapshot()
+    assert head.summary.operation.value == "replace"
+    assert not any(k.startswith("snowberg.") for k in head.summary.additional_properties)
+    scope = _plan(table, rec)
+    assert scope.kind is vs.ScopeKind.INCREMENTAL
+    assert scope.ranges == (Range(low="2026-01-01 02:00:00.000000", high="2026-01-01 03:00:00.000000"),)

@@ -245,6 +245,7 @@ def test_a_variable_naming_another_runs_lost_commit_at_the_same_watermark_is_ref
     t = catalog.create_table("n.t", schema=pa.schema([("x", pa.int64())]))
     wm = "2026-01-01 00:00:00.000000"
     s1 = _commit(t, "r1", wm)
+    mirrored = state.mirror_value(state.read_state(catalog.load_table("n.t")))  # type: ignore[arg-type]
     catalog.load_table("n.t").append(pa.table({"x": [7]}), snapshot_properties={"other": "writer"})
     t = catalog.load_table("n.t")
     t.maintenance.expire_snapshots().by_id(s1).commit()
@@ -263,8 +264,9 @@ def test_a_variable_naming_another_runs_lost_commit_at_the_same_watermark_is_ref
     variables["k"] = ahead
     with pytest.raises(state.StateError, match="ahead of the table"):
         state.reconcile("k", st, variables, t)
-    # The mirror of r1's own commit, expired: the same state, adopted.
-    variables["k"] = json.dumps({"watermark": wm, "snapshot_id": s1, "run_id": "r1", "cursor_kind": "timestamp_ntz"})
+    # The mirror r1's commit wrote, its snapshot since expired: the same state, adopted.
+    assert json.loads(mirrored)["snapshot_id"] == s1
+    variables["k"] = mirrored
     assert "was expired" in state.reconcile("k", st, variables, t)
     assert json.loads(variables["k"])["snapshot_id"] == t.current_snapshot().snapshot_id
 
