@@ -68,6 +68,7 @@ def test_the_skip_leaves_teardown_tasks_out(idle_dag: Any) -> None:
     assert pushed["return_value"] == {"rows_in_window": 0}
 
 
+@pytest.mark.slow  # one DAG run through Airflow's runner (it syncs the DAG to the metadata database first)
 def test_an_idle_run_skips_the_work_and_its_teardown_still_runs(airflow_db: str, idle_dag: Any) -> None:
     """Through Airflow's own runner: plan succeeds, load and publish are skipped, the teardown runs."""
     dr = idle_dag.test()
