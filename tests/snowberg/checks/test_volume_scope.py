@@ -282,3 +282,68 @@ def test_the_earlier_snapshots_of_a_snowberg_commit_take_its_window(table: Any) 
     scope = _plan(table, rec)
     assert scope.kind is vs.ScopeKind.INCREMENTAL, scope.reason
     assert [r.describe() for r in scope.ranges] == ["(2026-01-01 02:00:00.000000, 2026-01-01 04:00:00.000000]"]
+
+
+def test_a_backfill_range_merged_with_an_open_range_ending_at_its_end_keeps_that_end(table: Any) -> None:
+    """A backfill ``[a, d]`` and a day that differed at the last check, ``[c, d)``, end at the same cursor value:
+    the merged range still holds ``d``, so rows at exactly that value are compared. Whichever range starts
+    first."""
+    k = CursorKind.NUMBER
+    backfill = Range(low="10", high="20", low_inclusive=True, high_inclusive=True)
+    for open_low in ("5", "15"):
+        day = Range(low=open_low, high="20", low_inclusive=True, high_inclusive=False)
+        for ranges in ([backfill, day], [day, backfill]):
+            (merged,) = vs.merge_ranges(k, ranges)
+            assert (merged.high, merged.high_inclusive) == ("20", True), (open_low, ranges)
+            assert merged.low == min("10", open_low, key=int) and merged.low_inclusive
+
+    # Through the plan: the backfill committed since the record, the day left open by the last check.
+    rec = _record(
+        table,
+        open_ranges=(
+            Range(
+                low="2025-12-31 00:00:00.000000",
+                high="2026-01-01 00:00:00.000000",
+                low_inclusive=True,
+                high_inclusive=False,
+            ),
+        ),
+    )
+    table.append(
+        _rows([98], 0),
+        snapshot_properties=_props("bf", "backfill", T0 - dt.timedelta(hours=12), T0)
+        | {"snowberg.watermark": _text(T0 + dt.timedelta(hours=3))},
+    )
+    scope = _plan(table, rec)
+    assert scope.kind is vs.ScopeKind.INCREMENTAL
+    assert [r.describe() for r in scope.ranges] == [
+        "[2025-12-31 00:00:00.000000, 2026-01-01 00:00:00.000000]",
+        "(2026-01-01 02:00:00.000000, 2026-01-01 03:00:00.000000]",
+    ]
+
+
+def test_another_engines_compaction_adds_nothing_to_the_scope(table: Any) -> None:
+    """A ``replace`` snapshot without snowberg's properties (Spark's rewrite_data_files, Snowflake's compaction)
+    moves no row between cursor ranges: the scope stays the late margin, not the range of every file it
+    rewrote (the check's cost would follow the table)."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    from snowberg.iceberg.deletes import replace_producer
+
+    rec = _record(table)
+    old = [task.file for task in table.scan().plan_files()]
+    data = table.scan().to_arrow()
+    tx = table.transaction()
+    producer = replace_producer(tx, table.io, {})
+    for f in old:
+        producer.delete_data_file(f)
+    for f in _dataframe_to_data_files(tx.table_metadata, data, table.io):
+        producer.append_data_file(f)
+    producer.commit()
+    tx.commit_transaction()
+    head = table.refresh().current_snapshot()
+    assert head.summary.operation.value == "replace"
+    assert not any(k.startswith("snowberg.") for k in head.summary.additional_properties)
+    scope = _plan(table, rec)
+    assert scope.kind is vs.ScopeKind.INCREMENTAL
+    assert scope.ranges == (Range(low="2026-01-01 02:00:00.000000", high="2026-01-01 03:00:00.000000"),)

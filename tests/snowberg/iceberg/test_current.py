@@ -32,3 +32,10 @@ def test_a_broken_variable_is_no_proof(variables: Any) -> None:
     assert read_proof("shop.orders", variables) is None
     variables["snowberg__shop__orders__current"] = "not json"
     assert read_proof("shop.orders", variables) is None
+
+
+def test_a_proof_whose_time_cannot_be_read_is_no_proof(variables: Any) -> None:
+    """Every field present, but ``proven_at`` is no instant: refused when read, not when freshness compares it."""
+    broken = {"proven_at": "yesterday", "run_id": "r", "dag_id": "d", "watermark": "5", "snapshot_id": 7}
+    variables["snowberg__shop__orders__current"] = json.dumps(broken)
+    assert read_proof("shop.orders", variables) is None

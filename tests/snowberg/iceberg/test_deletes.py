@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from maint_harness import rows_of, small_table, state_props
 
 from snowberg.iceberg import deletes, gate
@@ -140,3 +141,79 @@ def test_the_clean_up_snapshot_keeps_the_state_and_changes_no_row(catalog: Any) 
     p = head.summary.additional_properties
     assert p[gate.state.RUN_ID] == "bf" and p["removed-position-delete-files"] == "1"
     assert deletes.live_rows(t) == 10 == len(rows_of(t))
+
+
+@pytest.mark.parametrize(
+    "dropped",
+    [
+        ("added-position-deletes", "total-position-deletes", "removed-position-deletes"),
+        ("added-delete-files", "added-position-delete-files", "total-delete-files", "total-position-delete-files"),
+    ],
+    ids=["no-position-counts", "no-delete-file-counts"],
+)
+def test_a_summary_counting_delete_files_but_not_their_positions_is_not_taken_as_the_row_count(
+    catalog: Any, monkeypatch: Any, dropped: tuple[str, ...]
+) -> None:
+    """The Iceberg spec makes every snapshot summary count optional ("Optional Snapshot Summary Fields",
+    https://iceberg.apache.org/spec/#optional-snapshot-summary-fields): a writer may record its delete files
+    (``total-delete-files``) without their positions (``total-position-deletes``), or the other way round.
+    ``total-records`` still counts the hidden rows, so ``live_rows`` reads the delete files instead (health, the
+    rollback preview and the sync's guard would over-count otherwise). The summaries are shaped from the spec by
+    leaving pyiceberg's counts out, not recorded from another engine."""
+    from pyiceberg.table.update import snapshot as snapshot_mod
+
+    from snowberg.iceberg.merge import write_position_deletes
+
+    t = small_table(catalog, 3)  # ids 0..29
+    summarise = snapshot_mod.update_snapshot_summaries
+
+    def without_position_counts(summary: Any, previous_summary: Any = None) -> Any:
+        from pyiceberg.table.snapshots import Summary
+
+        out = summarise(summary, previous_summary)
+        props = {k: v for k, v in out.additional_properties.items() if k not in dropped}
+        return Summary(out.operation, **props)
+
+    monkeypatch.setattr(snapshot_mod, "update_snapshot_summaries", without_position_counts)
+    tx = t.transaction()
+    write_position_deletes(tx, pa.table({"id": pa.array([1, 2, 15], pa.int64())}), state_props(4), io=t.io)
+    tx.commit_transaction()
+    monkeypatch.setattr(snapshot_mod, "update_snapshot_summaries", summarise)
+    t = catalog.load_table("ns.t")
+    p = t.current_snapshot().summary.additional_properties
+    assert p["total-records"] == "30" and not set(dropped) & set(p)
+    assert deletes.live_rows(t) == 27 == len(rows_of(t))
+
+
+def test_live_rows_is_unknown_with_equality_deletes(catalog: Any) -> None:
+    """An equality delete file (another engine's; laid out as the Iceberg spec's "Equality Delete Files") hides
+    rows no position names: the count cannot be known from metadata, so it is None, never the data rows."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    from snowberg.iceberg.merge import position_delete_producer
+
+    t = small_table(catalog, 2)
+    data = pa.table({"id": pa.array([3], pa.int64())}).cast(
+        pa.schema([pa.field("id", pa.int64(), False, {b"PARQUET:field_id": "1"})])
+    )
+    location = f"{t.location()}/data/eq-deletes.parquet"
+    with t.io.new_output(location).create(overwrite=True) as out:
+        pq.write_table(data, out)
+    f = DataFile.from_args(
+        _table_format_version=2,
+        content=DataFileContent.EQUALITY_DELETES,
+        file_path=location,
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=1,
+        file_size_in_bytes=len(t.io.new_input(location)),
+        equality_ids=[1],
+        spec_id=0,
+    )
+    tx = t.transaction()
+    position_delete_producer(tx, t.io, {}, [f]).commit()
+    tx.commit_transaction()
+    t = catalog.load_table("ns.t")
+    assert deletes.live_rows(t) is None
+    assert deletes.live_rows(t, t.snapshots()[0].snapshot_id) == 10

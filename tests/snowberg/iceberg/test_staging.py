@@ -224,3 +224,77 @@ def test_inspect_lists_staged_runs_with_their_verdict(catalog: Any) -> None:
     text = inspect.render_metadata(rows, "staging")
     assert "overtaken" in text and "pending" in text
     assert '"verdict": "overtaken"' in inspect.to_json(rows)
+
+
+# ---------------------------------------------------------------- one folder per run, and a commit removes only its own
+
+LONG = "backfill__2026-11-30T00:00:00+00:00__" + "x" * 40  # longer than the folder name's readable prefix
+
+
+def test_run_ids_sharing_a_long_prefix_get_separate_staging_folders(catalog: Any) -> None:
+    """The folder name keeps a readable prefix of the run id and a hash of all of it: two runs whose ids differ
+    only past the prefix never share a folder (the sweep would judge one run by the other's record)."""
+    t = small_table(catalog, 3)
+    a, b = f"{LONG}#clear1", f"{LONG}#clear2"
+    assert staging.staging_location(t, a) != staging.staging_location(t, b)
+    assert staging.staging_location(t, a) == staging.staging_location(t, a)  # a run finds its folder again
+    stage(t, a, base="3", mode="backfill")
+    stage(t, f"{LONG}-other", base="3", mode="backfill")
+    runs = runs_of(t)
+    assert set(runs) == {a, f"{LONG}-other"} and all(len(r.files) == 2 for r in runs.values())
+
+
+def test_a_commit_removes_only_its_own_runs_staging(catalog: Any) -> None:
+    t = small_table(catalog, 3)
+    mine, _ = stage(t, f"{LONG}-mine", base="3")
+    other, other_data = stage(t, f"{LONG}-other", base="3")
+    next_run, _ = stage(t, "run", base="3")  # a run id that is a prefix of another's folder name
+    stage(t, "run2", base="3")
+    assert staging.remove_run_staging(t, f"{LONG}-mine") == 2
+    assert in_folder(t, mine) == set()
+    assert len(in_folder(t, other)) == 2 and Path(other_data.removeprefix("file://")).exists()
+    assert staging.remove_run_staging(t, "run") == 2
+    assert in_folder(t, next_run) == set() and len(runs_of(t)["run2"].files) == 2
+
+
+def test_without_modification_times_a_staging_manifest_being_written_holds_the_files_and_unknown_ages_stay(
+    catalog: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Object storage whose listing gives no times: a pending run's staging manifest that cannot be read yet may
+    be being written and name any file, so the data file an abandoned run named is held this time (the
+    abandoned folder itself goes); a file of unknown age that nothing dates is never deleted."""
+    t = small_table(catalog, 3)
+    gone_folder, gone_data = stage(t, "o", base="3")
+    t = commit(t, 4)
+    kept_folder, kept_data = stage(t, "p", base="4")
+    partial = Path(kept_folder.removeprefix("file://")) / "slice-00001-b.avro"
+    partial.write_bytes(b"Obj\x01 being written")
+    stray = Path(t.location().removeprefix("file://")) / "data" / "stray.parquet"
+    stray.write_bytes(b"unreferenced")
+    abandoned_folder = in_folder(t, gone_folder)  # its manifest and record
+    real = staging.list_files
+
+    def no_times(io: Any, location: str) -> Any:
+        for f in real(io, location):
+            yield staging.ListedFile(path=f.path, modified=None, size=f.size)
+
+    monkeypatch.setattr(staging, "list_files", no_times)
+    r = m.remove_orphan_files(t, older_than=AGE, now=FAR_FUTURE)
+    assert r.data_files_held == 1 and set(r.orphans) == abandoned_folder
+    assert Path(gone_data.removeprefix("file://")).exists() and stray.exists()
+    assert Path(kept_data.removeprefix("file://")).exists() and partial.exists()
+    assert [(s["run_id"], s["removed"]) for s in r.staging] == [("o", True), ("p", False)]
+
+
+def test_a_run_staged_long_ago_and_abandoned_just_now_is_kept_for_the_orphan_age(catalog: Any) -> None:
+    """Old files are not enough: the table must have shown the run abandoned for the orphan age (a rollback in
+    that time could make its commit possible again)."""
+    t = small_table(catalog, 3)
+    folder, data = stage(t, "o", base="3")
+    old = (datetime.now(UTC) - timedelta(days=10)).timestamp()
+    for path in in_folder(t, folder) | {data}:
+        os.utime(path.removeprefix("file://"), (old, old))
+    t = commit(t, 4)
+    r = m.remove_orphan_files(t, older_than=AGE)
+    assert not ({data} | in_folder(t, folder)) & set(r.orphans)
+    assert [(s["verdict"], s["removed"]) for s in r.staging] == [("overtaken", False)]

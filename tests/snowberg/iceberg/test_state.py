@@ -233,3 +233,67 @@ def test_reconcile_refuses_a_mirror_naming_a_snapshot_the_table_does_not_have(ca
         with pytest.raises(state.StateError, match="ahead of the table.*snapshot 424242"):
             state.reconcile("k", st, variables, t)
         assert json.loads(variables["k"])["snapshot_id"] == 424242  # left as it was
+
+
+def test_a_variable_naming_another_runs_lost_commit_at_the_same_watermark_is_refused_when_state_is_from_properties(
+    catalog: Any, variables: Any
+) -> None:
+    """Expiry took r1's snapshot: the state is the property copy (r1, watermark W). A Variable at W naming a
+    snapshot the table does not have is the mirror of r1's own expired commit only if it names run r1; naming
+    another run, it is a commit the table lost (a restore of an older copy): refused, left as it was."""
+    catalog.create_namespace_if_not_exists("n")
+    t = catalog.create_table("n.t", schema=pa.schema([("x", pa.int64())]))
+    wm = "2026-01-01 00:00:00.000000"
+    s1 = _commit(t, "r1", wm)
+    mirrored = state.mirror_value(state.read_state(catalog.load_table("n.t")))  # type: ignore[arg-type]
+    catalog.load_table("n.t").append(pa.table({"x": [7]}), snapshot_properties={"other": "writer"})
+    t = catalog.load_table("n.t")
+    t.maintenance.expire_snapshots().by_id(s1).commit()
+    t = catalog.load_table("n.t")
+    st = state.read_state(t)
+    assert st is not None and (st.run_id, st.watermark, st.from_properties) == ("r1", wm, True)
+    lost = json.dumps({"watermark": wm, "snapshot_id": 424242, "run_id": "r2", "cursor_kind": "timestamp_ntz"})
+    variables["k"] = lost
+    with pytest.raises(state.StateError, match="ahead of the table.*snapshot 424242"):
+        state.reconcile("k", st, variables, t)
+    assert variables["k"] == lost
+    # Naming r1 but with another watermark: not the state the copy holds either.
+    ahead = json.dumps(
+        {"watermark": "2026-01-05 00:00:00.000000", "snapshot_id": s1, "run_id": "r1", "cursor_kind": "timestamp_ntz"}
+    )
+    variables["k"] = ahead
+    with pytest.raises(state.StateError, match="ahead of the table"):
+        state.reconcile("k", st, variables, t)
+    # The mirror r1's commit wrote, its snapshot since expired: the same state, adopted.
+    assert json.loads(mirrored)["snapshot_id"] == s1
+    variables["k"] = mirrored
+    assert "was expired" in state.reconcile("k", st, variables, t)
+    assert json.loads(variables["k"])["snapshot_id"] == t.current_snapshot().snapshot_id
+
+
+def test_a_variable_ahead_of_a_rollback_to_a_commit_without_a_watermark_is_reported(
+    catalog: Any, variables: Any
+) -> None:
+    """r1 was a full refresh without a cursor (no watermark), r2 the first load with one. Another engine rolls
+    main back to r1: the Variable (r2, watermark W) is ahead of a table whose state has no watermark. Reported,
+    not overwritten: overwriting would start the next run from nothing while a person may want r2 back."""
+    catalog.create_namespace_if_not_exists("n")
+    t = catalog.create_table("n.t", schema=pa.schema([("x", pa.int64())]))
+    tx = t.transaction()
+    tx.append(
+        pa.table({"x": [1]}),
+        snapshot_properties={state.WATERMARK: "", state.RUN_ID: "r1", state.MODE: "full_refresh"},
+    )
+    s1 = int(tx.commit_transaction().current_snapshot().snapshot_id)
+    s2 = _commit(catalog.load_table("n.t"), "r2", "2026-01-02 00:00:00.000000")
+    t = catalog.load_table("n.t")
+    mirror = state.mirror_value(state.read_state(t))  # type: ignore[arg-type]
+    assert json.loads(mirror)["snapshot_id"] == s2
+    variables["k"] = mirror
+    t.manage_snapshots().rollback_to_snapshot(s1).commit()
+    t = catalog.load_table("n.t")
+    st = state.read_state(t)
+    assert st is not None and (st.run_id, st.watermark) == ("r1", None)
+    with pytest.raises(state.StateError, match="ahead of the table"):
+        state.reconcile("k", st, variables, t)
+    assert variables["k"] == mirror

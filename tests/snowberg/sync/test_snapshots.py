@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from l2s_data import orders, orders_schema
 
@@ -256,3 +258,221 @@ def test_position_deletes_become_keys_by_reading_only_the_positions_they_name(la
     assert parquet.count(first) == 1
     deletes = [n for n in parquet if n != first]
     assert set(deletes) == data_files[first] and len(deletes) == len(set(deletes))  # each delete file read once
+
+
+# ---------------------------------------------------------------- keyed changes: what must stay a rewrite, what is live
+
+
+def _keyed_schema(key_type: Any = None) -> Any:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    return Schema(
+        NestedField(1, "order_id", key_type or LongType(), required=True),
+        NestedField(2, "customer", StringType(), required=False),
+        identifier_field_ids=[1],
+    )
+
+
+def _keyed_rows(ids: list[int]) -> Any:
+    import pyarrow as pa
+
+    return pa.table(
+        {"order_id": pa.array(ids, pa.int64()), "customer": [f"c{i}" for i in ids]},
+        schema=pa.schema([pa.field("order_id", pa.int64(), False), pa.field("customer", pa.string())]),
+    )
+
+
+def test_a_key_updated_merge_on_read_survives_a_later_copy_on_write_rewrite_of_its_old_file(lake) -> None:
+    """Key 5 was updated merge-on-read before the synced snapshot (its old row hidden by a position delete, the
+    new version in another file). A copy-on-write delete of key 7 then rewrites the old file: the removed file's
+    rows that were already deleted (key 5's old version) are no removal. Counting them would delete key 5 from
+    the target although its new version is live."""
+    import pyarrow as pa
+
+    from snowberg.iceberg.merge import write_position_deletes
+    from snowberg.sync.snapshots import read_changes
+
+    t = lake.create_table("shop.orders", schema=orders_schema())
+    t.append(orders(list(range(10))))
+    tx = t.transaction()
+    write_position_deletes(tx, pa.table({"order_id": pa.array([5], pa.int64())}), {}, io=t.io)
+    tx.append(_renamed([5], "v2-"))
+    t = tx.commit_transaction()
+    last = t.current_snapshot().snapshot_id
+    t.delete("order_id = 7")  # copy-on-write: the first file goes, its live rows but 7 are written again
+    t = lake.load_table("shop.orders")
+    ch = read_changes(t, plan_changes(t, last, key_columns=["order_id"]))
+    assert ch.deleted_keys.column("order_id").to_pylist() == [7]
+    assert 5 not in ch.removed_keys.column("order_id").to_pylist()
+    after = _apply(_state(t, last), ch)
+    assert after == _state(t, t.current_snapshot().snapshot_id) and after[5] == "v2-5"
+
+
+def _commit_delete_files(t: Any, files: list[Any], *, operation: Any = None) -> Any:
+    """Commit ``files`` (delete files) in one snapshot with the merge's delete-file producer; ``operation``
+    overrides the snapshot's operation (the producer writes ``delete``)."""
+    from snowberg.iceberg.merge import position_delete_producer
+
+    tx = t.transaction()
+    producer = position_delete_producer(tx, t.io, {}, files)
+    if operation is not None:
+        producer._operation = operation  # noqa: SLF001 - the one way to label a snapshot another engine labels
+    producer.commit()
+    return tx.commit_transaction()
+
+
+def _equality_delete_file(t: Any, key: str, values: list[int]) -> Any:
+    """An equality delete file on ``key``, laid out as the Iceberg spec defines it ("Equality Delete Files": the
+    equality field's column with its field id, ``equality_ids`` naming it), as Flink writes them; pyiceberg 0.12
+    writes none."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    fid = t.schema().find_field(key).field_id
+    data = pa.table({key: pa.array(values, pa.int64())}).cast(
+        pa.schema([pa.field(key, pa.int64(), False, {b"PARQUET:field_id": str(fid)})])
+    )
+    location = f"{t.location()}/data/eq-deletes.parquet"
+    with t.io.new_output(location).create(overwrite=True) as out:
+        pq.write_table(data, out)
+    return DataFile.from_args(
+        _table_format_version=2,
+        content=DataFileContent.EQUALITY_DELETES,
+        file_path=location,
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=len(values),
+        file_size_in_bytes=len(t.io.new_input(location)),
+        equality_ids=[fid],
+        spec_id=0,
+    )
+
+
+def test_equality_deletes_are_never_applied_as_keyed_changes(lake) -> None:
+    """Another engine (Flink) removes key 3 with an equality delete file: which rows it hides is not in any
+    file's positions, so a keyed run would miss the removal. It stays a rewrite: refused, or a full reload."""
+    t = lake.create_table("shop.orders", schema=_keyed_schema())
+    t.append(_keyed_rows([1, 2, 3]))
+    last = t.current_snapshot().snapshot_id
+    t = _commit_delete_files(t, [_equality_delete_file(t, "order_id", [3])])
+    assert t.current_snapshot().summary.additional_properties["added-equality-deletes"] == "1"
+    with pytest.raises(SourceRewriteError, match="is an delete"):
+        plan_changes(t, last, key_columns=["order_id"])
+    assert plan_changes(t, last, on_rewrite="full_reload", key_columns=["order_id"]).mode == "full_reload"
+
+
+def test_an_append_snapshot_carrying_position_deletes_is_not_a_plain_append(lake) -> None:
+    """A snapshot labelled ``append`` that adds position delete files hides rows already synced: loading only
+    its added data files would keep the hidden rows in the target. Without a key it is refused; with one it is a
+    keyed change that removes them."""
+    import pyarrow as pa
+    from pyiceberg.table.snapshots import Operation
+
+    from snowberg.iceberg.merge import write_position_deletes
+    from snowberg.sync.snapshots import read_changes
+
+    t = lake.create_table("shop.orders", schema=orders_schema())
+    t.append(orders([1, 2, 3]))
+    last = t.current_snapshot().snapshot_id
+    # The merge writes the position delete file for key 2 into a transaction that is never committed ...
+    tx = t.transaction()
+    write_position_deletes(tx, pa.table({"order_id": pa.array([2], pa.int64())}), {}, io=t.io)
+    staged = tx.table_metadata.current_snapshot()
+    assert staged is not None
+    (own,) = {
+        e.data_file
+        for m in staged.manifests(t.io)
+        if m.content.name == "DELETES"
+        for e in m.fetch_manifest_entry(t.io, discard_deleted=True)
+    }
+    # ... and the file is committed in a snapshot labelled append.
+    t = _commit_delete_files(t, [own], operation=Operation.APPEND)
+    snap = t.current_snapshot()
+    assert snap.summary.operation == Operation.APPEND
+    assert int(snap.summary.additional_properties["added-position-deletes"]) == 1
+    with pytest.raises(SourceRewriteError, match=r"is an append \(append with delete files\)"):
+        plan_changes(t, last)
+    plan = plan_changes(t, last, key_columns=["order_id"])
+    assert plan.mode == "changes"
+    ch = read_changes(t, plan)
+    assert ch.deleted_keys.column("order_id").to_pylist() == [2]
+    assert _apply(_state(t, last), ch) == _state(t, snap.snapshot_id) == {1: "customer '1'", 3: "customer '3'"}
+
+
+def test_key_columns_empty_turns_keyed_changes_off_even_with_identifier_fields(lake) -> None:
+    from snowberg.sync.config import parse_syncs
+    from snowberg.sync.snapshots import resolve_key_columns
+
+    t = lake.create_table("shop.keyed", schema=_keyed_schema())
+    t.append(_keyed_rows([1, 2]))
+    last = t.current_snapshot().snapshot_id
+    t.delete("order_id = 1")
+    assert resolve_key_columns(t, None) == ["order_id"]  # unset: the identifier fields
+    assert resolve_key_columns(t, []) == []  # []: no key, whatever the source declares
+    with pytest.raises(SourceRewriteError):
+        plan_changes(t, last, key_columns=resolve_key_columns(t, []))
+    entry = {
+        "name": "o",
+        "source": {"catalog": "lake", "table": "shop.keyed"},
+        "target": {"kind": "native", "table": "DB.S.ORDERS"},
+        "key_columns": [],
+    }
+    assert parse_syncs({"syncs": [entry]}).syncs[0].key_columns == []
+
+
+@pytest.mark.parametrize("key_type", ["float", "double"])
+def test_floating_point_key_columns_are_refused(lake, key_type: str) -> None:
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import DoubleType, FloatType, LongType, NestedField
+
+    from snowberg.sync.snapshots import KeyColumnsError, resolve_key_columns
+
+    schema = Schema(
+        NestedField(1, "order_id", LongType(), required=True),
+        NestedField(2, "score", FloatType() if key_type == "float" else DoubleType(), required=False),
+    )
+    t = lake.create_table("shop.scored", schema=schema)
+    with pytest.raises(KeyColumnsError, match=rf"'score' is {key_type}, which cannot identify a row"):
+        resolve_key_columns(t, ["order_id", "score"])
+
+
+def test_a_data_file_whose_delete_files_did_not_change_is_not_read(lake, monkeypatch) -> None:
+    """Two data files, each with a position delete from before the synced snapshot; the change deletes a row of
+    the first only. The second file and its delete file are never opened: the cost follows the change."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from snowberg.iceberg.merge import write_position_deletes
+    from snowberg.sync.snapshots import read_changes
+
+    t = lake.create_table("shop.orders", schema=orders_schema())
+    t.append(orders(list(range(0, 10))))
+    t.append(orders(list(range(10, 20))))
+    tx = t.transaction()
+    write_position_deletes(tx, pa.table({"order_id": pa.array([1, 11], pa.int64())}), {}, io=t.io)
+    t = tx.commit_transaction()
+    last = t.current_snapshot().snapshot_id
+    (second,) = (
+        task
+        for task in t.scan().plan_files()
+        if pq.read_table(task.file.file_path.removeprefix("file://")).column("order_id")[0].as_py() == 10
+    )
+    untouched = {second.file.file_path, *(d.file_path for d in second.delete_files)}
+    assert len(untouched) == 2
+    tx = t.transaction()
+    write_position_deletes(tx, pa.table({"order_id": pa.array([5], pa.int64())}), {}, io=t.io)
+    t = tx.commit_transaction()
+    opened: list[str] = []
+    real_open = t.io.new_input
+
+    def new_input(location: str):
+        opened.append(location)
+        return real_open(location)
+
+    monkeypatch.setattr(t.io, "new_input", new_input)
+    ch = read_changes(t, plan_changes(t, last, key_columns=["order_id"]))
+    assert ch.deleted_keys.column("order_id").to_pylist() == [5]
+    assert opened and not untouched & set(opened)
