@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import collections
 import json
 import os
 import statistics
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +164,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         "data_interval_start": None,
         "data_interval_end": None,
         "ti": ti,
-        "outlet_events": {},
+        "outlet_events": collections.defaultdict(lambda: types.SimpleNamespace(add=lambda *a, **k: None)),
     }
     result = task.execute(context)
     ledger.leave()
