@@ -120,6 +120,14 @@ def test_a_small_window_loads_in_the_plan_and_sends_the_asset_event_once(
     assert _lake_ids(entry) == list(range(1, 54))
     assert json.loads(Variable.get(cfg.variable_key))["run_id"] == busy.run_id
     assert _asset_events(uri) == before + 2
+    # The table's UI page times the commit by the task that made it: here the plan.
+    from airflow.utils.session import create_session
+
+    from snowberg.airflow.ui_data import table_status
+
+    with create_session() as session:
+        page = table_status(cfg, session)
+    assert page.run_id == busy.run_id and page.duration_seconds is not None
 
     _insert(sfdb, 54, 101)  # above inline_load_rows: the load task loads it, publish sends the event
     big = dag.test()
