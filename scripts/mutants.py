@@ -1173,8 +1173,8 @@ LAST_ROUND_MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="idle-teardown-skipped",
         file="airflow/operators/idle.py",
-        old=' if not getattr(t, "is_teardown", False)]',
-        new="]",
+        old='        if not getattr(t, "is_teardown", False) and t.task_id not in keep',
+        new="        if t.task_id not in keep",
         tests=(f"{T_IDLE}::test_the_skip_leaves_teardown_tasks_out",),
         breaks="an idle run skips teardown tasks too: what they release stays held",
     ),

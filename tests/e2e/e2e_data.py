@@ -119,8 +119,10 @@ TABLES = [
     table_entry("e2e_sched", schedule="* * * * *", source_table="SCHED_ORDERS"),
     table_entry("e2e_backfill", schedule="@daily", source_table="BF_ORDERS", partition_by=["day(updated_at)"]),
     table_entry("e2e_params", schedule=None, source_table="PARAM_ORDERS"),
-    table_entry("e2e_race", schedule="@daily", source_table="RACE_ORDERS"),
-    table_entry("e2e_celery", schedule=None, source_table="CELERY_ORDERS"),
+    # These two test the load task itself (its one-at-a-time guard; every task through a Celery worker):
+    # inline_load_rows 0 keeps their small windows out of the plan task.
+    table_entry("e2e_race", schedule="@daily", source_table="RACE_ORDERS", inline_load_rows=0),
+    table_entry("e2e_celery", schedule=None, source_table="CELERY_ORDERS", inline_load_rows=0),
     # Backfills of the other cursor kinds: a DATE cursor (whole days) and a NUMBER cursor (numeric bounds).
     table_entry("e2e_bf_date", schedule="@daily", source_table="BF_DATE_ORDERS", cursor={"column": "order_date"}),
     table_entry("e2e_bf_number", schedule="@daily", source_table="BF_NUMBER_ORDERS", cursor={"column": "order_id"}),

@@ -252,7 +252,7 @@ def test_a_missing_bucket(lake: Lake, loads: Loads) -> None:
     lake.use_connection(broken)
     loads.change(list(range(1, 8)), "first")
     run = loads.run()
-    fails_clearly(run, lake, task="load", problem="no_bucket", check="extra.warehouse", secrets=secrets_of(lake))
+    fails_clearly(run, lake, task="plan", problem="no_bucket", check="extra.warehouse", secrets=secrets_of(lake))
     assert loads.table() is None and loads.variable() is None, "the failed first load left a table or a watermark"
     lake.moto.create_bucket(missing)
     fixed = loads.run()
@@ -276,7 +276,7 @@ def test_the_catalog_answers_a_server_error_to_the_commit(lake: Lake, loads: Loa
         lake,
         breaks=breaks,
         fixes=lambda: setattr(lake.rest, "refuse_next_commits", 0),
-        task="load",
+        task="plan",  # a window of a few rows is written and committed in the plan task (inline_load_rows)
         problem="catalog_unavailable" if status == 503 else "commit_state_unknown",
         check="the catalog service",
         secrets=secrets_of(lake),
@@ -300,7 +300,7 @@ def test_an_expired_vended_credential(lake: Lake, loads: Loads) -> None:
         lake,
         breaks=breaks,
         fixes=fixes,
-        task="load",
+        task="plan",  # a window of a few rows is written and committed in the plan task (inline_load_rows)
         problem="session_token",
         check="the storage role or integration",
         secrets=secrets_of(lake, stale["s3.session-token"]),

@@ -30,7 +30,12 @@ from snowberg.airflow.alerts import build_notifiers
 from snowberg.airflow.operators.arguments import operator_arguments
 from snowberg.airflow.operators.freshness import SnapshotFreshnessOperator
 from snowberg.airflow.operators.health import TableHealthOperator
-from snowberg.airflow.operators.incremental import SnowbergLoadOperator, SnowbergPlanOperator, SnowbergPublishOperator
+from snowberg.airflow.operators.incremental import (
+    SnowbergLoadOperator,
+    SnowbergPlanOperator,
+    SnowbergPublishOperator,
+    inline_alias,
+)
 from snowberg.airflow.operators.invalid_config import InvalidTableConfigOperator
 from snowberg.airflow.operators.maintenance import MaintenanceStep, SnowbergMaintenanceOperator, maintenance_params
 from snowberg.airflow.operators.scale import SnowbergUnloadOperator, sliced_load
@@ -206,7 +211,7 @@ def _default_args(cfg: TableConfig, dag_id: str | None = None, *, pooled: bool =
     return args
 
 
-def _checks(cfg: TableConfig, *, freshness: bool = True) -> list[Any]:
+def _checks(cfg: TableConfig, *, freshness: bool = True, trigger_rule: str = "all_success") -> list[Any]:
     """Freshness and health tasks (metadata only); wired after loads and in the checks DAG.
 
     Freshness runs in the checks DAG only (``freshness=False`` after a load): a load run proves the
@@ -215,7 +220,12 @@ def _checks(cfg: TableConfig, *, freshness: bool = True) -> list[Any]:
     """
     tasks: list[Any] = [
         TableHealthOperator(
-            task_id="table_health", table=cfg.target, catalog=cfg.catalog, thresholds=cfg.health, table_name=cfg.name
+            task_id="table_health",
+            table=cfg.target,
+            catalog=cfg.catalog,
+            thresholds=cfg.health,
+            table_name=cfg.name,
+            trigger_rule=trigger_rule,
         ),
     ]
     if cfg.freshness_sla is not None and freshness:
@@ -317,7 +327,7 @@ def build_dag(cfg: TableConfig) -> DAG:
         doc_md=_doc(cfg),
         default_args=_default_args(cfg, pooled=True),
     ) as dag:
-        plan = SnowbergPlanOperator(task_id="plan", **operator_arguments(SnowbergPlanOperator, cfg))
+        plan = _plan(cfg, inline=not cfg.scale_out)
         if cfg.scale_out:
             # Slices as mapped tasks (spread over Celery workers); one commit at the end.
             load: Any = sliced_load(cfg, plan, max_parallel=cfg.max_parallel_slices)
@@ -337,8 +347,23 @@ def build_dag(cfg: TableConfig) -> DAG:
             outlets=[table_asset(cfg)],
             **operator_arguments(SnowbergPublishOperator, cfg),
         )
-        load >> publish >> _checks(cfg, freshness=False)
+        # none_failed: a plan that loaded a small window itself leaves table_health to run (after the skipped
+        # load and publish) only when the check would fail.
+        load >> publish >> _checks(cfg, freshness=False, trigger_rule="none_failed")
     return attach_form(dag, params)
+
+
+def _plan(cfg: TableConfig, *, inline: bool) -> SnowbergPlanOperator:
+    """The plan task; ``inline``: it loads windows of up to ``inline_load_rows`` rows itself (docs/performance.md).
+
+    Its outlet is an ``AssetAlias`` through which such a load sends the table's Asset event (an idle plan sends
+    none); the unload DAG and mapped slices always load in their own tasks.
+    """
+    arguments = operator_arguments(SnowbergPlanOperator, cfg)
+    if not inline or cfg.inline_load_rows == 0:
+        return SnowbergPlanOperator(task_id="plan", **arguments)
+    alias = inline_alias(cfg.name)
+    return SnowbergPlanOperator(task_id="plan", asset_alias=alias, asset=table_asset(cfg), outlets=[alias], **arguments)
 
 
 def build_unload_dag(cfg: TableConfig) -> DAG:
@@ -358,7 +383,7 @@ def build_unload_dag(cfg: TableConfig) -> DAG:
         "For big initial loads and full refreshes; see docs/performance.md.",
         default_args=_default_args(cfg, f"{cfg.dag_id}__unload", pooled=True),
     ) as dag:
-        plan = SnowbergPlanOperator(task_id="plan", **operator_arguments(SnowbergPlanOperator, cfg))
+        plan = _plan(cfg, inline=False)
         unload = SnowbergUnloadOperator(
             task_id="unload", window=plan.output, **operator_arguments(SnowbergUnloadOperator, cfg)
         )

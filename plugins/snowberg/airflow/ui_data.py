@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 HISTORY = 20
 # The task that commits a load, per DAG shape (single task, scale-out, push-down unload, stream).
 COMMIT_TASKS = ("load", "commit", "unload")
+# The task that committed a small window itself (``inline_load_rows``), its load task skipped.
+INLINE_COMMIT_TASK = "plan"
 
 
 def tables_config_path() -> Path:
@@ -250,6 +252,18 @@ def _airflow(status: TableStatus, cfg: TableConfig, session: Any) -> None:
             )
         ).all()
         known = [d for d in durations if d is not None]
+        if not known:  # no committing task ran: the plan loaded the window itself
+            known = [
+                d
+                for d in session.scalars(
+                    select(TaskInstance.duration).where(
+                        TaskInstance.dag_id == cfg.dag_id,
+                        TaskInstance.run_id == run_id,
+                        TaskInstance.task_id == INLINE_COMMIT_TASK,
+                    )
+                ).all()
+                if d is not None
+            ]
         status.duration_seconds = round(float(sum(known)), 1) if known else None
     checks_run = session.scalars(
         select(DagRun)

@@ -390,6 +390,11 @@ class TableConfig(StrictModel):
     (docs/configuration.md, "Masking and row access policies")."""
     max_rows_per_slice: int = Field(default=250_000, ge=1_000)
     """A window with more rows is read in slices by cursor value, in bounded memory (docs/performance.md)."""
+    inline_load_rows: int = Field(default=10_000, ge=0)
+    """A scheduled run whose window holds at most this many new rows loads, publishes and checks them in its
+    ``plan`` task: one task start instead of four (``load``, ``publish`` and ``table_health`` show skipped;
+    ``table_health`` still runs when the check would fail). ``0``: every window goes through the ``load`` task.
+    Not used with ``scale_out`` (docs/performance.md, "Busy runs")."""
     scale_out: bool = False
     """Run the slices as mapped tasks (spread over workers), with one commit at the end."""
     max_parallel_slices: int | None = Field(default=None, ge=1)

@@ -62,12 +62,10 @@ class TableHealthOperator(SnowbergCheckOperator):
 
     @names_lake_connection("catalog")
     def execute(self, context: Any) -> dict[str, Any]:
-        from snowberg.checks import health
-
-        label = self.table_name or self.table
         from snowberg.iceberg.catalogs import open_catalog
         from snowberg.iceberg.tables import find_table
 
+        label = self.table_name or self.table
         table = find_table(open_catalog(self.catalog), self.table)
         if table is None:
             raise self._fail(
@@ -78,10 +76,9 @@ class TableHealthOperator(SnowbergCheckOperator):
                 expected="an existing table",
                 details={"table": self.table, "exists": False},
             )
-        report = health.collect(table, name=self.table, thresholds=self.thresholds)
-        self.log.info("\n%s", health.render(report))
+        report = health_report(table, name=self.table, thresholds=self.thresholds, log=self.log)
         out = report.to_dict()
-        if report.breaches and self.thresholds.fail_on_breach:
+        if failing(report, self.thresholds):
             raise self._fail(
                 context,
                 f"{label} is unhealthy: " + "; ".join(b.message for b in report.breaches),
@@ -96,3 +93,21 @@ class TableHealthOperator(SnowbergCheckOperator):
         for b in report.breaches:
             self.log.warning("health limit breached (fail_on_breach is off): %s", b.message)
         return out
+
+
+def health_report(table: Any, *, name: str, thresholds: HealthThresholds, log: Any = log) -> Any:
+    """The table's health report from its metadata (``snowberg.checks.health``), logged as a table."""
+    from snowberg.checks import health
+
+    report = health.collect(table, name=name, thresholds=thresholds)
+    log.info("\n%s", health.render(report))
+    return report
+
+
+def failing(report: Any, thresholds: HealthThresholds) -> bool:
+    """Does ``report`` fail the health check (a breached limit, and ``fail_on_breach``)?
+
+    A load that commits in its plan task (``inline_load_rows``) asks this of the report it made right after its
+    commit: only then does the ``table_health`` task start, and fail with the check's own alert.
+    """
+    return bool(report.breaches) and thresholds.fail_on_breach

@@ -10,6 +10,7 @@ process starts and the UI shows what happened. Teardown tasks still run.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -27,9 +28,23 @@ class SkippingOperator(Protocol):
     def skip(self, ti: Any, tasks: Any) -> None: ...
 
 
-def skip_downstream(operator: SkippingOperator, context: Any, *, result: dict[str, Any], why: str) -> None:
-    """Push ``result`` as the XCom, log ``why`` and the tasks skipped, skip every non-teardown task after it."""
-    downstream = [t for t in operator.get_flat_relatives(upstream=False) if not getattr(t, "is_teardown", False)]
+def skip_downstream(
+    operator: SkippingOperator,
+    context: Any,
+    *,
+    result: dict[str, Any],
+    why: str,
+    keep: Collection[str] = (),
+) -> None:
+    """Push ``result`` as the XCom, log ``why`` and the tasks skipped, skip every non-teardown task after it.
+
+    ``keep``: task ids left to run (their trigger rule must let them run after skipped upstream tasks).
+    """
+    downstream = [
+        t
+        for t in operator.get_flat_relatives(upstream=False)
+        if not getattr(t, "is_teardown", False) and t.task_id not in keep
+    ]
     if not downstream:
         return
     ti = context["ti"]

@@ -39,11 +39,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, SkipMixin
+from airflow.sdk import AssetAlias, BaseOperator, SkipMixin
 
 from snowberg.airflow.lineage import LoadLineage, record_load
 from snowberg.airflow.operators.arguments import Settings, TableSettings
-from snowberg.airflow.operators.idle import end_idle_run
+from snowberg.airflow.operators.idle import end_idle_run, skip_downstream
+from snowberg.config.check_settings import HealthThresholds
 from snowberg.config.table_config import (
     ColumnAddPolicy,
     ColumnDropPolicy,
@@ -94,7 +95,17 @@ class SnowbergTableOperator(TableSettings, BaseOperator):
         return self.build_config()
 
 
-class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
+def inline_alias(table_name: str) -> AssetAlias:
+    """The plan task's outlet: the table's Asset event goes through it only when the plan itself loaded rows.
+
+    An idle plan must not tell downstream DAGs that the table changed, and Airflow sends an event for every
+    Asset in a succeeding task's outlets; through an ``AssetAlias`` the task names the Asset at run time
+    (Airflow's way to emit asset events conditionally), so only a plan that committed sends one.
+    """
+    return AssetAlias(name=f"snowberg_inline_load_{table_name}")
+
+
+class SnowbergPlanOperator(LoadLineage, SnowbergTableOperator, SkipMixin):
     """Reconcile the watermark mirror and fix this run's window (returned as XCom).
 
     An idle run (an incremental window with nothing new) ends here: the plan
@@ -104,11 +115,22 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
     the rest shows *skipped*), so no further task process starts and the run
     sends Snowflake the plan's statement and the source's policy metadata query.
 
+    A small incremental window (at most ``inline_load_rows`` rows, not sliced) is loaded here too, on the
+    plan's Snowflake connection and catalog: extract and commit (the same gate as the ``load`` task), publish,
+    and the table-health report; then the downstream tasks are skipped. Each task start pays a process, the
+    imports of pyiceberg, pyarrow and the connector, the DAG file's parse and a login: for a handful of rows
+    that was most of a run's cost (docs/performance.md, "Busy runs"). The table's Asset event is sent through
+    ``inline_alias`` (``asset_alias``), as ``publish`` would send it. When the report breaches a limit with
+    ``fail_on_breach``, ``table_health`` is left to run (and fail, with its alert). A retry of a plan whose
+    commit landed plans again from the table's state (the commit moved its watermark): the gate, not the
+    window, keeps every row once.
+
     Run params (validated before any SQL): ``window_start``/``window_end``
     (a backfill of that window), ``number_start``/``number_end`` (a backfill
     of a NUMBER cursor's range), ``full_refresh``, ``dry_run``. A run created
     by a backfill without params reloads its data interval (time cursors; a
     NUMBER cursor fails before any SQL and says to use the number params).
+    Backfills, full refreshes and dry runs always go through the ``load`` task.
 
     :param table_name: the table's name (logs, the Snowflake query tag).
     :param source: the Snowflake table or query (``Source`` or its dict).
@@ -122,6 +144,21 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
     :param columns: the ``columns`` section (``ColumnSettings`` or its dict): excluded columns are never read,
         hashed ones are hashed in Snowflake.
     :param on_policy: ``fail``, ``warn`` or ``allow``: a masking or row access policy on the source.
+    :param inline_load_rows: load windows of at most this many rows here (0: never). Only with ``asset_alias``
+        and ``asset``: the skipped ``publish`` would have sent the table's Asset event, so this task must.
+        The load's settings below are used only then.
+    :param asset_alias: the ``AssetAlias`` (put it in ``outlets``) through which an inline load sends the
+        ``asset``'s event (``inline_alias`` names it as the DAG factory does).
+    :param asset: the table's Asset (what ``publish`` has in its outlets).
+    :param write_mode: as ``SnowbergLoadOperator``'s.
+    :param merge_strategy: as ``SnowbergLoadOperator``'s.
+    :param partition_by: as ``SnowbergLoadOperator``'s.
+    :param number_as_long: as ``SnowbergLoadOperator``'s.
+    :param timestamp_nanos: as ``SnowbergLoadOperator``'s.
+    :param batch_rows: as ``SnowbergLoadOperator``'s.
+    :param on_column_dropped: as ``SnowbergLoadOperator``'s.
+    :param on_column_added: as ``SnowbergLoadOperator``'s (an inline load backfills an added column as ``load`` does).
+    :param health: the table-health limits (``HealthThresholds`` or its dict), as ``TableHealthOperator``'s.
     :param snowflake_conn_id: the Snowflake connection (templated).
     :param catalog: the pyiceberg catalog (templated).
     """
@@ -141,6 +178,18 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
         watch: WatchSettings | Settings | None = None,
         columns: ColumnSettings | Settings | None = None,
         on_policy: OnPolicy | str = OnPolicy.FAIL,
+        inline_load_rows: int = 10_000,
+        asset_alias: AssetAlias | None = None,
+        asset: Any = None,
+        write_mode: WriteMode | str | None = None,
+        merge_strategy: MergeStrategy | str = MergeStrategy.MERGE_ON_READ,
+        partition_by: Sequence[PartitionField | Settings | str] = (),
+        number_as_long: Sequence[str] = (),
+        timestamp_nanos: str = "error",
+        batch_rows: int = 250_000,
+        on_column_dropped: ColumnDropPolicy | str = ColumnDropPolicy.FAIL,
+        on_column_added: ColumnAddPolicy | str | None = ColumnAddPolicy.NULL,
+        health: HealthThresholds | Settings | None = None,
         snowflake_conn_id: str = "snowflake_default",
         catalog: str = "lake",
         **kwargs: Any,
@@ -156,6 +205,18 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
         self.watch = watch
         self.columns = columns or {}
         self.on_policy = on_policy
+        self.inline_load_rows = inline_load_rows
+        self.asset_alias = asset_alias
+        self.asset = asset
+        self.write_mode = write_mode
+        self.merge_strategy = merge_strategy
+        self.partition_by = partition_by
+        self.number_as_long = number_as_long
+        self.timestamp_nanos = timestamp_nanos
+        self.batch_rows = batch_rows
+        self.on_column_dropped = on_column_dropped
+        self.on_column_added = on_column_added
+        self.health = health
         self.snowflake_conn_id = snowflake_conn_id
         self.catalog = catalog
         self.check_table_settings()
@@ -203,11 +264,81 @@ class SnowbergPlanOperator(SnowbergTableOperator, SkipMixin):
                 )
                 # A large window is cut by cursor value now, so retries read the same slices.
                 window = plan_slices(cfg, conn, window)
-        idle = nothing_new(window)
-        record_watched_plan(self.target, window, AirflowVariables(), idle=idle)
+                idle = nothing_new(window)
+                record_watched_plan(self.target, window, AirflowVariables(), idle=idle)
+                if not idle and self.loads_inline(window):
+                    self._load_inline(context, cfg, conn, catalog, window)
+                    return window.to_dict()
         if idle:
             self._end_idle_run(context, window)
         return window.to_dict()
+
+    def loads_inline(self, window: Any) -> bool:
+        """Does this task load ``window``: incremental, unsliced, at most ``inline_load_rows``, an Asset to tell?"""
+        from snowberg.core.window import Mode
+        from snowberg.load.slices import SLICE_BOUNDS
+
+        return (
+            self.inline_load_rows > 0
+            and self.asset_alias is not None
+            and self.asset is not None
+            and window.mode == Mode.INCREMENTAL
+            and not window.dry_run
+            and window.rows_in_window is not None
+            and window.rows_in_window <= self.inline_load_rows
+            and not window.extra.get(SLICE_BOUNDS)
+        )
+
+    def _load_inline(self, context: Any, cfg: TableConfig, conn: Any, catalog: Any, window: Any) -> None:
+        """What ``load``, ``publish`` and (unless it would fail) ``table_health`` do, here; then skip them."""
+        from snowberg.airflow.metrics import observed_load
+        from snowberg.airflow.operators.health import failing, health_report
+        from snowberg.iceberg.state import AirflowVariables
+        from snowberg.iceberg.tables import find_table
+        from snowberg.load.column_backfill import backfill_added_columns
+        from snowberg.load.extract import load_window
+        from snowberg.load.publish import publish
+
+        self.log.info(
+            "%s rows in the window: loading them in this task (inline_load_rows %s)",
+            window.rows_in_window,
+            self.inline_load_rows,
+        )
+        done = load_window(cfg, conn, catalog, window).to_dict()
+        # As the load task does: a column this commit added is filled for the rows loaded before, once.
+        filled = backfill_added_columns(cfg, conn, catalog, run_id=window.run_id, dag_id=window.dag_id)
+        if filled is not None:
+            done["column_backfill"] = filled.to_dict()
+        record_load(
+            self,
+            source_table=cfg.source.table,
+            snowflake_conn_id=self.snowflake_conn_id,
+            conn=conn,
+            catalog_ref=self.catalog,
+            catalog=catalog,
+            target=cfg.target,
+            result=done,
+        )
+        published = publish(cfg, catalog, window, AirflowVariables())
+        if self.asset_alias is not None and self.asset is not None:
+            context["outlet_events"][self.asset_alias].add(self.asset)
+        observed_load(self, cfg.name, done)
+        table = find_table(catalog, cfg.target)
+        thresholds = cfg.health or HealthThresholds()
+        keep = set()
+        if table is not None:
+            report = health_report(table, name=cfg.target, thresholds=thresholds, log=self.log)
+            if failing(report, thresholds):
+                keep.add("table_health")  # it runs (its trigger rule is none_failed) and fails with its alert
+            for b in report.breaches:
+                self.log.warning("health limit breached: %s", b.message)
+        skip_downstream(
+            self,
+            context,
+            result=window.to_dict(),
+            why=f"loaded in the plan task: {done.get('rows', 0)} rows, {published.get('rows_loaded', 0)} published",
+            keep=keep,
+        )
 
     def _end_idle_run(self, context: Any, window: Any) -> None:
         """Record that this run proved the lake current, push the plan, and skip everything downstream."""

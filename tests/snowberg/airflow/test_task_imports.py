@@ -1,0 +1,144 @@
+"""Each task process imports only what its path needs (docs/performance.md, "Busy runs").
+
+A task start pays its imports again in a fresh process: the DAG file's parse must import no data library, and a
+task that never talks to Snowflake must not import the connector (which imports pandas and numpy) nor the
+libraries of other paths (DuckDB, polars, the emulator). Each case imports what the task's ``execute()`` imports,
+in a fresh interpreter after Airflow's SDK (a worker has it), and lists what else came in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+DATA_LIBRARIES = ("pyarrow", "pyiceberg", "snowflake.connector", "pandas", "numpy", "duckdb", "polars", "fakesnow")
+OTHER_PATHS = ("duckdb", "polars", "fakesnow", "boto3", "sqlglot")
+
+# What each task's execute() imports (the modules its function-level imports name), and what must stay out.
+CASES = {
+    "plan and load": (
+        [
+            "snowberg.airflow.operators.incremental",
+            "snowberg.config.run_params",
+            "snowberg.iceberg.catalogs",
+            "snowberg.iceberg.gate",
+            "snowberg.iceberg.state",
+            "snowberg.load.plan",
+            "snowberg.load.publish",
+            "snowberg.load.slices",
+            "snowberg.load.extract",
+            "snowberg.snowflake.hook",
+            "snowberg.airflow.metrics",
+            "snowberg.airflow.operators.health",
+            "snowberg.checks.health",
+        ],
+        OTHER_PATHS,
+    ),
+    "publish": (
+        [
+            "snowberg.airflow.operators.incremental",
+            "snowberg.core.window",
+            "snowberg.iceberg.catalogs",
+            "snowberg.iceberg.state",
+            "snowberg.load.publish",
+        ],
+        ("snowflake.connector", "pandas", *OTHER_PATHS),
+    ),
+    "table_health": (
+        ["snowberg.airflow.operators.health", "snowberg.checks.health", "snowberg.iceberg.catalogs"],
+        ("snowflake.connector", "pandas", *OTHER_PATHS),
+    ),
+}
+
+PROBE = """
+import json, os, sys
+import airflow.sdk  # once; each case runs in a fork of this process, as a worker forks its tasks
+cases = json.loads(sys.argv[1])
+out = {}
+for case, modules in cases.items():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        before = set(sys.modules)
+        for name in modules:
+            __import__(name)
+        os.write(w, json.dumps(sorted(set(sys.modules) - before)).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        out[case] = json.loads(f.read())
+    os.waitpid(pid, 0)
+print(json.dumps(out))
+"""
+
+
+def _imported(cases: dict[str, list[str]]) -> dict[str, set[str]]:
+    """The modules each case's imports brought in, each in a fresh fork of one process that imported Airflow."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("_AIRFLOW_PARSING_CONTEXT")}
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    ).stdout
+    return {k: set(v) for k, v in json.loads(out.strip().splitlines()[-1]).items()}
+
+
+@pytest.fixture(scope="module")
+def imported() -> dict[str, set[str]]:
+    return _imported({case: modules for case, (modules, _) in CASES.items()} | {"connector": ["snowflake.connector"]})
+
+
+def _present(new: set[str], roots: tuple[str, ...]) -> list[str]:
+    return sorted(r for r in roots if r in new)
+
+
+@pytest.mark.parametrize("task", sorted(CASES))
+def test_a_task_path_imports_no_library_it_does_not_use(task: str, imported: dict[str, set[str]]) -> None:
+    assert _present(imported[task], CASES[task][1]) == [], f"{task} imports libraries its path does not use"
+
+
+def test_the_probe_sees_a_heavy_import(imported: dict[str, set[str]]) -> None:
+    """The probe itself can fail: the connector does import pandas."""
+    assert _present(imported["connector"], ("pandas", "numpy")) == ["numpy", "pandas"]
+
+
+def test_a_task_parse_imports_no_data_library(tmp_path: Path) -> None:
+    """The DAG file, parsed as a task process parses it (its DAG id as the parsing context)."""
+    import yaml
+
+    (tmp_path / "tables.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "tables": [
+                    {"name": "t1", "source": {"table": "D.S.T"}, "target": "n.t", "cursor": {"column": "u"}},
+                    {"name": "t2", "source": {"table": "D.S.T2"}, "target": "n.t2", "primary_key": ["id"]},
+                ]
+            }
+        )
+    )
+    code = f"""
+import json, os, sys
+import airflow.sdk
+before = set(sys.modules)
+os.environ["SNOWBERG_TABLES_CONFIG"] = {str(tmp_path / "tables.yaml")!r}
+os.environ["_AIRFLOW_PARSING_CONTEXT_DAG_ID"] = "snowberg_t1"
+ns = {{"__file__": {str(REPO / "dags" / "snowberg_tables.py")!r}}}
+exec(open(ns["__file__"]).read(), ns)
+assert "snowberg_t1" in ns, sorted(k for k in ns if k.startswith("snowberg"))
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    new = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert _present(new, DATA_LIBRARIES) == []
