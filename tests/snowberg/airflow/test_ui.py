@@ -56,20 +56,23 @@ def test_the_chart_names_its_line_for_what_it_plots_the_watermark_age_not_freshn
         target="shop.orders",
         catalog="lake",
         sla="1h",
+        sla_seconds=3600,
+        freshness_measure="proven_current",
         fresh=True,
-        hours_since_last_write=0.1,
+        freshness_age_seconds=360,
         history=[old_cursor],
     )
     page = render_page([status])
     assert "freshness lag" not in page
-    assert "watermark age at commit (line)</text>" in page
-    assert "watermark age at commit 1960.0 h</title>" in page  # the bar's tooltip
-    assert "<b class='ok'>fresh</b> (SLA 1h), last write 6.0 min ago" in page  # freshness: its own figure
+    assert "watermark age at commit (line, log scale)</text>" in page
+    assert "watermark age at commit 81.7 d</title>" in page  # the bar's tooltip, in days
+    # Freshness: its own figure, on the measure it is judged on, age and SLA in one unit.
+    assert "<b class='ok'>fresh</b>: proven current 6.0 min ago, SLA 60.0 min" in page
 
 
 def test_a_check_that_could_not_run_is_shown_as_such_with_its_reason_never_as_a_success() -> None:
     from snowberg.airflow.ui import render_page
-    from snowberg.airflow.ui_data import CheckOutcome, CheckTask, TableStatus, check_outcome
+    from snowberg.airflow.ui_data import CheckOutcome, CheckTask, RunInfo, TableStatus, check_outcome
 
     reason = "broken: the lake table n.broken does not exist (not loaded yet?): nothing to verify"
     checks = []
@@ -90,7 +93,7 @@ def test_a_check_that_could_not_run_is_shown_as_such_with_its_reason_never_as_a_
         target="n.broken",
         catalog="lake",
         checks=checks,
-        checks_run_id="c1",
+        checks_run=RunInfo(run_id="c1", state="success", start_date=None, end_date=None, url="/dags/x/runs/c1"),
     )
     assert [c.outcome for c in checks] == [CheckOutcome.NOT_RUN, CheckOutcome.PASSED, CheckOutcome.NOT_RUN]
     page = render_page([status])
