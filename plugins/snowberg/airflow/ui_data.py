@@ -484,6 +484,8 @@ def _collect(
             return default
 
     latest: dict[str, Any] = {}
+    if session is None and variables is None:
+        variables = ui_db.PrefetchedVariables({})  # no metadata database: environment Variables only
     if session is not None:
         latest = guarded("latest runs", lambda: ui_db.latest_runs(session, dag_ids), {})
         values = guarded("Variables", lambda: ui_db.snowberg_variables(session), {})
