@@ -14,6 +14,7 @@ DAG (``get_authorized_dag_ids``): a user without access gets no data.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from snowberg.airflow.ui_data import HISTORY, CheckOutcome, RunInfo, RunPoint, TableStatus
@@ -431,7 +432,9 @@ def render_page(tables: Sequence[TableStatus], tz: Any = None) -> str:
         if need
         else f"<p class='summary' data-field='summary'>{len(tables)} tables, none needs attention"
     ) + f" · as of {when(as_of, tz)} · times in {_e(zone_name(tz))}</p>"
-    body = "".join(render_table(t, tz) for t in tables) or "<p>No table you may read is configured.</p>"
+    zone = zone_name(tz)
+    body = "".join(t.memo(f"html {zone}", functools.partial(render_table, t, tz)) for t in tables)
+    body = body or "<p>No table you may read is configured.</p>"
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>snowberg tables</title>"
         f"<style>{STYLE}</style></head><body><h1>snowberg: lake tables</h1>"
@@ -468,8 +471,10 @@ def create_app() -> FastAPI:
         request: Request,
         refresh: bool = False,
         user: Any = Depends(current_user),  # noqa: B008
-    ) -> list[dict[str, Any]]:
-        return [t.to_dict() for t in authorized_tables(user, root=ui_root(request), refresh=refresh)]
+    ) -> Response:
+        tables = authorized_tables(user, root=ui_root(request), refresh=refresh)
+        # Each status's JSON is encoded once while it is cached (FastAPI's encoder would walk it on every view).
+        return Response("[" + ",".join(t.to_json() for t in tables) + "]", media_type="application/json")
 
     @app.get("/", response_class=HTMLResponse)
     def page(request: Request, refresh: bool = False, user: Any = Depends(current_user)) -> str:  # noqa: B008

@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -237,6 +238,16 @@ class TableStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def memo(self, key: str, make: Callable[[], str]) -> str:
+        """``make()`` once per status (its JSON, its HTML): a repeat view of cached statuses renders nothing again."""
+        kept: dict[str, str] = self.__dict__.setdefault("_memo", {})  # not a field: not in ``to_dict``
+        if key not in kept:
+            kept[key] = make()
+        return kept[key]
+
+    def to_json(self) -> str:
+        return self.memo("json", lambda: json.dumps(self.to_dict(), default=str))
 
 
 def _iso(ms: int) -> str:

@@ -7,6 +7,7 @@ retrying, a failed check with its result — are set exactly, without running DA
 
 from __future__ import annotations
 
+import zlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -116,7 +117,8 @@ def page_env(request: Any, tmp_path: Any, monkeypatch: Any, catalog_env: Any, ai
     catalog_env("pagecat")
     cat = open_catalog("pagecat")
     cat.create_namespace("pg")
-    prefix = request.node.name.split("_")[2]  # its tables (so its runs) are the test's own in the shared database
+    # Its tables (so its DAGs and runs) are the test's own in the session's shared metadata database.
+    prefix = f"p{zlib.crc32(request.node.name.encode()) % 10**6}"
     names = ["healthy", "loadfail", "checkfail", "retrying"]
     for n in names:
         t = cat.create_table(("pg", n), schema=pa.schema([pa.field("id", pa.int64())]))
@@ -205,19 +207,19 @@ def test_the_json_says_per_table_what_needs_attention_why_and_links_the_run_and_
     ]
     late = by["loadfail"]["last_load_run"]
     assert late == {
-        "run_id": "json_late",
+        "run_id": f"{p}_late",
         "state": "failed",
         "start_date": "2026-12-01T11:00:00+00:00",
         "end_date": "2026-12-01T11:01:00+00:00",
-        "url": f"/dags/snowberg_{p}loadfail/runs/json_late",
+        "url": f"/dags/snowberg_{p}loadfail/runs/{p}_late",
         "duration_seconds": 60.0,
         "retrying_task": None,
     }
     assert by["retrying"]["last_load_run"]["retrying_task"] == "load"
-    assert by["retrying"]["attention_detail"] == "task load of run json_late failed and is retrying"
+    assert by["retrying"]["attention_detail"] == f"task load of run {p}_late failed and is retrying"
     # The committing run is linked, and its whole duration stands beside the load task's.
     h = by["healthy"]
-    assert h["committing_run"]["url"] == f"/dags/snowberg_{p}healthy/runs/json_run_healthy"
+    assert h["committing_run"]["url"] == f"/dags/snowberg_{p}healthy/runs/{p}_run_healthy"
     assert (h["committing_run"]["duration_seconds"], h["load_task_seconds"]) == (11.0, 0.3)
     assert (h["rows"], h["live_rows"]) == (5, 5)
     assert h["watermark_kind"] == "timestamp_ntz" and h["watermark_zone"] == "UTC"
@@ -227,7 +229,7 @@ def test_the_json_says_per_table_what_needs_attention_why_and_links_the_run_and_
         "passed",
         "2026-12-01T12:00:03+00:00",
     )
-    assert passed["url"] == f"/dags/snowberg_{p}healthy__checks/runs/json_chk/tasks/check_volume"
+    assert passed["url"] == f"/dags/snowberg_{p}healthy__checks/runs/{p}_chk/tasks/check_volume"
     [failed] = by["checkfail"]["checks"]
     assert failed["outcome"] == "failed" and failed["state"] == "failed"
     assert failed["reason"] == (
@@ -258,3 +260,109 @@ def test_the_page_reads_the_metadata_database_in_a_fixed_number_of_queries(page_
             event.remove(engine, "before_cursor_execute", listener)
     assert len(tables) == 5
     assert len([q for q in seen if q.lstrip().upper().startswith("SELECT")]) == 5, seen
+
+
+@pytest.mark.slow
+def test_in_a_real_browser_the_failing_tables_come_first_with_their_reasons_within_the_bound(
+    page_env: Any, monkeypatch: Any, tmp_path: Any
+) -> None:
+    """Chromium opens the page over HTTP: a failed load, a retrying load, a silent catalog, a missing table and
+    a failed check come first, each with its reason and its links; the healthy table last; within the bound.
+
+    The page's app is served by uvicorn under ``/snowberg`` (as the api-server mounts it; the Airflow UI
+    around it and its login: tests/e2e/test_ecosystem.py); the runs are rows in the metadata database,
+    the lake a SQLite catalog, the silent catalog a REST address that accepts and never answers.
+    """
+    import os
+    import socket
+    import threading
+    import time
+    from pathlib import Path
+
+    import uvicorn
+    from fastapi import FastAPI
+    from playwright.sync_api import sync_playwright
+
+    from snowberg.airflow import ui
+
+    chromium = os.environ.get("SNOWBERG_CHROMIUM", "/usr/bin/chromium")
+    assert Path(chromium).exists(), f"{chromium} missing: run scripts/install-browser.sh"
+    p = page_env
+    _seed_runs(p)
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel's backlog), never answers
+    monkeypatch.setenv("PYICEBERG_CATALOG__DEADCAT__TYPE", "rest")
+    monkeypatch.setenv("PYICEBERG_CATALOG__DEADCAT__URI", f"http://127.0.0.1:{silent.getsockname()[1]}")
+    monkeypatch.setenv("AIRFLOW__SNOWBERG__UI_CATALOG_TIMEOUT_SECONDS", "1")
+    path = Path(os.environ["SNOWBERG_TABLES_CONFIG"])
+    cfg = yaml.safe_load(path.read_text())
+    dead = {"name": f"{p}silent", "target": "d.silent", "catalog": "deadcat"}
+    cfg["tables"].append({**cfg["tables"][0], **dead})
+    path.write_text(yaml.safe_dump(cfg))
+
+    class AuthManager:
+        def get_authorized_dag_ids(self, *, user: Any, method: str, session: Any) -> set[str]:
+            return {t["name"] and f"snowberg_{t['name']}" for t in cfg["tables"]}
+
+    monkeypatch.setattr("airflow.api_fastapi.app.get_auth_manager", lambda: AuthManager())
+    page_app = ui.create_app()
+    page_app.dependency_overrides[ui.current_user] = lambda: object()
+    root = FastAPI()
+    root.mount("/snowberg", page_app)
+    server = uvicorn.Server(uvicorn.Config(root, host="127.0.0.1", port=0, log_level="warning"))
+    th = threading.Thread(target=server.run, daemon=True)
+    th.start()
+    shots = Path(__file__).resolve().parents[3] / "test-artifacts" / "ui"
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=chromium,
+                args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+                headless=True,
+            )
+            try:
+                page = browser.new_page(viewport={"width": 1300, "height": 1000})
+                t0 = time.monotonic()
+                page.goto(f"http://127.0.0.1:{port}/snowberg/", timeout=60_000)
+                took = time.monotonic() - t0
+                page.screenshot(path=str(shots / "attention-first.png"), full_page=True)
+                # Bound: the first view of six tables (≤ 5 s) plus the silent catalog's timeout, once.
+                assert took < 5 + 1, took
+                assert page.locator("[data-field='summary']").inner_text().startswith("5 of 6 tables need attention")
+                sections = page.locator("section.table")
+                order = [sections.nth(i).get_attribute("data-attention") for i in range(sections.count())]
+                assert order == [
+                    "load failed",
+                    "load retrying",
+                    "catalog unreachable",
+                    "table missing",
+                    "check failed: check_volume",
+                    "",
+                ]
+                texts = [sections.nth(i).locator("[data-field='attention']").inner_text() for i in range(5)]
+                assert texts[0] == f"load failed: the latest load run {p}_late failed"
+                assert f"task load of run {p}_late failed and is retrying" in texts[1]
+                assert "catalog deadcat did not answer in time" in texts[2] and "within 1 s" in texts[2]
+                assert "does not exist" in texts[3]
+                assert "source 7 rows, lake 5 rows" in texts[4] and "6 missing_in_lake" in texts[4]
+                failed = page.locator(f"section[data-table='{p}loadfail'] a[data-link='run']")
+                assert failed.get_attribute("href") == f"/dags/snowberg_{p}loadfail/runs/{p}_late"
+                log = page.locator(
+                    f"section[data-table='{p}checkfail'] li[data-check='check_volume'] a[data-link='log']"
+                )
+                assert (
+                    log.get_attribute("href") == f"/dags/snowberg_{p}checkfail__checks/runs/{p}_chk/tasks/check_volume"
+                )
+                item = page.locator(f"section[data-table='{p}checkfail'] li[data-check='check_volume']").inner_text()
+                assert "failed" in item and "source 7 rows, lake 5 rows" in item
+                silent_section = page.locator(f"section[data-table='{p}silent']").inner_text()
+                assert "no SLA" not in silent_section and "cannot be judged" in silent_section
+            finally:
+                browser.close()
+    finally:
+        server.should_exit = True
+        th.join(10)
+        silent.close()
