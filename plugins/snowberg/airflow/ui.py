@@ -105,7 +105,8 @@ def unit_for(seconds: float) -> tuple[str, float]:
 
 def in_unit(seconds: float, unit: tuple[str, float]) -> str:
     value = seconds / unit[1]
-    return f"{value:,.0f} {unit[0]}" if unit[1] == 1.0 or abs(value) >= 100 else f"{value:,.1f} {unit[0]}"
+    whole = abs(value) >= 100 or (unit[1] == 1.0 and abs(value) >= 10)
+    return f"{value:,.0f} {unit[0]}" if whole else f"{value:,.1f} {unit[0]}"
 
 
 def _lag(seconds: float | None) -> str:

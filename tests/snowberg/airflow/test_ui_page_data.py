@@ -366,3 +366,50 @@ def test_in_a_real_browser_the_failing_tables_come_first_with_their_reasons_with
         server.should_exit = True
         th.join(10)
         silent.close()
+
+
+def test_a_watched_table_shows_its_mode_last_poll_last_change_and_a_pending_change(page_env: Any) -> None:
+    """The triggerer's poll record, read with the page's one query for snowberg's Variables (27.9's UI part)."""
+    import os
+    from pathlib import Path
+
+    from airflow.utils.session import create_session
+
+    from snowberg.airflow import ui, ui_data
+    from snowberg.iceberg.state import MetadataDbVariables
+    from snowberg.iceberg.watch_state import PollEntry, WatchState, write_poll_record
+
+    p = page_env
+    path = Path(os.environ["SNOWBERG_TABLES_CONFIG"])
+    cfg = yaml.safe_load(path.read_text())
+    cfg["tables"][0]["watch"] = {"poll_interval": "30s", "max_interval": "1d"}
+    cfg["tables"][0]["snowflake_conn_id"] = f"{p}_conn"
+    path.write_text(yaml.safe_dump(cfg))
+    entry = PollEntry(
+        table=cfg["tables"][0]["name"],
+        dag_id=f"snowberg_{cfg['tables'][0]['name']}",
+        state=WatchState.PENDING,
+        updated_at=(T0 + timedelta(minutes=5)).isoformat(),
+        polled_at=(T0 + timedelta(minutes=5)).isoformat(),
+        changed_at=(T0 + timedelta(minutes=4)).isoformat(),
+        reason="the source changed after the last run's window",
+    )
+    write_poll_record(f"{p}_conn", {"pg.healthy": entry}, MetadataDbVariables(), now=T0 + timedelta(minutes=5))
+    with create_session() as session:
+        tables = ui_data.collect(None, session, refresh=True)
+    [t] = [t for t in tables if t.name == cfg["tables"][0]["name"]]
+    assert t.watch is not None
+    assert t.watch["mode"] == "watch: poll every 30s, a run at least every 1d"
+    assert (t.watch["pending"], t.watch["last_poll"], t.watch["last_change_seen"]) == (
+        True,
+        entry.polled_at,
+        entry.changed_at,
+    )
+    html = ui.render_table(t)
+    assert "a change is pending" in html and "2026-12-01 10:05:00 UTC" in html and "2026-12-01 10:04:00 UTC" in html
+    [other] = [t for t in tables if t.name == f"{p}loadfail"]
+    assert (
+        other.watch is not None
+        and other.watch["watched"] is False
+        and "a change is pending" not in ui.render_table(other)
+    )
