@@ -575,8 +575,55 @@ def clear_cache() -> None:
     """Forget the cached statuses and the open catalogs (tests; a config change is seen without it)."""
     with _cache_lock:
         _cache.clear()
+        _configs.clear()
     if _pool is not None:
         _pool.forget()
+
+
+# A cached status older than this many cache lifetimes is not served while a refresh runs: read again now.
+STALE_LIFETIMES = 5
+_refreshing: threading.Thread | None = None
+_configs: dict[tuple[Any, ...], list[TableConfig]] = {}
+
+
+def _tables(path: Path, key: tuple[Any, ...]) -> list[TableConfig]:
+    """The configured tables, parsed once per version of the file (500 tables: ~0.5 s of YAML and validation)."""
+    from snowberg.config.table_config import load_config
+
+    if key not in _configs:
+        _configs.clear()
+        _configs[key] = list(load_config(path).tables)
+    return _configs[key]
+
+
+def _refresh_in_background(key: tuple[Any, ...], path: Path, root: str) -> None:
+    """Read every status again on a thread of its own, with its own session; the page serves the kept ones."""
+    global _refreshing
+    if _refreshing is not None and _refreshing.is_alive():
+        return
+
+    def run() -> None:
+        from airflow.utils.session import create_session
+
+        try:
+            with create_session() as session:
+                statuses = _collect(_tables(path, key[:3]), session, root=root)
+            with _cache_lock:
+                if key in _cache:  # not replaced meanwhile by a newer config or an on-demand refresh
+                    _cache[key] = (time.monotonic(), statuses)
+        except Exception:  # noqa: BLE001 - the next view reads them itself
+            log.warning("snowberg page: background refresh failed", exc_info=True)
+
+    _refreshing = threading.Thread(target=run, name="snowberg-ui-refresh", daemon=True)
+    _refreshing.start()
+
+
+def wait_for_refresh(timeout: float) -> bool:
+    """Wait for a running background refresh (tests, benchmarks); True when none is running any more."""
+    thread = _refreshing
+    if thread is not None:
+        thread.join(timeout)
+    return thread is None or not thread.is_alive()
 
 
 def collect(
@@ -590,19 +637,22 @@ def collect(
     """Every configured table whose DAG is in ``dag_ids`` (``None``: all of them), attention first.
 
     The statuses of all tables are read together and kept for ``[snowberg] ui_cache_seconds``
-    (default 30 s; 0: never kept); each user's page filters them. ``refresh``: read again now.
+    (default 30 s; 0: never kept); each user's page filters them. Once that time has passed, a view
+    gets the kept statuses (their ``as_of`` says when they were read) while a background thread reads
+    them again; kept statuses older than ``STALE_LIFETIMES`` lifetimes are read again before the
+    answer. ``refresh``: read them again now.
     """
-    from snowberg.config.table_config import load_config
-
     path = (path or tables_config_path()).resolve()
     st = path.stat()
     key = (str(path), st.st_mtime_ns, st.st_size, root)
     ttl = page_setting("ui_cache_seconds", CACHE_SECONDS)
     with _cache_lock:  # one reader at a time: a second request waits for the first's result
         hit = _cache.get(key)
-        if refresh or hit is None or time.monotonic() - hit[0] > ttl:
-            cfg = load_config(path)
-            hit = (time.monotonic(), _collect(list(cfg.tables), session, root=root))
+        age = time.monotonic() - hit[0] if hit is not None else None
+        if hit is not None and age is not None and not refresh and ttl < age <= ttl * STALE_LIFETIMES:
+            _refresh_in_background(key, path, root)
+        elif refresh or hit is None or age is None or age > ttl:
+            hit = (time.monotonic(), _collect(_tables(path, key[:3]), session, root=root))
             _cache.clear()
             if ttl > 0:
                 _cache[key] = hit

@@ -413,3 +413,29 @@ def test_a_watched_table_shows_its_mode_last_poll_last_change_and_a_pending_chan
         and other.watch["watched"] is False
         and "a change is pending" not in ui.render_table(other)
     )
+
+
+def test_statuses_are_kept_then_served_while_a_background_thread_reads_them_again(
+    page_env: Any, monkeypatch: Any
+) -> None:
+    import time
+
+    from airflow.utils.session import create_session
+
+    from snowberg.airflow import ui_data
+    from snowberg.iceberg.catalogs import open_catalog
+
+    p = page_env
+    monkeypatch.setenv("AIRFLOW__SNOWBERG__UI_CACHE_SECONDS", "1")
+
+    def healthy_rows() -> int | None:
+        with create_session() as session:
+            return next(t.live_rows for t in ui_data.collect(None, session) if t.name == f"{p}healthy")
+
+    assert healthy_rows() == 5
+    commit(open_catalog("pagecat").load_table(("pg", "healthy")), 3, "2026-12-01 09:30:00", f"{p}_run_more")
+    assert healthy_rows() == 5  # kept for the cache's lifetime
+    time.sleep(1.2)
+    assert healthy_rows() == 5  # past it: served at once while a thread reads again
+    assert ui_data.wait_for_refresh(60)
+    assert healthy_rows() == 8
