@@ -652,7 +652,8 @@ def collect(
         if hit is not None and age is not None and not refresh and ttl < age <= ttl * STALE_LIFETIMES:
             _refresh_in_background(key, path, root)
         elif refresh or hit is None or age is None or age > ttl:
-            hit = (time.monotonic(), _collect(_tables(path, key[:3]), session, root=root))
+            statuses = _collect(_tables(path, key[:3]), session, root=root)
+            hit = (time.monotonic(), statuses)  # the lifetime runs from when the reading ended
             _cache.clear()
             if ttl > 0:
                 _cache[key] = hit
