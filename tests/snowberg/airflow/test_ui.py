@@ -272,3 +272,31 @@ def test_the_numbers_live_rows_whole_run_zone_named_times_watermark_zone_and_fai
     missing = TableStatus(**base, exists=False, attention="table missing")  # type: ignore[arg-type]
     html = render_table(missing)
     assert "none</b>: the lake table does not exist" in html and "- rows" not in html
+
+
+def test_attention_names_the_most_urgent_reason_and_orders_the_tables() -> None:
+    from snowberg.airflow.ui_data import RunInfo, TableStatus, attention, attention_rank
+
+    def status(name: str, **kw: object) -> TableStatus:
+        return TableStatus(
+            name=name, dag_id=f"d_{name}", checks_dag_id="c", source="S", target="n.t", catalog="lake", **kw
+        )  # type: ignore[arg-type]
+
+    failed_run = RunInfo(run_id="r9", state="failed", start_date=None, end_date=None, url="/dags/d/runs/r9")
+    tables = {
+        "ok": status("ok", exists=True, fresh=True),
+        "stale": status("stale", exists=True, fresh=False, freshness_reasons=["over the SLA"]),
+        "watch": status("watch", exists=True, fresh=True, watch={"state": "failing", "error": "no privilege"}),
+        # A failed load outranks what the lake still shows (stale here).
+        "load": status("load", exists=True, fresh=False, last_load_run=failed_run),
+    }
+    got = {n: attention(t) for n, t in tables.items()}
+    assert got == {
+        "ok": (None, None),
+        "stale": ("stale", "over the SLA"),
+        "watch": ("watch failing", "no privilege"),
+        "load": ("load failed", "the latest load run r9 failed"),
+    }
+    for t in tables.values():
+        t.attention, t.attention_detail = attention(t)
+    assert [t.name for t in sorted(tables.values(), key=attention_rank)] == ["load", "stale", "watch", "ok"]
