@@ -504,7 +504,13 @@ def _collect(
 
     # The lake: every table in parallel, a timeout per read.
     def job(cfg: TableConfig) -> Any:
-        return lambda catalog: read_lake(statuses[cfg.name], cfg, catalog, variables, now)
+        def read(catalog: Any) -> TableStatus:
+            # A status of its own: a read given up at the timeout that returns later changes nothing shown.
+            mine = new_status(cfg)
+            read_lake(mine, cfg, catalog, variables, now)
+            return mine
+
+        return read
 
     results = pool().read(
         [(c.name, c.catalog, job(c)) for c in cfgs],
@@ -512,7 +518,10 @@ def _collect(
     )
     for cfg in cfgs:
         s, res = statuses[cfg.name], results.get(cfg.name)
-        if isinstance(res, BaseException):
+        if isinstance(res, TableStatus):
+            res.as_of, res.errors = s.as_of, s.errors
+            statuses[cfg.name] = s = res
+        elif isinstance(res, BaseException):
             what = "did not answer in time" if isinstance(res, CatalogUnreachable) else "could not be read"
             s.catalog_error = f"catalog {cfg.catalog} {what}: {type(res).__name__}: {str(res)[:300]}"
             s.errors.append(s.catalog_error)
