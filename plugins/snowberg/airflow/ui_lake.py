@@ -20,6 +20,7 @@ import functools
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ class _Timed:
     catalog: str
     future: Future[Any]
     started: list[float]  # set by the worker: [monotonic start]
+    submitted: float
 
 
 class CatalogPool:
@@ -52,6 +54,7 @@ class CatalogPool:
 
     def __init__(self, opener: Callable[[str], Any], *, workers: int = WORKERS, keep_seconds: float = 600.0) -> None:
         self._opener = opener
+        self._workers = workers
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="snowberg-ui")
         self._lock = threading.Lock()
         self._keep = keep_seconds  # an open catalog is kept this long (a changed connection is seen after it)
@@ -64,7 +67,8 @@ class CatalogPool:
 
     def _submit(self, key: str, catalog: str, fn: Callable[[], Any]) -> _Timed:
         started: list[float] = []
-        return _Timed(key=key, catalog=catalog, future=self._executor.submit(self._start, fn, started), started=started)
+        fut = self._executor.submit(self._start, fn, started)
+        return _Timed(key=key, catalog=catalog, future=fut, started=started, submitted=time.monotonic())
 
     def _stuck_on(self, catalog: str) -> bool:
         with self._lock:
@@ -99,34 +103,59 @@ class CatalogPool:
     def _unreachable(self, catalog: str, timeout: float) -> CatalogUnreachable:
         return CatalogUnreachable(f"catalog {catalog!r} did not answer within {timeout:g} s")
 
-    def _run(self, jobs: list[_Timed], timeout: float, results: dict[str, Any]) -> None:
-        """Wait for ``jobs``; a job running longer than ``timeout`` gives up its catalog (all its jobs)."""
+    def _run(self, jobs: list[tuple[str, str, Callable[[], Any]]], timeout: float, results: dict[str, Any]) -> None:
+        """Run ``(key, catalog, fn)`` jobs, at most half the threads per catalog; fill ``results``.
+
+        A catalog is given up (all its jobs: ``CatalogUnreachable``) when one of its calls has run for
+        ``timeout`` seconds with no other call of that catalog finishing meanwhile: a catalog that keeps
+        answering is slow, not unreachable (on a busy machine many reads share the interpreter). A
+        stuck catalog holds at most half the threads, so the other catalogs' reads always have some;
+        a job that finds no free thread within ``timeout`` (threads held by calls stuck in earlier
+        views) is reported as not read.
+        """
+        cap = max(1, self._workers // 2)
+        queues: dict[str, deque[tuple[str, Callable[[], Any]]]] = {}
+        for key, catalog, fn in jobs:
+            queues.setdefault(catalog, deque()).append((key, fn))
+        running: list[_Timed] = []
+        progress: dict[str, float] = {}  # catalog -> when a call of it last finished
         given_up: set[str] = set()
-        pending = jobs
-        while pending:
+        while running or any(queues.values()):
             now = time.monotonic()
+            for catalog, queue in queues.items():
+                busy = sum(1 for j in running if j.catalog == catalog)
+                while queue and busy < cap and catalog not in given_up:
+                    key, fn = queue.popleft()
+                    running.append(self._submit(key, catalog, fn))
+                    busy += 1
             still: list[_Timed] = []
-            for job in pending:
+            for job in running:
                 if job.future.done():
                     exc = job.future.exception()
                     results[job.key] = exc if exc is not None else job.future.result()
+                    progress[job.catalog] = now
                 elif job.catalog in given_up:
                     job.future.cancel()  # queued: never runs; running: abandoned to its thread
                     results[job.key] = self._unreachable(job.catalog, timeout)
-                elif job.started and now - job.started[0] > timeout:
+                elif job.started and now - max(job.started[0], progress.get(job.catalog, 0.0)) > timeout:
                     log.warning(
                         "snowberg page: catalog %r did not answer %s within %g s", job.catalog, job.key, timeout
                     )
                     self._mark_stuck(job.catalog, job.future)
                     given_up.add(job.catalog)
                     results[job.key] = self._unreachable(job.catalog, timeout)
+                elif not job.started and now - job.submitted > timeout and job.future.cancel():
+                    results[job.key] = CatalogUnreachable(
+                        f"not read: no free thread within {timeout:g} s (calls to stuck catalogs hold them)"
+                    )
                 else:
                     still.append(job)
-            pending = still
-            if pending:
-                running = [j.started[0] for j in pending if j.started]
-                left = min(running) + timeout - now if running else timeout
-                wait([j.future for j in pending], timeout=max(0.01, min(left, 0.25)), return_when=FIRST_COMPLETED)
+            running = still
+            for catalog in given_up:
+                while queues[catalog]:
+                    results[queues[catalog].popleft()[0]] = self._unreachable(catalog, timeout)
+            if running:
+                wait([j.future for j in running], timeout=0.1, return_when=FIRST_COMPLETED)
 
     def read(
         self, jobs: Iterable[tuple[str, str, Callable[[Any], T]]], *, timeout: float
@@ -146,21 +175,17 @@ class CatalogPool:
             elif (cat := self._opened(name)) is not None:
                 opened[name] = cat
         self._run(
-            [
-                self._submit(n, n, functools.partial(self._open, n))
-                for n in dict.fromkeys(c for _, c, _ in todo)
-                if n not in opened
-            ],
+            [(n, n, functools.partial(self._open, n)) for n in dict.fromkeys(c for _, c, _ in todo) if n not in opened],
             timeout,
             opened,
         )
         results: dict[str, T | BaseException] = {}
-        submitted: list[_Timed] = []
+        reads: list[tuple[str, str, Callable[[], Any]]] = []
         for key, catalog, fn in todo:
             cat = opened[catalog]
             if isinstance(cat, BaseException):
                 results[key] = cat
             else:
-                submitted.append(self._submit(key, catalog, functools.partial(fn, cat)))
-        self._run(submitted, timeout, results)
+                reads.append((key, catalog, functools.partial(fn, cat)))
+        self._run(reads, timeout, results)
         return results

@@ -119,3 +119,21 @@ def test_a_catalog_that_opens_but_hangs_on_a_table_read_gives_up_that_catalog_on
     assert took < 1.5, took
     assert all(isinstance(out[f"s{i}"], CatalogUnreachable) for i in range(4))
     assert [out[f"f{i}"] for i in range(6)] == [f"fast:f{i}" for i in range(6)]
+
+
+def test_a_catalog_that_keeps_answering_is_slow_not_unreachable() -> None:
+    """Reads longer than the timeout while other reads of the same catalog finish (a busy machine) are waited for."""
+    from snowberg.airflow.ui_lake import CatalogPool
+
+    pool = CatalogPool(lambda name: name, workers=8)  # 4 reads of one catalog at a time
+
+    def read(seconds: float) -> Any:
+        def fn(catalog: str) -> float:
+            time.sleep(seconds)
+            return seconds
+
+        return fn
+
+    jobs = [(f"j{i}", "busy", read(0.1 * (i + 1))) for i in range(8)]  # the last ones run 0.6-0.8 s
+    out = pool.read(jobs, timeout=0.5)
+    assert [out[f"j{i}"] for i in range(8)] == [pytest.approx(0.1 * (i + 1)) for i in range(8)]
