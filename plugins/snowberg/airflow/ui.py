@@ -369,8 +369,10 @@ def _last_commit_cell(t: TableStatus, tz: Any) -> str:
 def render_table(t: TableStatus, tz: Any = UTC) -> str:
     mirror = "-" if t.mirror is None else ("in sync" if t.mirror_in_sync else "differs")
     live = (
-        "<b class='bad'>unknown</b>"
+        "<b class='bad'>unknown</b>: the catalog could not be read"
         if t.catalog_error
+        else "<b class='bad'>nothing</b>: the lake table does not exist"
+        if t.exists is False
         else f"<span data-field='live_rows'>{_num(t.live_rows)}</span> live rows"
     )
     rows = [

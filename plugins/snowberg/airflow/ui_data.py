@@ -522,8 +522,11 @@ def _collect(
             res.as_of, res.errors = s.as_of, s.errors
             statuses[cfg.name] = s = res
         elif isinstance(res, BaseException):
-            what = "did not answer in time" if isinstance(res, CatalogUnreachable) else "could not be read"
-            s.catalog_error = f"catalog {cfg.catalog} {what}: {type(res).__name__}: {str(res)[:300]}"
+            s.catalog_error = (
+                str(res)  # says which catalog and for how long
+                if isinstance(res, CatalogUnreachable)
+                else f"catalog {cfg.catalog} could not be read: {type(res).__name__}: {str(res)[:300]}"
+            )
             s.errors.append(s.catalog_error)
         try:
             s.watch = watch_status(cfg, variables).to_dict()

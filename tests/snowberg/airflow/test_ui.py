@@ -271,7 +271,8 @@ def test_the_numbers_live_rows_whole_run_zone_named_times_watermark_zone_and_fai
     assert "cannot be judged</b>: the catalog could not be read" in html and "<b class='bad'>unknown</b>" in html
     missing = TableStatus(**base, exists=False, attention="table missing")  # type: ignore[arg-type]
     html = render_table(missing)
-    assert "none</b>: the lake table does not exist" in html and "- rows" not in html
+    assert "none</b>: the lake table does not exist" in html and "nothing</b>: the lake table does not exist" in html
+    assert "- rows" not in html and "- live rows" not in html
 
 
 def test_attention_names_the_most_urgent_reason_and_orders_the_tables() -> None:

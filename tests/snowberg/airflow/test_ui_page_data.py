@@ -345,7 +345,7 @@ def test_in_a_real_browser_the_failing_tables_come_first_with_their_reasons_with
                 texts = [sections.nth(i).locator("[data-field='attention']").inner_text() for i in range(5)]
                 assert texts[0] == f"load failed: the latest load run {p}_late failed"
                 assert f"task load of run {p}_late failed and is retrying" in texts[1]
-                assert "catalog deadcat did not answer in time" in texts[2] and "within 1 s" in texts[2]
+                assert texts[2] == "catalog unreachable: catalog 'deadcat' did not answer within 1 s"
                 assert "does not exist" in texts[3]
                 assert "source 7 rows, lake 5 rows" in texts[4] and "6 missing_in_lake" in texts[4]
                 failed = page.locator(f"section[data-table='{p}loadfail'] a[data-link='run']")
