@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -326,7 +327,8 @@ def test_the_snowberg_page_shows_the_lake_numbers_behind_airflow_auth(eco: Eco) 
     assert mine["bytes"] == int(props["added-files-size"])
     assert mine["watermark"] == props["snowberg.watermark"] and mine["mirror_in_sync"] is True
     assert mine["run_id"] == eco.runs["load"] and mine["load_task_seconds"] is not None
-    assert mine["committing_run"]["url"] == f"/dags/{mine['dag_id']}/runs/{eco.runs['load']}"
+    # A link relative to the host the page was opened on; the run id quoted as a path segment.
+    assert mine["committing_run"]["url"] == f"/dags/{mine['dag_id']}/runs/{quote(eco.runs['load'], safe='')}"
     assert mine["committing_run"]["duration_seconds"] >= mine["load_task_seconds"]
     assert mine["live_rows"] == ROWS and mine["attention"] is None
     assert mine["fresh"] is True and mine["sla"] == "1h"
