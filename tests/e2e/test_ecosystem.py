@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -306,7 +307,9 @@ def test_the_snowberg_page_shows_the_lake_numbers_behind_airflow_auth(eco: Eco) 
 
     def tables() -> dict[str, Any]:
         data = httpx.get(
-            f"{base}/snowberg/api/tables", headers={"Authorization": f"Bearer {token['access_token']}"}, timeout=60
+            f"{base}/snowberg/api/tables?refresh=true",  # not the statuses kept from the previous call
+            headers={"Authorization": f"Bearer {token['access_token']}"},
+            timeout=60,
         ).json()
         return {t["name"]: t for t in data}
 
@@ -323,7 +326,11 @@ def test_the_snowberg_page_shows_the_lake_numbers_behind_airflow_auth(eco: Eco) 
     assert mine["rows"] == int(props["snowberg.rows"]) == ROWS
     assert mine["bytes"] == int(props["added-files-size"])
     assert mine["watermark"] == props["snowberg.watermark"] and mine["mirror_in_sync"] is True
-    assert mine["run_id"] == eco.runs["load"] and mine["duration_seconds"] is not None
+    assert mine["run_id"] == eco.runs["load"] and mine["load_task_seconds"] is not None
+    # A link relative to the host the page was opened on; the run id quoted as a path segment.
+    assert mine["committing_run"]["url"] == f"/dags/{mine['dag_id']}/runs/{quote(eco.runs['load'], safe='')}"
+    assert mine["committing_run"]["duration_seconds"] >= mine["load_task_seconds"]
+    assert mine["live_rows"] == ROWS and mine["attention"] is None
     assert mine["fresh"] is True and mine["sla"] == "1h"
     assert {c["task_id"]: c["state"] for c in mine["checks"]} == {
         "check_freshness": "success",
@@ -369,7 +376,7 @@ def test_the_snowberg_page_shows_the_lake_numbers_behind_airflow_auth(eco: Eco) 
             item = page.locator(f"section[data-table='{BROKEN}'] li[data-check='check_volume']")
             assert item.get_attribute("data-outcome") == "could not run"
             assert "does not exist" in item.inner_text() and "success" not in item.inner_text()
-            assert page.get_by_text("watermark age at commit (line)").count() >= 1
+            assert page.get_by_text("watermark age at commit (line, log scale)").count() >= 1
             page.screenshot(path=str(SHOTS / "snowberg-page.png"), full_page=True)
         finally:
             browser.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 
 def _commit(table: Any, rows: int, watermark: str, run_id: str) -> None:
@@ -49,7 +50,8 @@ def test_a_check_outcome_comes_from_the_result_as_well_as_the_task_state() -> No
     )
     assert check_outcome("skipped", None) == (CheckOutcome.NOT_RUN, "task skipped")
     assert check_outcome("success", {"ok": True}) == (CheckOutcome.PASSED, None)
-    assert check_outcome("failed", {"ok": False}) == (CheckOutcome.FAILED, None)
+    assert check_outcome("failed", {"ok": False}) == (CheckOutcome.FAILED, "failed: see the task log")
+    assert check_outcome("failed", {"ok": False, "error": "no access"}) == (CheckOutcome.FAILED, "no access")
     assert check_outcome("running", None) == (CheckOutcome.NOT_FINISHED, None)
 
 
@@ -60,8 +62,7 @@ def test_the_page_judges_freshness_as_the_tables_check_does_from_the_last_proof_
 
     The table's check (``freshness_measure: proven_current``, the default) passes; the page must not say STALE.
     """
-    import time
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime, timedelta
 
     from snowberg.airflow.ui_data import table_status
     from snowberg.config.table_config import TableConfig
@@ -82,22 +83,30 @@ def test_the_page_judges_freshness_as_the_tables_check_does_from_the_last_proof_
     cat.create_namespace("ui")
     t = cat.create_table(("ui", "quiet"), schema=pa.schema([pa.field("id", pa.int64())]))
     _commit(t, 3, "2026-01-01 00:00:00", "r1")
-    time.sleep(2.5)  # no new data for longer than the SLA
     st = read_state(cat.load_table(("ui", "quiet")))
     assert st is not None
+    # Judged at fixed instants after the commit (no sleep, no race with a loaded machine): the last data
+    # is 4 s old, over the SLA of 2 s; an idle run proved the lake current 1 s before.
+    written = datetime.fromtimestamp(st.timestamp_ms / 1000, tz=UTC)
+    now = written + timedelta(seconds=4)
     proof = CurrentProof(
-        proven_at=datetime.now(UTC).isoformat(),
+        proven_at=(written + timedelta(seconds=3)).isoformat(),
         run_id="idle-1",
         dag_id=cfg.dag_id,
         watermark=st.watermark,
         snapshot_id=st.snapshot_id,
     )
     record_proof(cfg.target, proof, MetadataDbVariables())
-    status = table_status(cfg, session=None)
+    status = table_status(cfg, session=None, now=now)
     assert status.fresh is True, status.freshness_reasons
-    # With today's "time since last data" chosen, the same table is stale on the page too.
-    last_data = table_status(cfg.model_copy(update={"freshness_measure": "last_data"}), session=None)
-    assert last_data.fresh is False
+    # The age shown is the one judged: since the proof (the check's figures are hours to 4 decimals: ±0.36 s).
+    assert status.freshness_age_seconds == pytest.approx(1.0, abs=0.5)
+    # With "time since last data" chosen, the same table is stale on the page too, 4 s old.
+    last_data = table_status(cfg.model_copy(update={"freshness_measure": "last_data"}), session=None, now=now)
+    assert last_data.fresh is False and last_data.freshness_age_seconds == pytest.approx(4.0, abs=0.5)
+    # Past the proof's SLA it is stale on the proof's measure too.
+    late = table_status(cfg, session=None, now=written + timedelta(seconds=5.5))
+    assert late.fresh is False and late.freshness_age_seconds == pytest.approx(2.5, abs=0.5)
 
 
 def test_the_page_shows_the_policies_a_load_allowed(catalog_env: Any, airflow_db: str) -> None:
