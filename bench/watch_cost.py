@@ -20,8 +20,8 @@ Measured over a size's hours (until the last change is in the lake and no run is
 * Snowflake statements by class (``statement_class``: ``poll``, ``metadata``, ``warehouse``) and by session:
   the proxy maps each statement to its session's ``QUERY_TAG`` (``snowberg:<table>`` for a table's runs,
   ``snowberg:watch`` for the poll); an idle warehouse statement is one not sent by a changed table's run;
-* polls: bursts of ``poll`` statements (a gap of more than half a poll interval starts another), and the
-  statements per poll;
+* polls: bursts of the triggerer's ``poll`` statements (its session is tagged ``snowberg:watch``; a gap of
+  more than half a poll interval starts another poll), and the statements per poll (mean and most);
 * worker CPU (the scheduler's executor workers and their tasks) and the triggerer's CPU (its process tree),
   read from ``/proc``; the triggerer's CPU is given per real hour, at the measured poll interval;
 * the triggerer's event-loop lag: Airflow's own watchdog (``TriggerRunner.block_watchdog``) sleeps 0.1 s in
@@ -52,6 +52,7 @@ import psutil
 from bench.deployment_cost import CountingProxy, tree_cpu_seconds, worker_cpu_seconds
 
 LAG_LINE = re.compile(r"async thread was blocked for ([0-9.]+) seconds")
+POLL_TAG = "snowberg:watch"  # the QUERY_TAG of the triggerer's poll session (watch_trigger.watch_connection)
 WATCHDOG_SLEEP_S = 0.1  # TriggerRunner.block_watchdog's sleep
 WATCHDOG_THRESHOLD_S = 0.15  # what we set: a wake-up later than this is logged (lag > 0.05 s)
 
@@ -176,14 +177,16 @@ def wait_first_loads(api: Any, stack: Any, tables: list[int], timeout: float = 3
         print(f"  first loads left: {len(todo)}", flush=True)
 
 
-def polls_of(times: list[float], interval: float) -> int:
-    """Polls: bursts of poll statements; a gap of more than half a poll interval starts another."""
-    polls, last = 0, None
+def poll_bursts(times: list[float], interval: float) -> list[int]:
+    """The statements of each poll: bursts of poll statements; a gap of more than half an interval starts another."""
+    bursts: list[int] = []
+    last = None
     for t in sorted(times):
         if last is None or t - last > interval / 2:
-            polls += 1
+            bursts.append(0)
+        bursts[-1] += 1
         last = t
-    return polls
+    return bursts
 
 
 def lag_lines(log_path: Path, offset: int) -> list[float]:
@@ -266,11 +269,14 @@ def measure_size(
                 busy_runs.append(_ts(r["end_date"]) - _ts(start))
     stmts = proxy.statements_since(t0, t1)
     by_class: dict[str, int] = {}
-    for _, cls, _ in stmts:
-        by_class[cls] = by_class.get(cls, 0) + 1
+    for _, cls, tag in stmts:
+        key = "poll (runs' token reads)" if cls == "poll" and tag != POLL_TAG else cls
+        by_class[key] = by_class.get(key, 0) + 1
     idle_wh = sum(1 for _, cls, tag in stmts if cls == "warehouse" and tag not in changed_tags)
-    poll_times = [t for t, cls, _ in stmts if cls == "poll"]
-    polls = polls_of(poll_times, args.poll_interval)
+    # The triggerer's polls only: a run's plan also reads its table's change token (the same function).
+    poll_times = [t for t, cls, tag in stmts if cls == "poll" and tag == POLL_TAG]
+    bursts = poll_bursts(poll_times, args.poll_interval)
+    polls = len(bursts)
     latencies = [(c.lake_ms or 0) / 1000 - c.commit_ns / 1e9 for c in changes]
     window_h = (t1 - t0) / 3600
     result = {
@@ -286,6 +292,7 @@ def measure_size(
         "idle_warehouse_statements": idle_wh,
         "polls": polls,
         "poll_statements_per_poll": round(len(poll_times) / polls, 2) if polls else None,
+        "poll_statements_max": max(bursts, default=0),
         "worker_cpu_s": round(cpu_w1 - cpu_w0, 1),
         "triggerer_cpu_s": round(cpu_t1 - cpu_t0, 1),
         "triggerer_cpu_s_per_hour": round((cpu_t1 - cpu_t0) / window_h, 1),
