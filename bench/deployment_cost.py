@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.deployment_cost                       # 20 tables, 3 simulated hours, 25 % busy
     .venv/bin/python -m bench.deployment_cost --tables 50 --hours 4 --busy 0.2 --repeats 5
+    .venv/bin/python -m bench.deployment_cost --watch --tables 8,32,100 --hours 1 --busy 0.25   # bench.watch_cost
 
 A real Airflow 3 (api-server, scheduler with the LocalExecutor, dag-processor,
 triggerer: the end-to-end suite's stack, ``tests/e2e/airflow_stack.py``) on a
@@ -34,10 +35,12 @@ Medians of the per-run figures; the machine's load is printed with them.
 from __future__ import annotations
 
 import argparse
+import gzip
 import http.client
 import json
 import os
 import random
+import re
 import signal
 import statistics
 import sys
@@ -70,13 +73,42 @@ with DAG("bench_noop", schedule=None, start_date=pendulum.datetime(2026, 1, 1, t
 '''
 
 
+METADATA_PREFIXES = ("SHOW ", "DESC ", "DESCRIBE ", "USE ", "ALTER SESSION ", "BEGIN", "COMMIT", "ROLLBACK")
+# One call of a watch poll's function, as the connector sends it (names bound client-side as string literals).
+POLL_CALL = re.compile(r"""SYSTEM\$(?:LAST_CHANGE_COMMIT_TIME|STREAM_HAS_DATA)\('(?:[^']|'')*'\)(?: AS "S\d+")?""")
+
+
+def statement_class(sql: str) -> str:
+    """``poll`` (the watch's change-signal SELECT), ``metadata`` or ``warehouse``, from the statement's text.
+
+    ``metadata``: commands Snowflake documents as needing no running warehouse (``SHOW``, ``DESCRIBE``: "does not
+    require a running warehouse"), session settings and transaction control. ``poll``: a ``SELECT`` of nothing but
+    ``SYSTEM$LAST_CHANGE_COMMIT_TIME`` / ``SYSTEM$STREAM_HAS_DATA`` calls (docs/event-driven.md). Everything else
+    counts as ``warehouse``, also statements Snowflake might answer without one (``SELECT CURRENT_TIMESTAMP()``):
+    the split never hides a warehouse statement.
+    """
+    text = " ".join(sql.split()).upper()
+    if text.startswith(METADATA_PREFIXES):
+        return "metadata"
+    if text.startswith("SELECT SYSTEM$") and not POLL_CALL.sub("", text[len("SELECT ") :]).replace(",", "").strip():
+        return "poll"
+    return "warehouse"
+
+
 class CountingProxy:
-    """Forwards HTTP to the emulator and counts the statements (query requests) and logins passing through."""
+    """Forwards HTTP to the emulator and counts the statements (query requests) and logins passing through.
+
+    Each statement is also recorded with its time, its class (``statement_class``) and its session's
+    ``QUERY_TAG`` (snowberg tags a table's sessions ``snowberg:<table>`` and the watch poll's ``snowberg:watch``):
+    the tag comes from the login request's session parameters, the session from the token the login returned.
+    """
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.lock = threading.Lock()
         self.counts = {"statements": 0, "logins": 0}
+        self.tags: dict[str, str] = {}  # session token -> QUERY_TAG
+        self.records: list[tuple[float, str, str]] = []  # (time, class, tag) of each statement
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -85,9 +117,13 @@ class CountingProxy:
             def _forward(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 path = self.path.split("?", 1)[0]
+                sent = _json(body, self.headers.get("Content-Encoding"))
+                token = (self.headers.get("Authorization") or "").partition('Token="')[2].rstrip('"')
                 with proxy.lock:
                     if path == "/queries/v1/query-request":
                         proxy.counts["statements"] += 1
+                        sql = str((sent or {}).get("sqlText") or "")
+                        proxy.records.append((time.time(), statement_class(sql), proxy.tags.get(token, "")))
                     elif path == "/session/v1/login-request":
                         proxy.counts["logins"] += 1
                 conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=600)
@@ -95,6 +131,13 @@ class CountingProxy:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 r = conn.getresponse()
                 data = r.read()
+                if path == "/session/v1/login-request":
+                    got = _json(data, r.getheader("Content-Encoding")) or {}
+                    params = ((sent or {}).get("data") or {}).get("SESSION_PARAMETERS") or {}
+                    new_token = (got.get("data") or {}).get("token")
+                    if new_token:
+                        with proxy.lock:
+                            proxy.tags[str(new_token)] = str(params.get("QUERY_TAG") or "")
                 self.send_response(r.status)
                 for k, v in r.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length"):
@@ -117,8 +160,22 @@ class CountingProxy:
         with self.lock:
             return dict(self.counts)
 
+    def statements_since(self, t0: float, t1: float = float("inf")) -> list[tuple[float, str, str]]:
+        with self.lock:
+            return [r for r in self.records if t0 <= r[0] < t1]
+
     def stop(self) -> None:
         self.server.shutdown()
+
+
+def _json(body: bytes, encoding: str | None) -> Any:
+    """A request's or response's JSON body (the connector gzips its requests), or None."""
+    try:
+        if encoding and "gzip" in encoding.lower():
+            body = gzip.decompress(body)
+        return json.loads(body) if body else None
+    except (OSError, ValueError):
+        return None
 
 
 def worker_cpu_seconds(scheduler_pid: int) -> float:
@@ -132,18 +189,18 @@ def worker_cpu_seconds(scheduler_pid: int) -> float:
     total = t.children_user + t.children_system
     for child in sched.children(recursive=False):
         try:
-            total += _tree_cpu(child)
+            total += tree_cpu_seconds(child)
         except psutil.Error:
             pass
     return total
 
 
-def _tree_cpu(p: psutil.Process) -> float:
+def tree_cpu_seconds(p: psutil.Process) -> float:
     t = p.cpu_times()
     total = t.user + t.system + t.children_user + t.children_system
     for c in p.children(recursive=False):
         try:
-            total += _tree_cpu(c)
+            total += tree_cpu_seconds(c)
         except psutil.Error:
             pass
     return total
@@ -248,7 +305,12 @@ def _per_run(samples: list[dict[str, Any]]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tables", type=int, default=20)
+    ap.add_argument("--tables", default="20", help="tables (with --watch: sizes, e.g. 8,32,100, on one stack)")
+    ap.add_argument("--watch", action="store_true", help="every table watched: bench.watch_cost")
+    ap.add_argument("--poll-interval", type=int, default=10, help="--watch: seconds between polls (at least 10)")
+    ap.add_argument("--hour-polls", type=int, default=60, help="--watch: polls in a simulated hour (60: 1m polls)")
+    ap.add_argument("--databases", type=int, default=2, help="--watch: source databases the tables spread over")
+    ap.add_argument("--workdir", type=Path, default=None, help="--watch: where its temporary folder goes")
     ap.add_argument("--hours", type=int, default=3, help="simulated hours (one run per table per hour)")
     ap.add_argument("--busy", type=float, default=0.25, help="share of tables with new rows in an hour")
     ap.add_argument("--hour-rows", type=int, default=1_000, help="new rows of a busy table in an hour")
@@ -260,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (and SIGINT, which a background job ignores) ends the run through the finally blocks:
     # the Airflow stack, the emulator and the database are stopped and dropped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.watch:
+        from bench.watch_cost import run
+
+        return run(args)
+    args.tables = int(args.tables)
 
     from airflow_stack import AirflowStack, create_database, drop_database, running_stack
 

@@ -92,9 +92,10 @@ class Service:
     proc: subprocess.Popen[bytes] | None = None
     seen: set[int] = field(default_factory=set)
 
-    def start(self) -> None:
+    def start(self, *, append: bool = False) -> None:
+        """Start the process; ``append`` keeps the log of an earlier start (a restart)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "wb")  # noqa: SIM115 - the child owns it
+        log = open(self.log_path, "ab" if append else "wb")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(
             self.cmd,
             env=self.env,
@@ -337,6 +338,31 @@ class AirflowStack:
                 "--without-gossip",
             ).start()
         return self
+
+    def service(self, name: str) -> Service:
+        """The running (or killed) service ``name`` (``triggerer``, ``scheduler``, ...)."""
+        found = [s for s in self.services if s.name == name]
+        if not found:
+            raise KeyError(f"{self.name}: no service {name!r}")
+        return found[-1]
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to one service's whole process tree (SIGKILL: no shutdown, as a crash); reap it on SIGKILL.
+
+        The other services keep running: a test can then check what the stack does without this one.
+        """
+        svc = self.service(name)
+        svc.signal(sig)
+        if sig == signal.SIGKILL:
+            svc.reap()
+
+    def restart(self, name: str) -> Service:
+        """Start one service again (killing what is left of it first), its log appended to the old one."""
+        svc = self.service(name)
+        if svc.alive():
+            self.kill(name)
+        svc.start(append=True)
+        return svc
 
     def processes(self) -> list[psutil.Process]:
         out: list[psutil.Process] = []
