@@ -199,12 +199,15 @@ def airflow_env(stack_dir: Path, stack_env: dict[str, str], project: Path) -> di
     return env
 
 
-def _airflow(env: dict[str, str], *argv: str, quiet: bool = False) -> subprocess.CompletedProcess[str]:
-    exe = Path(sys.executable).with_name("airflow")
-    res = subprocess.run([str(exe), *argv], env=env, text=True, capture_output=True)
+def _airflow(
+    env: dict[str, str], *argv: str, quiet: bool = False, python: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``airflow <argv>`` (or ``python <argv>`` with ``python``) in the demo's Airflow environment."""
+    exe = sys.executable if python else str(Path(sys.executable).with_name("airflow"))
+    res = subprocess.run([exe, *argv], env=env, text=True, capture_output=True)
     if res.returncode != 0:
         sys.stderr.write(res.stdout[-4000:] + res.stderr[-4000:])
-        raise SystemExit(f"airflow {' '.join(argv)} failed ({res.returncode})")
+        raise SystemExit(f"{'python' if python else 'airflow'} {' '.join(argv)} failed ({res.returncode})")
     return res
 
 
@@ -306,18 +309,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     senv = stack.up(d, port=args.port)
     counts = _seed(senv, args.rows)
     print(
-        f"[1/7] local stack up: Snowflake emulator on :{senv['SNOWBERG_FAKESNOW_PORT']}, "
+        f"[1/9] local stack up: Snowflake emulator on :{senv['SNOWBERG_FAKESNOW_PORT']}, "
         f"{counts['orders']:,} demo orders {'seeded' if counts['inserted'] else 'kept from the last start'}"
     )
     env = airflow_env(d, senv, project)
     _airflow(env, "db", "migrate")
-    print(f"[2/7] Airflow metadata database ready ({env['AIRFLOW_HOME']})")
+    print(f"[2/9] Airflow metadata database ready ({env['AIRFLOW_HOME']})")
     dag_id, target = "snowberg_demo_orders", "shop.orders"
     t = time.monotonic()
     _airflow(env, "dags", "test", dag_id)
     r1 = _report(env, dag_id, target)
     print(
-        f"[3/7] run 1 ({time.monotonic() - t:.1f} s): rows loaded {r1['rows_loaded']:,}, snapshot id "
+        f"[3/9] run 1 ({time.monotonic() - t:.1f} s): rows loaded {r1['rows_loaded']:,}, snapshot id "
         f"{r1['snapshot_id']}, watermark {r1['watermark']}, table rows {r1['table_rows']:,}"
     )
     conn = _connect(senv)
@@ -326,30 +329,66 @@ def cmd_demo(args: argparse.Namespace) -> int:
     changed = change.rows
     time.sleep(1.5)  # the demo table's commit_lag is 1s
     print(
-        f"[4/7] changed {changed} source orders (UPDATED_AT = now); ORDERS' LAST_ALTERED "
+        f"[4/9] changed {changed} source orders (UPDATED_AT = now); ORDERS' LAST_ALTERED "
         f"{_instant(change.last_altered_before)} → {_instant(change.last_altered_after)}"
     )
     t = time.monotonic()
     _airflow(env, "dags", "test", dag_id)
     r2 = _report(env, dag_id, target)
     print(
-        f"[5/7] run 2 ({time.monotonic() - t:.1f} s): rows loaded {r2['rows_loaded']:,}, snapshot id "
+        f"[5/9] run 2 ({time.monotonic() - t:.1f} s): rows loaded {r2['rows_loaded']:,}, snapshot id "
         f"{r2['snapshot_id']}, watermark {r2['watermark']}, table rows {r2['table_rows']:,}"
+    )
+    # Loads driven by change: the table's watcher (the poll Airflow's triggerer runs) starts nothing while
+    # the source is quiet and sees a change within one poll; run 3 is the run its event starts.
+    watch = json.loads(
+        _airflow(
+            env,
+            "-m",
+            "snowberg.local.watch_demo",
+            "--config",
+            str(project / "include" / "tables.yaml"),
+            "--table",
+            "demo_orders",
+            "--changes",
+            str(max(1, args.changes // 10)),
+            python=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    print(
+        f"[6/9] watched: {watch['quiet_polls']} polls of the quiet source started {watch['quiet_fired']} runs; "
+        f"{watch['changed']} orders changed, the watcher's event came {watch['seconds_to_event']} s after the "
+        f"commit (poll interval {watch['poll_interval_s']:.0f} s, {watch['statements']} metadata statements)"
+    )
+    t = time.monotonic()
+    _airflow(env, "dags", "test", dag_id)
+    r3 = _report(env, dag_id, target)
+    print(
+        f"[7/9] run 3, started for the event ({time.monotonic() - t:.1f} s): rows loaded {r3['rows_loaded']:,}, "
+        f"snapshot id {r3['snapshot_id']}, watermark {r3['watermark']}"
     )
     var = _airflow(env, "variables", "get", "snowberg__shop__orders__watermark").stdout.strip().splitlines()[-1]
     print(f"Variable snowberg__shop__orders__watermark = {var}")
     t = time.monotonic()
     menu_rows = _load_menu(senv, project / "include" / "tables.yaml")
-    print(f"[6/7] menu dimension loaded with the library ({time.monotonic() - t:.1f} s): {menu_rows} rows in shop.menu")
+    print(f"[8/9] menu dimension loaded with the library ({time.monotonic() - t:.1f} s): {menu_rows} rows in shop.menu")
     t = time.monotonic()
     _airflow(env, "dags", "test", "snowberg_demo_brand_margin")
     s = _summary_report(env)
     print(
-        f"[7/7] downstream DAG snowberg_demo_brand_margin (scheduled on the Asset of shop.orders, "
+        f"[9/9] downstream DAG snowberg_demo_brand_margin (scheduled on the Asset of shop.orders, "
         f"{time.monotonic() - t:.1f} s): {s['rows']} (brand, category) rows in shop.brand_margin, "
         f"checked against {s['orders']:,} orders; best margin: {s['best']}"
     )
-    ok = r2["rows_loaded"] == changed and r1["table_rows"] == r2["table_rows"] and s["orders"] == r2["table_rows"]
+    ok = (
+        r2["rows_loaded"] == changed
+        and r1["table_rows"] == r2["table_rows"]
+        and s["orders"] == r2["table_rows"]
+        and watch["quiet_fired"] == 0
+        and r3["rows_loaded"] == watch["changed"]
+    )
     print(
         f"demo {'OK' if ok else 'FAILED'} in {time.monotonic() - t0:.0f} s; stop the emulator with: snowberg stack down"
     )

@@ -131,6 +131,9 @@ def watch(stacks: Any, snow: Any, e2e_root: Path, lake_env: dict[str, str]) -> I
     env = {
         "SNOWBERG_TABLES_CONFIG": str(write_tables_config(e2e_root / "watch-tables.yaml", entries)),
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": str(HEALTH_THRESHOLD_S),
+        # Airflow adds a watcher's trigger when it parses an unpaused DAG: a short interval starts the
+        # watchers soon after the test unpauses them (the harness's 120 s would wait that long, twice).
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "15",
     }
     stack = stacks.get("watch", extra_env=env, wait_for=[dag(t) for t in TABLES])
     yield Watch(stack=stack, api=stack.client(), snow=snow, lake=Lake(lake_env))
