@@ -71,12 +71,20 @@ with DAG("bench_noop", schedule=None, start_date=pendulum.datetime(2026, 1, 1, t
 
 
 class CountingProxy:
-    """Forwards HTTP to the emulator and counts the statements (query requests) and logins passing through."""
+    """Forwards HTTP to the emulator and counts the statements (query requests) and logins passing through.
+
+    It also keeps the peak of statements in flight (``peak_in_flight``, reset with ``reset_peak``): query
+    requests received from a client and not yet answered, however long the emulator queues them. (Open
+    sessions cannot be counted here: the emulator's login reply has no master token, so the connector's
+    ``close()`` never sends its ``/session?delete=true``.)
+    """
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.lock = threading.Lock()
         self.counts = {"statements": 0, "logins": 0}
+        self.in_flight = 0
+        self.peak_in_flight = 0
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -85,16 +93,24 @@ class CountingProxy:
             def _forward(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 path = self.path.split("?", 1)[0]
+                statement = path == "/queries/v1/query-request"
                 with proxy.lock:
-                    if path == "/queries/v1/query-request":
+                    if statement:
                         proxy.counts["statements"] += 1
+                        proxy.in_flight += 1
+                        proxy.peak_in_flight = max(proxy.peak_in_flight, proxy.in_flight)
                     elif path == "/session/v1/login-request":
                         proxy.counts["logins"] += 1
-                conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=600)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-                conn.request(self.command, self.path, body=body, headers=headers)
-                r = conn.getresponse()
-                data = r.read()
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=600)
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    r = conn.getresponse()
+                    data = r.read()
+                finally:
+                    if statement:
+                        with proxy.lock:
+                            proxy.in_flight -= 1
                 self.send_response(r.status)
                 for k, v in r.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length"):
@@ -116,6 +132,11 @@ class CountingProxy:
     def snapshot(self) -> dict[str, int]:
         with self.lock:
             return dict(self.counts)
+
+    def reset_peak(self) -> None:
+        """Start the peak of statements in flight again from what is in flight now."""
+        with self.lock:
+            self.peak_in_flight = self.in_flight
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -212,9 +233,9 @@ class Bench:
                 continue
         out = []
         for d, r in runs:
-            state = api.run(d, r)["state"]
+            run = api.run(d, r)
             tis = api.task_instances(d, r)
-            out.append({"dag_id": d, "run_id": r, "state": state, "tis": tis})
+            out.append({"dag_id": d, "run_id": r, "state": run["state"], "run": run, "tis": tis})
         return out
 
     def measure(self, api: Any, stack: Any, proxy: CountingProxy, sched_pid: int, dag_ids: list[str]) -> dict[str, Any]:
