@@ -18,7 +18,7 @@ Reported:
 * failures: runs that did not end in success (the goal is none);
 * ``statements_in_flight_max``: the largest number of Snowflake statements in flight at once, counted
   where they enter "Snowflake" (the proxy: a query request received from a task and not yet answered;
-  the emulator serves one statement at a time, so a statement waiting there counts as in flight);
+  a statement queued in the emulator, which runs statements in a thread pool, counts as in flight);
 * ``pool_tasks_running_max``: the largest number of the pool's task instances running at once, from
   their start and end dates in the metadata database (all tasks of the load DAGs are in the pool);
 * task starts, statements and logins (Snowflake sessions opened) in total. Sessions open at once are not
