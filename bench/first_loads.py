@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -169,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         proxy.stop()
         fs.stop()
         drop_database(db)
+        shutil.rmtree(
+            root, ignore_errors=True
+        )  # the emulator's files, the lake, AIRFLOW_HOME (logs stay in test-artifacts)
 
     failed = [r for r in runs if r["state"] != "success"]
     ends = [parse_ts(r["run"]["end_date"]) for r in runs if r["run"].get("end_date")]
