@@ -101,6 +101,11 @@ class CountingProxy:
     Each statement is also recorded with its time, its class (``statement_class``) and its session's
     ``QUERY_TAG`` (snowberg tags a table's sessions ``snowberg:<table>`` and the watch poll's ``snowberg:watch``):
     the tag comes from the login request's session parameters, the session from the token the login returned.
+
+    It also keeps the peak of statements in flight (``peak_in_flight``, reset with ``reset_peak``): query
+    requests received from a client and not yet answered, however long the emulator queues them. (Open
+    sessions cannot be counted here: the emulator's login reply has no master token, so the connector's
+    ``close()`` never sends its ``/session?delete=true``.)
     """
 
     def __init__(self, upstream_port: int) -> None:
@@ -109,6 +114,8 @@ class CountingProxy:
         self.counts = {"statements": 0, "logins": 0}
         self.tags: dict[str, str] = {}  # session token -> QUERY_TAG
         self.records: list[tuple[float, str, str]] = []  # (time, class, tag) of each statement
+        self.in_flight = 0
+        self.peak_in_flight = 0
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -119,18 +126,26 @@ class CountingProxy:
                 path = self.path.split("?", 1)[0]
                 sent = _json(body, self.headers.get("Content-Encoding"))
                 token = (self.headers.get("Authorization") or "").partition('Token="')[2].rstrip('"')
+                statement = path == "/queries/v1/query-request"
                 with proxy.lock:
-                    if path == "/queries/v1/query-request":
+                    if statement:
                         proxy.counts["statements"] += 1
                         sql = str((sent or {}).get("sqlText") or "")
                         proxy.records.append((time.time(), statement_class(sql), proxy.tags.get(token, "")))
+                        proxy.in_flight += 1
+                        proxy.peak_in_flight = max(proxy.peak_in_flight, proxy.in_flight)
                     elif path == "/session/v1/login-request":
                         proxy.counts["logins"] += 1
-                conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=600)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-                conn.request(self.command, self.path, body=body, headers=headers)
-                r = conn.getresponse()
-                data = r.read()
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=600)
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    r = conn.getresponse()
+                    data = r.read()
+                finally:
+                    if statement:
+                        with proxy.lock:
+                            proxy.in_flight -= 1
                 if path == "/session/v1/login-request":
                     got = _json(data, r.getheader("Content-Encoding")) or {}
                     params = ((sent or {}).get("data") or {}).get("SESSION_PARAMETERS") or {}
@@ -163,6 +178,11 @@ class CountingProxy:
     def statements_since(self, t0: float, t1: float = float("inf")) -> list[tuple[float, str, str]]:
         with self.lock:
             return [r for r in self.records if t0 <= r[0] < t1]
+
+    def reset_peak(self) -> None:
+        """Start the peak of statements in flight again from what is in flight now."""
+        with self.lock:
+            self.peak_in_flight = self.in_flight
 
     def stop(self) -> None:
         self.server.shutdown()
@@ -269,9 +289,9 @@ class Bench:
                 continue
         out = []
         for d, r in runs:
-            state = api.run(d, r)["state"]
+            run = api.run(d, r)
             tis = api.task_instances(d, r)
-            out.append({"dag_id": d, "run_id": r, "state": state, "tis": tis})
+            out.append({"dag_id": d, "run_id": r, "state": run["state"], "run": run, "tis": tis})
         return out
 
     def measure(self, api: Any, stack: Any, proxy: CountingProxy, sched_pid: int, dag_ids: list[str]) -> dict[str, Any]:
