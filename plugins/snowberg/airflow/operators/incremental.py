@@ -95,6 +95,35 @@ class SnowbergTableOperator(TableSettings, BaseOperator):
         return self.build_config()
 
 
+def load_and_record(operator: Any, cfg: TableConfig, conn: Any, catalog: Any, window: Any) -> dict[str, Any]:
+    """Load ``window``, fill a column its commit added, record the lineage facts: the load task's work.
+
+    The ``load`` task and a plan that loads a small window itself (``inline_load_rows``) both do it. Whatever
+    the load found (committed, or already committed by an earlier try), a column its commit added is filled
+    for the rows loaded before, once (the table records what is pending). The lineage facts are read now,
+    from this connection and catalog: the listener's fork does no I/O.
+    """
+    from snowberg.load.column_backfill import backfill_added_columns
+    from snowberg.load.extract import load_window
+
+    done = load_window(cfg, conn, catalog, window).to_dict()
+    if not window.dry_run:
+        filled = backfill_added_columns(cfg, conn, catalog, run_id=window.run_id, dag_id=window.dag_id)
+        if filled is not None:
+            done["column_backfill"] = filled.to_dict()
+    record_load(
+        operator,
+        source_table=cfg.source.table,
+        snowflake_conn_id=operator.snowflake_conn_id,
+        conn=conn,
+        catalog_ref=operator.catalog,
+        catalog=catalog,
+        target=cfg.target,
+        result=done,
+    )
+    return done
+
+
 def inline_alias(table_name: str) -> AssetAlias:
     """The plan task's outlet: the table's Asset event goes through it only when the plan itself loaded rows.
 
@@ -295,8 +324,6 @@ class SnowbergPlanOperator(LoadLineage, SnowbergTableOperator, SkipMixin):
         from snowberg.airflow.operators.health import failing, health_report
         from snowberg.iceberg.state import AirflowVariables
         from snowberg.iceberg.tables import find_table
-        from snowberg.load.column_backfill import backfill_added_columns
-        from snowberg.load.extract import load_window
         from snowberg.load.publish import publish
 
         self.log.info(
@@ -304,21 +331,7 @@ class SnowbergPlanOperator(LoadLineage, SnowbergTableOperator, SkipMixin):
             window.rows_in_window,
             self.inline_load_rows,
         )
-        done = load_window(cfg, conn, catalog, window).to_dict()
-        # As the load task does: a column this commit added is filled for the rows loaded before, once.
-        filled = backfill_added_columns(cfg, conn, catalog, run_id=window.run_id, dag_id=window.dag_id)
-        if filled is not None:
-            done["column_backfill"] = filled.to_dict()
-        record_load(
-            self,
-            source_table=cfg.source.table,
-            snowflake_conn_id=self.snowflake_conn_id,
-            conn=conn,
-            catalog_ref=self.catalog,
-            catalog=catalog,
-            target=cfg.target,
-            result=done,
-        )
+        done = load_and_record(self, cfg, conn, catalog, window)  # as the load task does
         published = publish(cfg, catalog, window, AirflowVariables())
         if self.asset_alias is not None and self.asset is not None:
             context["outlet_events"][self.asset_alias].add(self.asset)
@@ -435,8 +448,6 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         from snowberg.airflow.metrics import observed_load
         from snowberg.core.window import Window
         from snowberg.iceberg.catalogs import lake_errors, open_catalog
-        from snowberg.load.column_backfill import backfill_added_columns
-        from snowberg.load.extract import load_window
         from snowberg.snowflake.hook import snowflake_connection
 
         cfg = self.cfg
@@ -444,24 +455,7 @@ class SnowbergLoadOperator(LoadLineage, SnowbergTableOperator):
         with lake_errors(self.catalog):
             catalog = open_catalog(self.catalog)
             with snowflake_connection(self.snowflake_conn_id, cfg) as conn:
-                done = load_window(cfg, conn, catalog, w).to_dict()
-                # Whatever the load found (committed, or already committed by an earlier try): a column its
-                # commit added is filled for the rows loaded before, once (the table records what is pending).
-                if not w.dry_run:
-                    filled = backfill_added_columns(cfg, conn, catalog, run_id=w.run_id, dag_id=w.dag_id)
-                    if filled is not None:
-                        done["column_backfill"] = filled.to_dict()
-                # Lineage facts now, from this connection and catalog: the listener's fork does no I/O.
-                record_load(
-                    self,
-                    source_table=cfg.source.table,
-                    snowflake_conn_id=self.snowflake_conn_id,
-                    conn=conn,
-                    catalog_ref=self.catalog,
-                    catalog=catalog,
-                    target=cfg.target,
-                    result=done,
-                )
+                done = load_and_record(self, cfg, conn, catalog, w)
         return observed_load(self, cfg.name, done)
 
 

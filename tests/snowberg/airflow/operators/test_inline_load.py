@@ -127,7 +127,7 @@ def test_a_small_window_loads_in_the_plan_and_sends_the_asset_event_once(
 
     with create_session() as session:
         page = table_status(cfg, session)
-    assert page.run_id == busy.run_id and page.duration_seconds is not None
+    assert page.run_id == busy.run_id and page.load_task_seconds is not None
 
     _insert(sfdb, 54, 101)  # above inline_load_rows: the load task loads it, publish sends the event
     big = dag.test()
