@@ -240,11 +240,17 @@ class Emulator(FakeSnow):
             self._ensured.add(database)
 
     def close(self) -> None:
-        """Close every session and the instance: DuckDB checkpoints each database file as it closes."""
-        server: Any = importlib.import_module("fakesnow.server")
-        for session in list(server.sessions.values()):
-            session.close()
-        server.sessions.clear()
+        """Close every session and the instance: DuckDB checkpoints each database file as it closes.
+
+        Sessions of the HTTP server live in ``fakesnow.server``, which only the server process (``serve``)
+        has imported. It is not imported here: importing that module rebinds the package's ``fakesnow.server()``
+        helper to it, which would break any other fakesnow server the same process starts later.
+        """
+        server: Any = sys.modules.get("fakesnow.server")
+        if server is not None:
+            for session in list(server.sessions.values()):
+                session.close()
+            server.sessions.clear()
         self.duck_conn.close()
 
 

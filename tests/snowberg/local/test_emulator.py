@@ -332,3 +332,22 @@ def test_rows_varchar_lengths_and_times_survive_a_restart(tmp_path: Path) -> Non
         assert cur.fetchall()[0][0] > kept
     finally:
         again.close()
+
+
+def test_closing_an_emulator_in_process_leaves_fakesnows_server_helper_alone(tmp_path: Path) -> None:
+    """Importing the ``fakesnow.server`` module rebinds the package's ``fakesnow.server()`` helper to it.
+
+    Other emulators of the same process (the suite's stream tests start theirs with ``fakesnow.server()``)
+    must keep working after an in-process emulator closes: closing must not import the server module (only
+    the server process holds sessions there). A fresh interpreter, so no earlier import hides the effect.
+    """
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, fakesnow; from pathlib import Path; from snowberg.local.emulator import Emulator; "
+        f"Emulator(Path({str(tmp_path)!r})).close(); "
+        "print(callable(fakesnow.server), 'fakesnow.server' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"]
