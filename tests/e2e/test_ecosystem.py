@@ -220,7 +220,8 @@ def test_a_load_and_a_sync_send_lineage_with_dataset_names_and_counts(eco: Eco) 
     snap = t.current_snapshot()
     added = int(snap.summary.additional_properties["added-files-size"])
 
-    [load] = _wait_for(eco, "the load's COMPLETE event", lambda: eco.got.events(f"snowberg_{TABLE}.load"))
+    # The demo-sized window loads in the plan task (inline_load_rows): its COMPLETE event carries the lineage.
+    [load] = _wait_for(eco, "the load's COMPLETE event", lambda: eco.got.events(f"snowberg_{TABLE}.plan"))
     [src] = load["inputs"]
     assert (src["namespace"], src["name"]) == (SNOWFLAKE_NS, "E2E.SHOP.ECO_ORDERS")
     assert [f["name"] for f in src["facets"]["schema"]["fields"]][:2] == ["ORDER_ID", "AMOUNT"]
