@@ -16,7 +16,7 @@ load slows alike:
     The old code built every table's DAGs in every task: ~29x.
 (b) the dag-processor's full parse of 1,000 tables (3,000 DAGs) against a
     yardstick of plain Airflow DAGs in the same process: within
-    ``FULL_PARSE_RATIO`` (main measured above it).
+    ``FULL_PARSE_RATIO``, median of three (main measured above it).
 """
 
 from __future__ import annotations
@@ -65,8 +65,11 @@ def test_a_tasks_parse_with_1000_tables_costs_what_it_costs_with_1(tmp_path: Pat
 # six trigger-form Params and two tasks each). Measured (docs/performance.md): 24.5 and 26.3 before the parse
 # work; 16.7, 16.9 and 18.2 with the parsing context, libyaml and draft-7 Params; 11.4 and 12.7 once the trigger
 # forms were attached after the tasks; 9.1 and 9.9 since each distinct Param default and each table's settings
-# are validated once. The bound fails the code before the trigger-form change and leaves room for a loaded CI.
-FULL_PARSE_RATIO = 12.0
+# are validated once. With this round's per-table settings (columns, policies, pool, the plan's inline load and
+# its Asset alias): 10.1, 11.2 and 13.9 on a quiet machine (median 11.2), 14.7 once beside the suite's other
+# worker; the yardstick alone moved 0.62–1.15 s, hence the median of three. The bound still fails the code before
+# the trigger-form change (16.7–18.2 quiet) and leaves room for a loaded CI.
+FULL_PARSE_RATIO = 14.0
 
 
 @pytest.mark.slow
@@ -78,9 +81,14 @@ def test_the_full_parse_of_1000_tables_stays_within_its_bound_against_a_yardstic
     monkeypatch.setenv("AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT", "1700")
     b = bench()
     b.parse_once(1, workdir=tmp_path, timeout=1700)  # compile the bytecode first: a fresh clone has none
-    r = b.parse_once(TABLES, workdir=tmp_path, reference=True, timeout=1700)
-    ratio = r["cpu_s"] / r["reference_cpu_s"]
-    print(f"full parse: {r['parse_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, yardstick {r['reference_cpu_s']:.2f} s")
-    assert r["errors"] == {} and r["heavy"] == []
-    assert r["dags"] == 3 * TABLES  # each table's load, checks and maintenance DAG
-    assert ratio <= FULL_PARSE_RATIO
+    # The median of three: the yardstick is under a second of CPU, and one measurement on a loaded machine
+    # (the suite's other worker beside it) was seen at 0.62 s where a quiet one reads 0.95 s.
+    ratios = []
+    for _ in range(3):
+        r = b.parse_once(TABLES, workdir=tmp_path, reference=True, timeout=1700)
+        print(f"full parse: {r['parse_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, yardstick {r['reference_cpu_s']:.2f} s")
+        assert r["errors"] == {} and r["heavy"] == []
+        assert r["dags"] == 3 * TABLES  # each table's load, checks and maintenance DAG
+        ratios.append(r["cpu_s"] / r["reference_cpu_s"])
+    print(f"ratios {[round(x, 2) for x in ratios]}")
+    assert statistics.median(ratios) <= FULL_PARSE_RATIO
