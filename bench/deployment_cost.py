@@ -95,6 +95,26 @@ def statement_class(sql: str) -> str:
     return "warehouse"
 
 
+def bench_env(root: Path, proxy_port: int, dags: Path, *, paused: bool) -> dict[str, str]:
+    """The bench stack's environment: the local stack's, Snowflake through the counting proxy in SNOWBERG_BENCH,
+    the tables config ``root/tables.yaml`` and the DAG folder ``dags``."""
+    from snowberg.local.stack import stack_env
+
+    env = stack_env(root, proxy_port)
+    env["AIRFLOW_CONN_SNOWFLAKE_DEFAULT"] = env["AIRFLOW_CONN_SNOWFLAKE_DEFAULT"].replace(
+        "SNOWBERG_DEMO", "SNOWBERG_BENCH"
+    )
+    env.update(
+        {
+            "SNOWBERG_TABLES_CONFIG": str(root / "tables.yaml"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": str(paused),
+            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "4",
+        }
+    )
+    return env
+
+
 class CountingProxy:
     """Forwards HTTP to the emulator and counts the statements (query requests) and logins passing through.
 
@@ -350,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from airflow_stack import AirflowStack, create_database, drop_database, running_stack
 
-    from snowberg.local.stack import FakesnowServer, free_port, stack_env
+    from snowberg.local.stack import FakesnowServer, free_port
 
     root = Path(tempfile.mkdtemp(prefix="snowberg-deploycost-"))
     bench = Bench(args, root)
@@ -377,18 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         (dags / "bench_noop.py").write_text(NOOP_DAG)
         (root / "lake" / "warehouse").mkdir(parents=True)
         (root / "tables.yaml").write_text(yaml.safe_dump(tables_config(args.tables, "SNOWBERG_BENCH")))
-        env = stack_env(root, proxy.port)
-        env["AIRFLOW_CONN_SNOWFLAKE_DEFAULT"] = env["AIRFLOW_CONN_SNOWFLAKE_DEFAULT"].replace(
-            "SNOWBERG_DEMO", "SNOWBERG_BENCH"
-        )
-        env.update(
-            {
-                "SNOWBERG_TABLES_CONFIG": str(root / "tables.yaml"),
-                "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-                "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "4",
-            }
-        )
+        env = bench_env(root, proxy.port, dags, paused=False)
         url = create_database(db)
         stack = AirflowStack(
             "deploycost", home=root / "airflow", database=db, sql_alchemy_conn=url, api_port=free_port(), extra_env=env

@@ -37,6 +37,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+from bench.worker import FileVariables  # the Variable stand-in the worker benchmark's processes share
+
 REPO = Path(__file__).resolve().parent.parent
 TASKS = ("plan", "load", "publish", "table_health")
 PARTS = ("parse", "imports", "snowflake_login", "catalog", "work")
@@ -72,24 +74,6 @@ class Ledger:
                 self.leave()
 
         return wrapped
-
-
-class FileVariables:
-    """Airflow-Variable stand-in shared by the task processes (a JSON file)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = Path(path)
-
-    def _all(self) -> dict[str, str]:
-        return json.loads(self.path.read_text()) if self.path.exists() else {}
-
-    def get(self, key: str) -> str | None:
-        return self._all().get(key)
-
-    def set(self, key: str, value: str) -> None:
-        d = self._all()
-        d[key] = value
-        self.path.write_text(json.dumps(d))
 
 
 class TaskInstance:

@@ -49,7 +49,7 @@ from typing import Any
 
 import psutil
 
-from bench.deployment_cost import CountingProxy, tree_cpu_seconds, worker_cpu_seconds
+from bench.deployment_cost import CountingProxy, bench_env, tree_cpu_seconds, worker_cpu_seconds
 
 LAG_LINE = re.compile(r"async thread was blocked for ([0-9.]+) seconds")
 POLL_TAG = "snowberg:watch"  # the QUERY_TAG of the triggerer's poll session (watch_trigger.watch_connection)
@@ -323,7 +323,7 @@ def run(args: argparse.Namespace) -> int:
     import yaml
     from airflow_stack import AirflowStack, create_database, drop_database, running_stack
 
-    from snowberg.local.stack import FakesnowServer, free_port, stack_env
+    from snowberg.local.stack import FakesnowServer, free_port
 
     sizes = sorted(int(x) for x in str(args.tables).split(","))
     root = Path(tempfile.mkdtemp(prefix="snowberg-watchcost-", dir=args.workdir)).resolve()
@@ -346,19 +346,8 @@ def run(args: argparse.Namespace) -> int:
         (root / "lake" / "warehouse").mkdir(parents=True)
         config = watch_tables_config(sizes[-1], args.databases, args.poll_interval)
         (root / "tables.yaml").write_text(yaml.safe_dump(config))
-        env = stack_env(root, proxy.port)
-        env["AIRFLOW_CONN_SNOWFLAKE_DEFAULT"] = env["AIRFLOW_CONN_SNOWFLAKE_DEFAULT"].replace(
-            "SNOWBERG_DEMO", "SNOWBERG_BENCH"
-        )
-        env.update(
-            {
-                "SNOWBERG_TABLES_CONFIG": str(root / "tables.yaml"),
-                "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-                "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "4",
-                "AIRFLOW__TRIGGERER__BLOCKED_MAIN_THREAD_WARNING_THRESHOLD": str(WATCHDOG_THRESHOLD_S),
-            }
-        )
+        env = bench_env(root, proxy.port, dags, paused=True)
+        env["AIRFLOW__TRIGGERER__BLOCKED_MAIN_THREAD_WARNING_THRESHOLD"] = str(WATCHDOG_THRESHOLD_S)
         url = create_database(db)
         stack = AirflowStack(
             "watchcost", home=root / "airflow", database=db, sql_alchemy_conn=url, api_port=free_port(), extra_env=env

@@ -284,6 +284,21 @@ def _summary_report(env: dict[str, str]) -> dict[str, object]:
     }
 
 
+def _demo_run(
+    env: dict[str, str], dag_id: str, target: str, label: str, *, table_rows: bool = True
+) -> dict[str, object]:
+    """One ``airflow dags test`` of the demo's load DAG; print what it committed, read back from the lake."""
+    t = time.monotonic()
+    _airflow(env, "dags", "test", dag_id)
+    r = _report(env, dag_id, target)
+    line = (
+        f"{label} ({time.monotonic() - t:.1f} s): rows loaded {r['rows_loaded']:,}, snapshot id "
+        f"{r['snapshot_id']}, watermark {r['watermark']}"
+    )
+    print(line + (f", table rows {r['table_rows']:,}" if table_rows else ""))
+    return r
+
+
 def _instant(at: datetime | None) -> str:
     return at.strftime("%Y-%m-%d %H:%M:%S.%f UTC") if at else "unknown"
 
@@ -316,13 +331,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     _airflow(env, "db", "migrate")
     print(f"[2/9] Airflow metadata database ready ({env['AIRFLOW_HOME']})")
     dag_id, target = "snowberg_demo_orders", "shop.orders"
-    t = time.monotonic()
-    _airflow(env, "dags", "test", dag_id)
-    r1 = _report(env, dag_id, target)
-    print(
-        f"[3/9] run 1 ({time.monotonic() - t:.1f} s): rows loaded {r1['rows_loaded']:,}, snapshot id "
-        f"{r1['snapshot_id']}, watermark {r1['watermark']}, table rows {r1['table_rows']:,}"
-    )
+    r1 = _demo_run(env, dag_id, target, "[3/9] run 1")
     conn = _connect(senv)
     change = change_orders(conn, args.changes)
     conn.close()  # type: ignore[attr-defined]
@@ -332,13 +341,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"[4/9] changed {changed} source orders (UPDATED_AT = now); ORDERS' LAST_ALTERED "
         f"{_instant(change.last_altered_before)} → {_instant(change.last_altered_after)}"
     )
-    t = time.monotonic()
-    _airflow(env, "dags", "test", dag_id)
-    r2 = _report(env, dag_id, target)
-    print(
-        f"[5/9] run 2 ({time.monotonic() - t:.1f} s): rows loaded {r2['rows_loaded']:,}, snapshot id "
-        f"{r2['snapshot_id']}, watermark {r2['watermark']}, table rows {r2['table_rows']:,}"
-    )
+    r2 = _demo_run(env, dag_id, target, "[5/9] run 2")
     # Loads driven by change: the table's watcher (the poll Airflow's triggerer runs) starts nothing while
     # the source is quiet and sees a change within one poll; run 3 is the run its event starts.
     watch = json.loads(
@@ -362,13 +365,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"{watch['changed']} orders changed, the watcher's event came {watch['seconds_to_event']} s after the "
         f"commit (poll interval {watch['poll_interval_s']:.0f} s, {watch['statements']} metadata statements)"
     )
-    t = time.monotonic()
-    _airflow(env, "dags", "test", dag_id)
-    r3 = _report(env, dag_id, target)
-    print(
-        f"[7/9] run 3, started for the event ({time.monotonic() - t:.1f} s): rows loaded {r3['rows_loaded']:,}, "
-        f"snapshot id {r3['snapshot_id']}, watermark {r3['watermark']}"
-    )
+    r3 = _demo_run(env, dag_id, target, "[7/9] run 3, started for the event", table_rows=False)
     var = _airflow(env, "variables", "get", "snowberg__shop__orders__watermark").stdout.strip().splitlines()[-1]
     print(f"Variable snowberg__shop__orders__watermark = {var}")
     t = time.monotonic()
