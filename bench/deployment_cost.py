@@ -95,12 +95,16 @@ def statement_class(sql: str) -> str:
     return "warehouse"
 
 
-def bench_env(root: Path, proxy_port: int, dags: Path, *, paused: bool) -> dict[str, str]:
+def bench_env(root: Path, proxy_port: int, dags: Path, *, paused: bool, preload: bool = True) -> dict[str, str]:
     """The bench stack's environment: the local stack's, Snowflake through the counting proxy in SNOWBERG_BENCH,
-    the tables config ``root/tables.yaml`` and the DAG folder ``dags``."""
-    from snowberg.local.stack import stack_env
+    the tables config ``root/tables.yaml`` and the DAG folder ``dags``; without ``preload``, Airflow's default
+    worker start (forked from the scheduler, no preloaded modules) instead of the deployment's forkserver."""
+    from snowberg.local.stack import stack_env, worker_preload_env
 
     env = stack_env(root, proxy_port)
+    if not preload:
+        for k in worker_preload_env():
+            env.pop(k)
     env["AIRFLOW_CONN_SNOWFLAKE_DEFAULT"] = env["AIRFLOW_CONN_SNOWFLAKE_DEFAULT"].replace(
         "SNOWBERG_DEMO", "SNOWBERG_BENCH"
     )
@@ -356,6 +360,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hour-rows", type=int, default=1_000, help="new rows of a busy table in an hour")
     ap.add_argument("--rows", type=int, default=10_000, help="new rows of a run in the busy phase")
     ap.add_argument("--repeats", type=int, default=3, help="runs in each of the floor, idle and busy phases")
+    ap.add_argument(
+        "--no-preload",
+        dest="preload",
+        action="store_false",
+        help="start the LocalExecutor's workers as Airflow does by default, without snowberg.airflow.worker_preload",
+    )
     ap.add_argument("--seed", type=int, default=22)
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args(argv)
@@ -397,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         (dags / "bench_noop.py").write_text(NOOP_DAG)
         (root / "lake" / "warehouse").mkdir(parents=True)
         (root / "tables.yaml").write_text(yaml.safe_dump(tables_config(args.tables, "SNOWBERG_BENCH")))
-        env = bench_env(root, proxy.port, dags, paused=False)
+        env = bench_env(root, proxy.port, dags, paused=False, preload=args.preload)
         url = create_database(db)
         stack = AirflowStack(
             "deploycost", home=root / "airflow", database=db, sql_alchemy_conn=url, api_port=free_port(), extra_env=env

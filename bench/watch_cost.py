@@ -346,7 +346,7 @@ def run(args: argparse.Namespace) -> int:
         (root / "lake" / "warehouse").mkdir(parents=True)
         config = watch_tables_config(sizes[-1], args.databases, args.poll_interval)
         (root / "tables.yaml").write_text(yaml.safe_dump(config))
-        env = bench_env(root, proxy.port, dags, paused=True)
+        env = bench_env(root, proxy.port, dags, paused=True, preload=args.preload)
         env["AIRFLOW__TRIGGERER__BLOCKED_MAIN_THREAD_WARNING_THRESHOLD"] = str(WATCHDOG_THRESHOLD_S)
         url = create_database(db)
         stack = AirflowStack(

@@ -107,6 +107,27 @@ def test_scheduled_runs_load_new_rows(local_stack: AirflowStack, api: ApiClient,
     api.set_paused(dag, True)
 
 
+def test_the_scheduler_forks_its_workers_from_the_preloaded_forkserver(local_stack: AirflowStack) -> None:
+    """The stack's LocalExecutor runs its tasks in workers forked from a forkserver that imported the preload.
+
+    docs/airflow-deployment.md, "LocalExecutor: import the libraries once"; the previous test's runs went through
+    these workers, so a preload that broke a task would have failed it.
+    """
+    import psutil
+
+    sched = next(s for s in local_stack.services if s.name == "scheduler")
+    assert sched.proc is not None
+    assert "Set forkserver preload modules for scheduler: ['snowberg.airflow.worker_preload']" in (
+        sched.log_path.read_text(errors="replace")
+    )
+    servers = [
+        c for c in psutil.Process(sched.proc.pid).children() if "multiprocessing.forkserver" in " ".join(c.cmdline())
+    ]
+    assert len(servers) == 1, [c.cmdline() for c in psutil.Process(sched.proc.pid).children()]
+    assert "snowberg.airflow.worker_preload" in " ".join(servers[0].cmdline())
+    assert servers[0].children(), "no LocalExecutor worker was forked from the forkserver"
+
+
 # ---------------------------------------------------------------------------
 # 2. Backfills
 

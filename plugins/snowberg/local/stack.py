@@ -67,10 +67,21 @@ def snowflake_connection_uri(port: int, database: str = "SNOWBERG_DEMO") -> str:
     )
 
 
+def worker_preload_env() -> dict[str, str]:
+    """The scheduler's LocalExecutor workers forked from a forkserver that imported snowberg's task libraries.
+
+    ``snowberg.airflow.worker_preload`` says why; docs/airflow-deployment.md gives the same two settings.
+    """
+    return {
+        "AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
+        "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD": "snowberg.airflow.worker_preload",
+    }
+
+
 def stack_env(stack_dir: Path, port: int) -> dict[str, str]:
     """The settings a real deployment would set, pointing at the emulator on ``port`` and the SQLite lake."""
     lake = stack_dir / "lake"
-    return {
+    return worker_preload_env() | {
         "AIRFLOW_CONN_SNOWFLAKE_DEFAULT": snowflake_connection_uri(port),
         "PYICEBERG_CATALOG__LAKE__TYPE": "sql",
         "PYICEBERG_CATALOG__LAKE__URI": f"sqlite:///{lake / 'catalog.db'}",

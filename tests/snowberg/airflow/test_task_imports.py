@@ -142,3 +142,77 @@ print(json.dumps(sorted(set(sys.modules) - before)))
     assert out.returncode == 0, out.stderr[-3000:]
     new = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert _present(new, DATA_LIBRARIES) == []
+
+
+PRELOADED_PROBE = """
+import json, os, sys
+import snowberg.airflow.worker_preload  # what the LocalExecutor's forkserver imports (docs/airflow-deployment.md)
+cases = json.loads(sys.argv[1])
+import threading
+out = {"python_threads": threading.active_count()}
+for case, modules in cases.items():
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        before = set(sys.modules)
+        if case == "parse":
+            os.environ["SNOWBERG_TABLES_CONFIG"] = modules[0]
+            os.environ["_AIRFLOW_PARSING_CONTEXT_DAG_ID"] = "snowberg_t1"
+            ns = {"__file__": modules[1]}
+            exec(open(ns["__file__"]).read(), ns)
+            assert "snowberg_t1" in ns
+        else:
+            for name in modules:
+                __import__(name)
+        os.write(w, json.dumps(sorted(set(sys.modules) - before)).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        out[case] = json.loads(f.read())
+    os.waitpid(pid, 0)
+print(json.dumps(out))
+"""
+
+
+def test_after_the_worker_preload_a_tasks_parse_and_execute_import_no_library(tmp_path: Path) -> None:
+    """The preload lists what each task path imports: a task forked after it imports none of the heavy libraries.
+
+    That is what the forkserver saves each task (``bench.deployment_cost`` with and without ``--no-preload``); a
+    library added to a task path and not to ``PRELOAD_MODULES`` fails here. The preload starts no Python thread
+    (the forkserver forks after it), and Airflow's asset-URI handler discovery ran in it (boto3 is there already).
+    """
+    import yaml
+
+    (tmp_path / "tables.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "tables": [
+                    {"name": "t1", "source": {"table": "D.S.T"}, "target": "n.t", "cursor": {"column": "u"}},
+                    {"name": "t2", "source": {"table": "D.S.T2"}, "target": "n.t2", "primary_key": ["id"]},
+                ]
+            }
+        )
+    )
+    cases = {case: modules for case, (modules, _) in CASES.items()}
+    cases["parse"] = [str(tmp_path / "tables.yaml"), str(REPO / "dags" / "snowberg_tables.py")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("_AIRFLOW_PARSING_CONTEXT")}
+    res = subprocess.run(
+        [sys.executable, "-c", PRELOADED_PROBE, json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    heavy = (*DATA_LIBRARIES, "boto3", "botocore")
+    for case in cases:
+        assert _present(set(out[case]), heavy) == [], f"{case}: imports after the preload"
+    # The first Asset of a parse makes Airflow import every provider's asset-URI handlers, once per process.
+    handlers = [m for m in out["parse"] if m.startswith("airflow.providers.") and ".assets" in m]
+    assert handlers == [], "the parse ran Airflow's asset-URI handler discovery again"
+    # A Python thread beside the main one would make the forkserver's fork unsafe (the native helper threads of
+    # numpy's BLAS and pyarrow's jemalloc handle fork themselves, through pthread_atfork).
+    assert out["python_threads"] == 1

@@ -79,6 +79,9 @@ def test_the_env_points_airflow_at_the_emulator_and_pyiceberg_at_the_sqlite_lake
     assert env["PYICEBERG_CATALOG__LAKE__URI"] == f"sqlite:///{tmp_path}/lake/catalog.db"
     assert env["PYICEBERG_CATALOG__LAKE__WAREHOUSE"] == f"file://{tmp_path}/lake/warehouse"
     assert env["SNOWBERG_FAKESNOW_PORT"] == "4321"
+    # docs/airflow-deployment.md: the LocalExecutor's workers come from a forkserver that imported the preload
+    assert env["AIRFLOW__SCHEDULER__MP_START_METHOD"] == "forkserver"
+    assert env["AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD"] == "snowberg.airflow.worker_preload"
 
 
 def test_read_env_reads_back_shell_quoted_exports(tmp_path: Path) -> None:
