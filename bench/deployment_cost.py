@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.deployment_cost                       # 20 tables, 3 simulated hours, 25 % busy
     .venv/bin/python -m bench.deployment_cost --tables 50 --hours 4 --busy 0.2 --repeats 5
+    .venv/bin/python -m bench.deployment_cost --tables 1 --hours 1 --busy 1 --rows 5 --hour-rows 5 --no-preload
     .venv/bin/python -m bench.deployment_cost --watch --tables 8,32,100 --hours 1 --busy 0.25   # bench.watch_cost
 
 A real Airflow 3 (api-server, scheduler with the LocalExecutor, dag-processor,
@@ -17,6 +18,12 @@ Measures, per run:
   read from ``/proc`` before and after a phase, when no task is running;
 * task starts: task instances that ran (a skipped task starts no process);
 * Snowflake statements.
+
+The workers run as a deployment following docs/airflow-deployment.md runs them: forked from a
+forkserver that imported ``snowberg.airflow.worker_preload`` (``--no-preload``: Airflow's default,
+forked from the scheduler). The executor has ``PARALLELISM`` (8) slots, and all its workers are
+started before the phases (a forkserver's LocalExecutor starts one per queued task until it has them
+all; a worker's start is no run's cost).
 
 Phases (each on the same stack):
 
@@ -239,6 +246,21 @@ def worker_cpu_seconds(scheduler_pid: int) -> float:
     return total
 
 
+PARALLELISM = 8  # the bench stack's LocalExecutor slots: every worker is started before anything is measured
+
+
+def executor_workers(scheduler_pid: int) -> list[psutil.Process]:
+    """The LocalExecutor's worker processes (children of the scheduler, or of its forkserver), by their title."""
+    out = []
+    for p in psutil.Process(scheduler_pid).children(recursive=True):
+        try:
+            if " ".join(p.cmdline()).startswith("airflow worker -- LocalExecutor"):
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
 def tree_cpu_seconds(p: psutil.Process) -> float:
     t = p.cpu_times()
     total = t.user + t.system + t.children_user + t.children_system
@@ -408,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
         (root / "lake" / "warehouse").mkdir(parents=True)
         (root / "tables.yaml").write_text(yaml.safe_dump(tables_config(args.tables, "SNOWBERG_BENCH")))
         env = bench_env(root, proxy.port, dags, paused=False, preload=args.preload)
+        env["AIRFLOW__CORE__PARALLELISM"] = str(PARALLELISM)
         url = create_database(db)
         stack = AirflowStack(
             "deploycost", home=root / "airflow", database=db, sql_alchemy_conn=url, api_port=free_port(), extra_env=env
@@ -435,6 +458,16 @@ def main(argv: list[str] | None = None) -> int:
                     break
             if todo:
                 raise RuntimeError(f"first loads failed three times: {todo}")
+            # Started from a forkserver (the preload), the LocalExecutor starts a worker for each queued task until
+            # it has PARALLELISM of them (forked from the scheduler, all at once at its start): a worker's start is
+            # no task's cost, so every worker is started before the phases.
+            for _ in range(4 * PARALLELISM):
+                if len(executor_workers(pid)) >= PARALLELISM:
+                    break
+                bench.run_all(api, stack, ["bench_noop"] * 4)
+            else:
+                raise RuntimeError(f"the executor started {len(executor_workers(pid))} of {PARALLELISM} workers")
+            print(f"{len(executor_workers(pid))} executor workers running", flush=True)
 
             phases: dict[str, list[dict[str, Any]]] = {"floor": [], "idle": [], "busy": []}
             for k in range(args.repeats):
