@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,19 +57,28 @@ CASES = {
     ),
 }
 
-PROBE = """
-import json, os, sys
-import airflow.sdk  # once; each case runs in a fork of this process, as a worker forks its tasks
+# Each case runs in a fork of one process that imported ``{first}`` once, as a worker forks its tasks; the case
+# "parse" parses the DAG file as a task process does (its arguments: the tables config and the DAG file).
+PROBE_TEMPLATE = """
+import json, os, sys, threading
+{first}
 cases = json.loads(sys.argv[1])
-out = {}
+out = {{"python_threads": threading.active_count()}}
 for case, modules in cases.items():
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         before = set(sys.modules)
-        for name in modules:
-            __import__(name)
+        if case == "parse":
+            os.environ["SNOWBERG_TABLES_CONFIG"] = modules[0]
+            os.environ["_AIRFLOW_PARSING_CONTEXT_DAG_ID"] = "snowberg_t1"
+            ns = {{"__file__": modules[1]}}
+            exec(open(ns["__file__"]).read(), ns)
+            assert "snowberg_t1" in ns
+        else:
+            for name in modules:
+                __import__(name)
         os.write(w, json.dumps(sorted(set(sys.modules) - before)).encode())
         os._exit(0)
     os.close(w)
@@ -77,21 +87,25 @@ for case, modules in cases.items():
     os.waitpid(pid, 0)
 print(json.dumps(out))
 """
+PROBE = PROBE_TEMPLATE.format(first="import airflow.sdk  # what a worker holds before it forks a task")
+# What the LocalExecutor's forkserver imports (docs/airflow-deployment.md)
+PRELOADED_PROBE = PROBE_TEMPLATE.format(first="import snowberg.airflow.worker_preload")
+
+
+def _probe(probe: str, cases: dict[str, list[str]]) -> dict[str, Any]:
+    """What ``probe`` printed: per case the modules it brought in, and the process's Python threads."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("_AIRFLOW_PARSING_CONTEXT")}
+    res = subprocess.run(
+        [sys.executable, "-c", probe, json.dumps(cases)], capture_output=True, text=True, env=env, cwd=REPO, timeout=300
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    return out
 
 
 def _imported(cases: dict[str, list[str]]) -> dict[str, set[str]]:
     """The modules each case's imports brought in, each in a fresh fork of one process that imported Airflow."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("_AIRFLOW_PARSING_CONTEXT")}
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(cases)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-        cwd=REPO,
-        timeout=300,
-    ).stdout
-    return {k: set(v) for k, v in json.loads(out.strip().splitlines()[-1]).items()}
+    return {k: set(v) for k, v in _probe(PROBE, cases).items() if isinstance(v, list)}
 
 
 @pytest.fixture(scope="module")
@@ -144,37 +158,6 @@ print(json.dumps(sorted(set(sys.modules) - before)))
     assert _present(new, DATA_LIBRARIES) == []
 
 
-PRELOADED_PROBE = """
-import json, os, sys
-import snowberg.airflow.worker_preload  # what the LocalExecutor's forkserver imports (docs/airflow-deployment.md)
-cases = json.loads(sys.argv[1])
-import threading
-out = {"python_threads": threading.active_count()}
-for case, modules in cases.items():
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        before = set(sys.modules)
-        if case == "parse":
-            os.environ["SNOWBERG_TABLES_CONFIG"] = modules[0]
-            os.environ["_AIRFLOW_PARSING_CONTEXT_DAG_ID"] = "snowberg_t1"
-            ns = {"__file__": modules[1]}
-            exec(open(ns["__file__"]).read(), ns)
-            assert "snowberg_t1" in ns
-        else:
-            for name in modules:
-                __import__(name)
-        os.write(w, json.dumps(sorted(set(sys.modules) - before)).encode())
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r) as f:
-        out[case] = json.loads(f.read())
-    os.waitpid(pid, 0)
-print(json.dumps(out))
-"""
-
-
 def test_after_the_worker_preload_a_tasks_parse_and_execute_import_no_library(tmp_path: Path) -> None:
     """The preload lists what each task path imports: a task forked after it imports none of the heavy libraries.
 
@@ -196,17 +179,7 @@ def test_after_the_worker_preload_a_tasks_parse_and_execute_import_no_library(tm
     )
     cases = {case: modules for case, (modules, _) in CASES.items()}
     cases["parse"] = [str(tmp_path / "tables.yaml"), str(REPO / "dags" / "snowberg_tables.py")]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("_AIRFLOW_PARSING_CONTEXT")}
-    res = subprocess.run(
-        [sys.executable, "-c", PRELOADED_PROBE, json.dumps(cases)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=300,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    out = _probe(PRELOADED_PROBE, cases)
     heavy = (*DATA_LIBRARIES, "boto3", "botocore")
     for case in cases:
         assert _present(set(out[case]), heavy) == [], f"{case}: imports after the preload"
