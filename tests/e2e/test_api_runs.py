@@ -81,7 +81,10 @@ def test_scheduled_runs_load_new_rows(local_stack: AirflowStack, api: ApiClient,
         f"%(now)s::TIMESTAMP_NTZ FROM TABLE(GENERATOR(ROWCOUNT => 7))",
         {"now": now},
     )
-    changed_at = datetime.now(UTC).isoformat()
+    # A run covers the change once it plans after UPDATED_AT + commit_lag (1 s, e2e_data.table_entry): one that
+    # starts within that second plans too early now that a task starts in a fraction of a second (the worker
+    # preload), loads nothing new and is rightly not the run this test waits for.
+    changed_at = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
 
     runs = wait_runs_done(
         api, dag, count=1, run_type="scheduled", started_after=changed_at, stack=local_stack, timeout=200
